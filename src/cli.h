@@ -1,0 +1,47 @@
+/* What the command line decided, shared by main.c and the commands. */
+#ifndef AMQPLOCK_CLI_H
+#define AMQPLOCK_CLI_H
+
+#include <stdbool.h>
+
+#include "conn.h"
+#include "sem.h"
+#include "status.h"
+
+struct cli {
+	struct conn_opts conn;
+	const char *prefix;
+	bool json, quiet;
+	/* admin commands, status, wait */
+	double admin_wait;
+	unsigned overshoot;
+	/* The semaphore named by the first argument, once checked. */
+	const char *name;
+};
+
+struct command {
+	const char *name;
+	enum al_status (*run)(struct cli *cli, int argc, char **argv);
+	int min_args, max_args; /* after the command name and options */
+	const char *args;       /* for usage lines: "NAME SLOTS" */
+	const char *summary;    /* one line for `amqplock --help` */
+	unsigned scopes;        /* which option groups apply (main.c) */
+};
+
+/* Parsers for arguments, recording a usage message on failure. */
+enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
+			 unsigned *out);
+
+/* Connects and prepares s for cli->name. On failure the connection is
+ * already closed. */
+enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s);
+
+/* The commands, in cmd_*.c. */
+enum al_status cmd_create(struct cli *cli, int argc, char **argv);
+enum al_status cmd_destroy(struct cli *cli, int argc, char **argv);
+enum al_status cmd_add(struct cli *cli, int argc, char **argv);
+enum al_status cmd_remove(struct cli *cli, int argc, char **argv);
+enum al_status cmd_max(struct cli *cli, int argc, char **argv);
+enum al_status cmd_status(struct cli *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,408 @@
+#include "conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* rabbitmq-c 0.11 loads no trust store of its own for amqps. */
+#define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define FRAME_MAX 131072
+
+double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct timeval to_timeval(double seconds)
+{
+	struct timeval tv;
+
+	if (seconds < 0.001)
+		seconds = 0.001;
+	tv.tv_sec = (time_t)seconds;
+	tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+	return tv;
+}
+
+enum al_status status_for_reply(uint16_t code)
+{
+	switch (code) {
+	case AMQP_CONNECTION_FORCED:
+		return AL_CONNECTION;
+	case AMQP_ACCESS_REFUSED:
+	case AMQP_NOT_ALLOWED:
+		return AL_ACCESS;
+	case AMQP_NOT_FOUND:
+		return AL_NOT_FOUND;
+	case AMQP_RESOURCE_LOCKED:
+		return AL_BUSY;
+	default:
+		return AL_BROKER;
+	}
+}
+
+/* The login parts of a URL plus the password from --password-file. The
+ * buffers are owned here because amqp_parse_url edits its input in place. */
+struct login {
+	struct amqp_connection_info info;
+	char url[1024];
+	char password[256];
+};
+
+static enum al_status read_password_file(const char *path, char *buf, size_t size)
+{
+	struct stat st;
+	FILE *f;
+	size_t len;
+
+	f = fopen(path, "r");
+	if (!f)
+		return fail(AL_USAGE, "cannot read password file %s: %s", path, strerror(errno));
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+		fclose(f);
+		return fail(AL_USAGE,
+			    "password file %s is accessible by group or others; chmod 600 it",
+			    path);
+	}
+	if (!fgets(buf, (int)size, f)) {
+		buf[0] = '\0';
+		if (ferror(f)) {
+			fclose(f);
+			return fail(AL_USAGE, "cannot read password file %s", path);
+		}
+	}
+	fclose(f);
+	len = strcspn(buf, "\r\n");
+	if (buf[len] == '\0' && len == size - 1)
+		return fail(AL_USAGE, "password in %s is longer than %zu bytes", path, size - 2);
+	buf[len] = '\0';
+	return AL_OK;
+}
+
+static enum al_status parse_login(const struct conn_opts *o, struct login *l)
+{
+	static const char form[] = "expected amqp[s]://[user[:password]@]host[:port][/vhost]";
+
+	/* Never echo the URL back: it may hold a password. */
+	if (strlen(o->url) >= sizeof(l->url))
+		return fail(AL_USAGE, "broker URL is too long");
+	strcpy(l->url, o->url);
+	amqp_default_connection_info(&l->info);
+	if (amqp_parse_url(l->url, &l->info) != AMQP_STATUS_OK)
+		return fail(AL_USAGE, "invalid broker URL (%s)", form);
+	if (l->info.host[0] == '\0')
+		return fail(AL_USAGE, "invalid broker URL: no host (%s)", form);
+	if (l->info.port <= 0 || l->info.port > 65535)
+		return fail(AL_USAGE, "invalid broker URL: bad port (%s)", form);
+	/* amqp_parse_url reads "amqp://host/" as the vhost "", which no
+	 * broker has; like most clients we take it to mean the default "/". */
+	if (l->info.vhost[0] == '\0')
+		l->info.vhost = "/";
+	if (o->password_file) {
+		enum al_status st =
+			read_password_file(o->password_file, l->password, sizeof(l->password));
+		if (st != AL_OK)
+			return st;
+		l->info.password = l->password;
+	}
+	return AL_OK;
+}
+
+enum al_status conn_check_opts(const struct conn_opts *o)
+{
+	struct login l;
+	enum al_status st = parse_login(o, &l);
+
+	explicit_bzero(&l, sizeof(l));
+	return st;
+}
+
+static enum al_status lost(struct conn *c, int amqp_status, const char *doing)
+{
+	c->dead = true;
+	if (amqp_status == AMQP_STATUS_TIMEOUT)
+		return fail(AL_CONNECTION, "no reply from the broker at %s within %g s while %s",
+			    c->where, c->rpc_timeout, doing);
+	return fail(AL_CONNECTION, "connection to %s lost while %s: %s", c->where, doing,
+		    amqp_error_string2(amqp_status));
+}
+
+static enum al_status connection_closed(struct conn *c, const amqp_connection_close_t *m)
+{
+	amqp_connection_close_ok_t ok = {0};
+	enum al_status st = status_for_reply(m->reply_code);
+
+	amqp_send_method(c->amqp, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+	c->dead = true;
+	if (st == AL_NOT_FOUND || st == AL_BUSY)
+		st = AL_BROKER;
+	if (m->reply_code == AMQP_CONNECTION_FORCED)
+		st = AL_CONNECTION;
+	return fail(st, "the broker at %s closed the connection: %.*s", c->where,
+		    (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+}
+
+enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
+{
+	int r;
+
+	if (c->dead || c->channel == 0)
+		return fail(AL_BROKER, "internal error: no open channel");
+	r = amqp_send_method(c->amqp, c->channel, id, decoded);
+	if (r != AMQP_STATUS_OK)
+		return lost(c, r, "sending a request");
+	return AL_OK;
+}
+
+enum al_status conn_publish_probe(struct conn *c, const char *queue)
+{
+	/* expiration "0" rather than a queue argument: the probe never stays
+	 * in a slot queue, and slot queues keep having no arguments. */
+	static const amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_EXPIRATION_FLAG,
+		.expiration = {1, (void *)"0"},
+	};
+	int r;
+
+	if (c->dead || c->channel == 0)
+		return fail(AL_BROKER, "internal error: no open channel");
+	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
+			       1, 0, &props, amqp_empty_bytes);
+	if (r != AMQP_STATUS_OK)
+		return lost(c, r, "probing a queue");
+	c->published++;
+	return AL_OK;
+}
+
+enum al_status conn_recv(struct conn *c, amqp_method_t *m)
+{
+	amqp_frame_t f;
+	struct timeval tv;
+	int r;
+
+	if (c->dead || c->channel == 0)
+		return fail(AL_BROKER, "internal error: no open channel");
+	amqp_maybe_release_buffers(c->amqp);
+	for (;;) {
+		tv = to_timeval(c->rpc_timeout);
+		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &tv);
+		if (r != AMQP_STATUS_OK)
+			return lost(c, r, "waiting for a reply");
+		/* Content frames (of a basic.return) carry nothing we need. */
+		if (f.frame_type != AMQP_FRAME_METHOD)
+			continue;
+		if (f.channel == 0) {
+			if (f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
+				return connection_closed(c, f.payload.method.decoded);
+			continue; /* connection.blocked and the like */
+		}
+		if (f.channel != c->channel)
+			continue; /* late frames of a channel we gave up */
+		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+			amqp_channel_close_t *close = f.payload.method.decoded;
+			amqp_channel_close_ok_t ok = {0};
+			size_t len = close->reply_text.len;
+
+			c->reply_code = close->reply_code;
+			if (len >= sizeof(c->reply_text))
+				len = sizeof(c->reply_text) - 1;
+			memcpy(c->reply_text, close->reply_text.bytes, len);
+			c->reply_text[len] = '\0';
+			/* Without close-ok, reusing the channel id would make the
+			 * broker close the whole connection. */
+			r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+			c->channel = 0;
+			if (r != AMQP_STATUS_OK)
+				return lost(c, r, "acknowledging a channel close");
+			trace("channel closed by the broker: %s", c->reply_text);
+			return status_for_reply(c->reply_code);
+		}
+		*m = f.payload.method;
+		return AL_OK;
+	}
+}
+
+enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m)
+{
+	enum al_status st = conn_recv(c, m);
+
+	if (st != AL_OK)
+		return st;
+	if (m->id != expect) {
+		c->dead = true;
+		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
+			    c->where, (unsigned)m->id);
+	}
+	return AL_OK;
+}
+
+enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue)
+{
+	if (c->dead)
+		return st; /* the connection failure already said why */
+	return fail(st, "%s %s refused by the broker: %s", doing, queue, c->reply_text);
+}
+
+enum al_status conn_reset_channel(struct conn *c)
+{
+	amqp_channel_open_t open = {0};
+	amqp_confirm_select_t confirm = {0};
+	amqp_method_t m;
+	enum al_status st;
+
+	if (c->dead)
+		return fail(AL_BROKER, "internal error: connection is closed");
+	if (c->channel != 0) {
+		amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
+
+		/* Leave the old channel without waiting; conn_recv drops its
+		 * late frames. */
+		st = conn_send(c, AMQP_CHANNEL_CLOSE_METHOD, &close);
+		if (st != AL_OK)
+			return st;
+	}
+	/* Channel ids cycle so that a long wait for a busy admin mutex never
+	 * runs past channel_max. */
+	c->channel = (amqp_channel_t)(c->channel % 1000 + 1);
+	c->published = 0;
+	/* Both requests go out before either reply is read: one round trip. */
+	if ((st = conn_send(c, AMQP_CHANNEL_OPEN_METHOD, &open)) != AL_OK ||
+	    (st = conn_send(c, AMQP_CONFIRM_SELECT_METHOD, &confirm)) != AL_OK)
+		return st;
+	if ((st = conn_expect(c, AMQP_CHANNEL_OPEN_OK_METHOD, &m)) != AL_OK ||
+	    (st = conn_expect(c, AMQP_CONFIRM_SELECT_OK_METHOD, &m)) != AL_OK) {
+		if (!c->dead)
+			return conn_refused(c, st, "opening channel", "");
+		return st;
+	}
+	return AL_OK;
+}
+
+static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
+				  const struct amqp_connection_info *info, double deadline)
+{
+	amqp_socket_t *sock;
+	struct timeval tv;
+	int r;
+
+	if (info->ssl) {
+		const char *ca = o->cacert;
+
+		sock = amqp_ssl_socket_new(c->amqp);
+		if (!sock)
+			return fail(AL_CONNECTION, "cannot set up TLS");
+		amqp_ssl_socket_set_verify_peer(sock, 1);
+		amqp_ssl_socket_set_verify_hostname(sock, 1);
+		if (!ca && access(SYSTEM_CA_BUNDLE, R_OK) == 0)
+			ca = SYSTEM_CA_BUNDLE;
+		if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
+			return fail(AL_USAGE, "cannot load CA certificates from %s", ca);
+	} else {
+		sock = amqp_tcp_socket_new(c->amqp);
+		if (!sock)
+			return fail(AL_CONNECTION, "cannot create a socket");
+	}
+	tv = to_timeval(deadline - now_seconds());
+	errno = 0;
+	r = amqp_socket_open_noblock(sock, info->host, info->port, &tv);
+	if (r == AMQP_STATUS_OK)
+		return AL_OK;
+	if (r == AMQP_STATUS_TIMEOUT)
+		return fail(AL_CONNECTION, "cannot connect to %s: timed out after %g s", c->where,
+			    o->connect_timeout);
+	if (r == AMQP_STATUS_SOCKET_ERROR && errno)
+		return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, strerror(errno));
+	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
+}
+
+static enum al_status login(struct conn *c, const struct conn_opts *o,
+			    const struct amqp_connection_info *info, double deadline)
+{
+	struct timeval tv = to_timeval(deadline - now_seconds());
+	amqp_rpc_reply_t r;
+
+	amqp_set_handshake_timeout(c->amqp, &tv);
+	r = amqp_login(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
+		       AMQP_SASL_METHOD_PLAIN, info->user, info->password);
+	if (r.reply_type == AMQP_RESPONSE_NORMAL)
+		return AL_OK;
+	c->dead = true;
+	if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+	    r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+		amqp_connection_close_t *m = r.reply.decoded;
+
+		return fail(status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
+			    "login to %s as %s (vhost %s) refused: %.*s", c->where, info->user,
+			    info->vhost, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+	}
+	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+		if (r.library_error == AMQP_STATUS_TIMEOUT)
+			return fail(AL_CONNECTION, "no answer from %s within %g s while logging in",
+				    c->where, o->connect_timeout);
+		/* RabbitMQ drops the socket on a bad password unless the client
+		 * asked for a close method; either way it is a refusal. */
+		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
+		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
+			return fail(AL_ACCESS, "login to %s as %s refused (wrong user or password?)",
+				    c->where, info->user);
+		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
+			    amqp_error_string2(r.library_error));
+	}
+	return fail(AL_BROKER, "cannot log in to %s", c->where);
+}
+
+enum al_status conn_open(struct conn *c, const struct conn_opts *o)
+{
+	double deadline = now_seconds() + o->connect_timeout;
+	struct login l;
+	struct timeval rpc;
+	enum al_status st;
+
+	memset(c, 0, sizeof(*c));
+	c->rpc_timeout = o->rpc_timeout;
+	st = parse_login(o, &l);
+	if (st != AL_OK)
+		goto out;
+	snprintf(c->where, sizeof(c->where), "%s:%d", l.info.host, l.info.port);
+	c->amqp = amqp_new_connection();
+	if (!c->amqp) {
+		st = fail(AL_BROKER, "out of memory");
+		goto out;
+	}
+	trace("connecting to %s", c->where);
+	st = open_socket(c, o, &l.info, deadline);
+	if (st == AL_OK)
+		st = login(c, o, &l.info, deadline);
+	if (st == AL_OK) {
+		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
+		rpc = to_timeval(o->rpc_timeout);
+		amqp_set_rpc_timeout(c->amqp, &rpc);
+		st = conn_reset_channel(c);
+	}
+	if (st != AL_OK)
+		c->dead = true;
+	else
+		trace("connected, heartbeat %u s", c->heartbeat);
+out:
+	explicit_bzero(&l, sizeof(l));
+	return st;
+}
+
+void conn_close(struct conn *c)
+{
+	if (!c->amqp)
+		return;
+	if (!c->dead)
+		amqp_connection_close(c->amqp, AMQP_REPLY_SUCCESS);
+	amqp_destroy_connection(c->amqp);
+	c->amqp = NULL;
+	c->channel = 0;
+	c->dead = true;
+}

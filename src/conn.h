@@ -1,0 +1,79 @@
+/* The one connection to the broker: URL, password file, TLS, login,
+ * heartbeats, deadlines on every wait, and broker reply codes turned into
+ * statuses. Never prints (except -v traces) and never exits. */
+#ifndef AMQPLOCK_CONN_H
+#define AMQPLOCK_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amqp_compat.h"
+#include "status.h"
+
+struct conn_opts {
+	const char *url;           /* amqp[s]://user:pass@host:port/vhost */
+	const char *password_file; /* NULL: the password in the URL */
+	const char *cacert;        /* amqps: CA bundle; NULL: the system's */
+	unsigned heartbeat;        /* seconds; 0 disables heartbeats */
+	double connect_timeout;    /* seconds for TCP connect + TLS + login */
+	double rpc_timeout;        /* seconds for each reply from the broker */
+};
+
+struct conn {
+	amqp_connection_state_t amqp;
+	amqp_channel_t channel; /* open channel, 0 if none */
+	uint64_t published;     /* last publisher-confirm tag on channel */
+	unsigned heartbeat;     /* as negotiated */
+	double rpc_timeout;
+	bool dead; /* the connection is unusable; only conn_close remains */
+	/* The last channel-level refusal, set when conn_recv returns one. */
+	uint16_t reply_code;
+	char reply_text[128];
+	/* "host:port" for messages: never the password. */
+	char where[256];
+};
+
+/* Validates the URL and password file without touching the network, so
+ * that usage errors come before connection errors. */
+enum al_status conn_check_opts(const struct conn_opts *o);
+
+/* Connects, logs in and opens a channel in confirm mode. */
+enum al_status conn_open(struct conn *c, const struct conn_opts *o);
+/* Closes politely (bounded by the reply deadline) and frees everything. */
+void conn_close(struct conn *c);
+
+/* Replaces the channel with a fresh one in confirm mode. Needed after the
+ * broker closed the channel (405, 404, ...); the close-ok has been sent. */
+enum al_status conn_reset_channel(struct conn *c);
+
+/* Sends one method on the channel without waiting. */
+enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded);
+
+/* Waits, within the reply deadline, for the next method on the channel.
+ * Content frames (a basic.return's) are skipped. The method stays valid
+ * until the next conn_* call. If the broker closed
+ * the channel, the close-ok is sent, reply_code/reply_text are set and the
+ * status for that code is returned without recording a message (the
+ * caller knows what it was doing: see conn_refused). Connection-level
+ * failures record their message and mark the connection dead. */
+enum al_status conn_recv(struct conn *c, amqp_method_t *m);
+
+/* conn_recv, then check that the method is `expect`. */
+enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m);
+
+/* Publishes an empty, mandatory, immediately expiring message to queue
+ * through the default exchange: the broker answers basic.return (no such
+ * queue) then basic.ack, or basic.ack alone. Tag: ++c->published. */
+enum al_status conn_publish_probe(struct conn *c, const char *queue);
+
+/* Records a message for the channel refusal in reply_code, e.g.
+ * "declaring amqplock.jobs-1-A: ACCESS_REFUSED - ...", and returns st. */
+enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue);
+
+/* Maps an AMQP reply code to a status. */
+enum al_status status_for_reply(uint16_t code);
+
+/* Monotonic seconds. */
+double now_seconds(void);
+
+#endif

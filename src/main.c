@@ -1,0 +1,459 @@
+/* amqplock: distributed counting semaphores on RabbitMQ.
+ *
+ * This file owns the command line: the option table, the command table,
+ * help, and turning a status into an exit code. The commands live in
+ * cmd_*.c, the algorithm in sem.c, the broker in conn.c. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "names.h"
+#include "out.h"
+#include "parse.h"
+
+#ifndef AMQPLOCK_VERSION
+#define AMQPLOCK_VERSION "unknown"
+#endif
+
+#define DEFAULT_URL "amqp://guest:guest@localhost:5672/"
+#define DEFAULT_PREFIX "amqplock."
+/* Long enough for a peer's create of a few thousand slots. */
+#define DEFAULT_ADMIN_WAIT 30.0
+/* A pipelined probe of 128 missing queues costs about 1 ms. */
+#define DEFAULT_OVERSHOOT 128u
+#define DEFAULT_HEARTBEAT 5u
+#define DEFAULT_CONNECT_TIMEOUT 5.0
+#define DEFAULT_RPC_TIMEOUT 10.0
+#define MAX_SECONDS 1e6
+
+/* Option groups; a command lists the groups it accepts. */
+enum scope {
+	GLOBAL = 1 << 0,
+	ADMIN = 1 << 1, /* takes the admin mutex */
+	SCAN = 1 << 2,  /* looks past max for strays or orphans */
+};
+
+enum opt_id {
+	OPT_URL = 'u',
+	OPT_QUIET = 'q',
+	OPT_VERBOSE = 'v',
+	OPT_HELP = 'h',
+	OPT_VERSION = 'V',
+	OPT_PASSWORD_FILE = 256,
+	OPT_PREFIX,
+	OPT_JSON,
+	OPT_HEARTBEAT,
+	OPT_CONNECT_TIMEOUT,
+	OPT_RPC_TIMEOUT,
+	OPT_CACERT,
+	OPT_ADMIN_WAIT,
+	OPT_OVERSHOOT,
+};
+
+struct opt_def {
+	const char *name;
+	int id;
+	const char *arg; /* NULL: takes no value */
+	unsigned scope;
+	const char *help;
+};
+
+static const struct opt_def opt_defs[] = {
+	{"url", OPT_URL, "URL", GLOBAL,
+	 "broker, amqp[s]://user:pass@host:port/vhost\n"
+	 "(default $AMQPLOCK_URL, $AMQP_URL, " DEFAULT_URL ")"},
+	{"password-file", OPT_PASSWORD_FILE, "FILE", GLOBAL,
+	 "read the password from the first line of FILE (mode 600)"},
+	{"cacert", OPT_CACERT, "FILE", GLOBAL, "CA certificates for amqps:// (default: the system's)"},
+	{"prefix", OPT_PREFIX, "P", GLOBAL,
+	 "queue-name prefix (default $AMQPLOCK_PREFIX, \"" DEFAULT_PREFIX "\")"},
+	{"json", OPT_JSON, NULL, GLOBAL, "print one JSON object per result on stdout"},
+	{"quiet", OPT_QUIET, NULL, GLOBAL, "print nothing on stdout"},
+	{"verbose", OPT_VERBOSE, NULL, GLOBAL, "trace each step on stderr"},
+	{"heartbeat", OPT_HEARTBEAT, "SECS", GLOBAL, "AMQP heartbeat, whole seconds, 0 = off (default 5)"},
+	{"connect-timeout", OPT_CONNECT_TIMEOUT, "SECS", GLOBAL,
+	 "give up connecting and logging in after SECS (default 5)"},
+	{"rpc-timeout", OPT_RPC_TIMEOUT, "SECS", GLOBAL,
+	 "give up when a reply from the broker takes longer (default 10)"},
+	{"admin-wait", OPT_ADMIN_WAIT, "SECS", ADMIN,
+	 "wait up to SECS for another administrator to finish (default 30)"},
+	{"overshoot", OPT_OVERSHOOT, "N", SCAN,
+	 "look N slots past max for stray slots and orphan holders (default 128)"},
+	{"help", OPT_HELP, NULL, GLOBAL, "show help and exit"},
+	{"version", OPT_VERSION, NULL, GLOBAL, "show the version and exit"},
+};
+#define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+static const struct command commands[] = {
+	{"create", cmd_create, 2, 2, "NAME SLOTS", "create a semaphore with SLOTS slots",
+	 ADMIN | SCAN},
+	{"destroy", cmd_destroy, 1, 1, "NAME", "delete every slot of a semaphore", ADMIN | SCAN},
+	{"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN},
+	{"remove", cmd_remove, 1, 2, "NAME [COUNT]", "remove the COUNT highest slots (default 1)",
+	 ADMIN | SCAN},
+	{"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
+	 ADMIN | SCAN},
+	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct command *find_command(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < N_COMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void print_options(FILE *f, unsigned scopes)
+{
+	char left[64];
+	const char *p, *nl;
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++) {
+		const struct opt_def *o = &opt_defs[i];
+
+		if (!(o->scope & scopes))
+			continue;
+		if (o->id < 256)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->id, o->name,
+				 o->arg ? " " : "", o->arg ? o->arg : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		/* Help texts may span lines; continuation lines are indented. */
+		for (p = o->help; p; p = nl ? nl + 1 : NULL) {
+			nl = strchr(p, '\n');
+			fprintf(f, "  %-26s %.*s\n", p == o->help ? left : "",
+				(int)(nl ? (size_t)(nl - p) : strlen(p)), p);
+		}
+	}
+}
+
+static void print_help(FILE *f, const struct command *cmd)
+{
+	size_t i;
+	char left[64];
+
+	if (cmd) {
+		fprintf(f, "Usage: amqplock %s [OPTIONS] %s\n\n%c%s.\n", cmd->name, cmd->args,
+			cmd->summary[0] - 'a' + 'A', cmd->summary + 1);
+		if (cmd->scopes & ~GLOBAL) {
+			fprintf(f, "\nOptions:\n");
+			print_options(f, cmd->scopes & ~GLOBAL);
+		}
+		fprintf(f, "\nGlobal options:\n");
+		print_options(f, GLOBAL);
+		return;
+	}
+	fprintf(f, "Usage: amqplock [OPTIONS] COMMAND [OPTIONS] ARGS...\n\n"
+		   "Distributed counting semaphores on RabbitMQ.\n\nCommands:\n");
+	for (i = 0; i < N_COMMANDS; i++) {
+		snprintf(left, sizeof(left), "%s %s", commands[i].name, commands[i].args);
+		fprintf(f, "  %-26s %s\n", left, commands[i].summary);
+	}
+	fprintf(f, "  %-26s %s\n", "help COMMAND", "show a command's options");
+	fprintf(f, "\nGlobal options (before or after COMMAND):\n");
+	print_options(f, GLOBAL);
+	fprintf(f, "\nExit status: 0 ok, 1 busy, 2 usage, 3 not found, 4 lost, 5 exists,\n"
+		   "6 connection, 7 access, 8 broker or internal error.\n");
+}
+
+/* getopt_long's tables for the options in `scopes`; `stop`: stop at the
+ * first non-option instead of permuting. */
+static void build_getopt(unsigned scopes, bool stop, struct option *longopts, char *shortopts)
+{
+	size_t i, n = 0;
+	char *s = shortopts;
+
+	if (stop)
+		*s++ = '+';
+	*s++ = ':'; /* report a missing value as ':' */
+	for (i = 0; i < N_OPTS; i++) {
+		const struct opt_def *o = &opt_defs[i];
+
+		if (!(o->scope & scopes))
+			continue;
+		longopts[n++] = (struct option){o->name, o->arg ? required_argument : no_argument,
+						NULL, o->id};
+		if (o->id < 256) {
+			*s++ = (char)o->id;
+			if (o->arg)
+				*s++ = ':';
+		}
+	}
+	longopts[n] = (struct option){0};
+	*s = '\0';
+}
+
+static const struct opt_def *find_opt(int id)
+{
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++)
+		if (opt_defs[i].id == id)
+			return &opt_defs[i];
+	return NULL;
+}
+
+static enum al_status seconds_opt(const char *name, const char *arg, double min, double *out)
+{
+	char q[64];
+	const char *why = parse_seconds(arg, MAX_SECONDS, out);
+
+	if (!why && *out < min)
+		why = "is too small";
+	if (why)
+		return fail(AL_USAGE, "--%s %s: %s", name, quote_arg(arg, q, sizeof(q)), why);
+	return AL_OK;
+}
+
+enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
+			 unsigned *out)
+{
+	char q[64];
+	unsigned long v;
+	const char *why = parse_uint(arg, min, max, &v);
+
+	if (why)
+		return fail(AL_USAGE, "%s %s %s (expected a whole number from %lu to %lu)", what,
+			    quote_arg(arg, q, sizeof(q)), why, min, max);
+	*out = (unsigned)v;
+	return AL_OK;
+}
+
+enum { SHOW_NOTHING, SHOW_HELP, SHOW_VERSION };
+
+static enum al_status apply_option(struct cli *cli, int id, const char *arg, int *show)
+{
+	unsigned n;
+
+	switch (id) {
+	case OPT_URL:
+		cli->conn.url = arg;
+		return AL_OK;
+	case OPT_PASSWORD_FILE:
+		cli->conn.password_file = arg;
+		return AL_OK;
+	case OPT_CACERT:
+		cli->conn.cacert = arg;
+		return AL_OK;
+	case OPT_PREFIX:
+		cli->prefix = arg;
+		return AL_OK;
+	case OPT_JSON:
+		cli->json = true;
+		return AL_OK;
+	case OPT_QUIET:
+		cli->quiet = true;
+		return AL_OK;
+	case OPT_VERBOSE:
+		trace_enabled = 1;
+		return AL_OK;
+	case OPT_HEARTBEAT:
+		if (cli_count(arg, "--heartbeat", 0, 3600, &n) != AL_OK)
+			return AL_USAGE;
+		cli->conn.heartbeat = n;
+		return AL_OK;
+	case OPT_CONNECT_TIMEOUT:
+		return seconds_opt("connect-timeout", arg, 0.001, &cli->conn.connect_timeout);
+	case OPT_RPC_TIMEOUT:
+		return seconds_opt("rpc-timeout", arg, 0.001, &cli->conn.rpc_timeout);
+	case OPT_ADMIN_WAIT:
+		return seconds_opt("admin-wait", arg, 0, &cli->admin_wait);
+	case OPT_OVERSHOOT:
+		return cli_count(arg, "--overshoot", 0, SLOTS_MAX, &cli->overshoot);
+	case OPT_HELP:
+		*show = SHOW_HELP;
+		return AL_OK;
+	case OPT_VERSION:
+		*show = SHOW_VERSION;
+		return AL_OK;
+	default:
+		return fail(AL_BROKER, "internal error: unhandled option %d", id);
+	}
+}
+
+/* Parses options in argv[1..argc) (argv[0] is the program or command name)
+ * for the groups in `scopes`; stops at the first non-option if `stop`.
+ * Keeps going after a usage error, so that a later --json still decides
+ * how the error is reported. */
+static enum al_status parse_options(struct cli *cli, int argc, char **argv, unsigned scopes,
+				    bool stop, const char *cmd, int *show)
+{
+	struct option longopts[N_OPTS + 1];
+	char shortopts[2 * N_OPTS + 3], q[64];
+	enum al_status st = AL_OK, r;
+	const struct opt_def *o;
+	int id;
+
+	/* Every option is known, so that one outside `scopes` is reported as
+	 * not applying rather than unknown. */
+	build_getopt(GLOBAL | ADMIN | SCAN, stop, longopts, shortopts);
+	optind = 0; /* glibc: start afresh */
+	opterr = 0;
+	while ((id = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		if (id == '?' || id == ':') {
+			const char *bad = argv[optind - 1];
+
+			if (optopt && optopt < 256 && strncmp(bad, "--", 2) != 0)
+				snprintf(q, sizeof(q), "-%c", optopt);
+			else
+				quote_arg(bad, q, sizeof(q));
+			r = fail(AL_USAGE, id == '?' ? "unknown option %s" : "option %s needs a value", q);
+		} else if (!((o = find_opt(id))->scope & scopes)) {
+			r = fail(AL_USAGE, "option --%s does not apply to %s", o->name,
+				 cmd ? cmd : "amqplock without a command");
+		} else {
+			r = apply_option(cli, id, optarg, show);
+		}
+		if (st == AL_OK)
+			st = r;
+	}
+	return st;
+}
+
+static void defaults(struct cli *cli)
+{
+	const char *env;
+
+	memset(cli, 0, sizeof(*cli));
+	cli->conn.url = DEFAULT_URL;
+	if ((env = getenv("AMQP_URL")) && *env)
+		cli->conn.url = env;
+	if ((env = getenv("AMQPLOCK_URL")) && *env)
+		cli->conn.url = env;
+	cli->prefix = DEFAULT_PREFIX;
+	if ((env = getenv("AMQPLOCK_PREFIX")))
+		cli->prefix = env;
+	cli->conn.heartbeat = DEFAULT_HEARTBEAT;
+	cli->conn.connect_timeout = DEFAULT_CONNECT_TIMEOUT;
+	cli->conn.rpc_timeout = DEFAULT_RPC_TIMEOUT;
+	cli->admin_wait = DEFAULT_ADMIN_WAIT;
+	cli->overshoot = DEFAULT_OVERSHOOT;
+}
+
+static enum al_status check_name(struct cli *cli, const char *name)
+{
+	struct sem_name sn;
+	const char *why;
+	char q[64];
+
+	if ((why = prefix_problem(cli->prefix)))
+		return fail(AL_USAGE, "prefix %s %s", quote_arg(cli->prefix, q, sizeof(q)), why);
+	if (!(why = name_problem(name)))
+		why = sem_name_init(&sn, cli->prefix, name);
+	if (why)
+		return fail(AL_USAGE, "semaphore name %s %s", quote_arg(name, q, sizeof(q)), why);
+	cli->name = name;
+	return AL_OK;
+}
+
+enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
+{
+	enum al_status st;
+
+	memset(s, 0, sizeof(*s));
+	sem_name_init(&s->name, cli->prefix, cli->name); /* checked before */
+	s->label = cli->name;
+	s->conn = c;
+	s->overshoot = cli->overshoot;
+	s->admin_wait = cli->admin_wait;
+	st = conn_open(c, &cli->conn);
+	if (st != AL_OK)
+		conn_close(c);
+	return st;
+}
+
+static int finish(struct cli *cli, enum al_status st)
+{
+	if (st != AL_OK)
+		out_error(st, st == AL_USAGE ? NULL : cli->name,
+			  status_message()[0] ? status_message() : "failed");
+	return (int)st;
+}
+
+static int usage_error(struct cli *cli, const struct command *cmd)
+{
+	char usage[128];
+
+	if (cmd)
+		snprintf(usage, sizeof(usage), "usage: amqplock %s [OPTIONS] %s", cmd->name,
+			 cmd->args);
+	else
+		snprintf(usage, sizeof(usage), "usage: amqplock [OPTIONS] COMMAND ARGS... "
+					       "(see amqplock --help)");
+	if (!status_message()[0])
+		fail(AL_USAGE, "%s", usage);
+	return finish(cli, AL_USAGE);
+}
+
+static int show(int what, const struct command *cmd)
+{
+	if (what == SHOW_VERSION)
+		printf("amqplock %s\n", AMQPLOCK_VERSION);
+	else
+		print_help(stdout, cmd);
+	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : AL_BROKER;
+}
+
+int main(int argc, char **argv)
+{
+	const struct command *cmd = NULL;
+	int show_what = SHOW_NOTHING, cmd_at, end, nargs;
+	enum al_status st;
+	struct cli cli;
+	char **args;
+
+	defaults(&cli);
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	/* Global options before the command. */
+	st = parse_options(&cli, argc, argv, GLOBAL, true, NULL, &show_what);
+	cmd_at = optind;
+	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, stdout);
+	if (st == AL_OK && show_what == SHOW_NOTHING && cmd_at < argc) {
+		if (strcmp(argv[cmd_at], "help") == 0) {
+			cmd = cmd_at + 1 < argc ? find_command(argv[cmd_at + 1]) : NULL;
+			if (cmd_at + 1 < argc && !cmd)
+				return usage_error(&cli, NULL);
+			return show(SHOW_HELP, cmd);
+		}
+		cmd = find_command(argv[cmd_at]);
+		if (!cmd) {
+			char q[64];
+
+			fail(AL_USAGE, "unknown command %s (see amqplock --help)",
+			     quote_arg(argv[cmd_at], q, sizeof(q)));
+			return usage_error(&cli, NULL);
+		}
+	}
+	if (st == AL_OK && show_what != SHOW_NOTHING)
+		return show(show_what, NULL);
+	if (st != AL_OK || !cmd)
+		return usage_error(&cli, NULL);
+
+	/* The command's options, which may also be global ones, anywhere
+	 * among its arguments up to a "--". */
+	for (end = cmd_at + 1; end < argc && strcmp(argv[end], "--") != 0; end++)
+		;
+	st = parse_options(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL, false,
+			   cmd->name, &show_what);
+	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, stdout);
+	if (st == AL_OK && show_what != SHOW_NOTHING)
+		return show(show_what, cmd);
+	args = argv + cmd_at + optind;
+	nargs = end - cmd_at - optind;
+	if (st != AL_OK || nargs < cmd->min_args || nargs > cmd->max_args || end < argc)
+		return usage_error(&cli, cmd);
+	if ((st = check_name(&cli, args[0])) != AL_OK ||
+	    (st = conn_check_opts(&cli.conn)) != AL_OK)
+		return finish(&cli, st);
+	return finish(&cli, cmd->run(&cli, nargs, args));
+}

@@ -1,0 +1,46 @@
+/* Semaphore names and the queue names derived from them. Pure functions:
+ * no broker, no printing. */
+#ifndef AMQPLOCK_NAMES_H
+#define AMQPLOCK_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define NAME_MAX_BYTES 200
+#define PREFIX_MAX_BYTES 40
+/* The broker's limit on a queue name. */
+#define QUEUE_NAME_MAX 255
+/* Slot numbers are capped so that every queue name fits comfortably and a
+ * typo cannot ask the broker for a billion queues. */
+#define SLOTS_MAX 10000u
+
+/* Queue names of one semaphore: "<prefix><name>" is its admin mutex, and
+ * "<prefix><name>-<k>-A" / "-<k>-B" its slot k and the holder of slot k. */
+/* Room left for "-<slot>-A" with any unsigned slot number. */
+#define BASE_MAX (QUEUE_NAME_MAX - 14)
+
+struct sem_name {
+	char base[BASE_MAX + 1];
+	size_t len;
+};
+
+/* NULL if name is a valid semaphore name, else why it is not. */
+const char *name_problem(const char *name);
+/* NULL if prefix is a valid queue-name prefix, else why it is not. */
+const char *prefix_problem(const char *prefix);
+
+/* Fills sn from a prefix and name that passed the checks above; returns
+ * NULL, or why the combination is refused (e.g. it starts with "amq."). */
+const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *name);
+
+enum slot_kind { SLOT_QUEUE = 'A', HOLDER_QUEUE = 'B' };
+
+/* Writes the queue name of slot k into buf (QUEUE_NAME_MAX + 1 bytes). */
+void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind, char *buf);
+
+/* The slot number if queue (len bytes, not NUL-terminated) is the kind
+ * queue of some slot of sn, else 0. */
+unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
+			     enum slot_kind kind);
+
+#endif

@@ -1,0 +1,40 @@
+/* Output for people and for scripts from one set of calls, in the manner of
+ * iproute2's print_*(PRINT_ANY, ...): a command states each fact once with
+ * its JSON key and its text format, and never asks which mode is on.
+ *
+ *   out_begin();
+ *   out_str("semaphore", NULL, name);         JSON only (text_fmt NULL)
+ *   out_uint("max", "%lu\n", max);            both
+ *   out_end();                                JSON: one line on stdout
+ *
+ * A NULL key prints text only. */
+#ifndef AMQPLOCK_OUT_H
+#define AMQPLOCK_OUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "status.h"
+
+enum out_mode { OUT_TEXT, OUT_JSON };
+
+void out_init(enum out_mode mode, bool quiet, FILE *stream);
+bool out_json(void);
+
+void out_begin(void);
+void out_str(const char *key, const char *text_fmt, const char *value);
+void out_uint(const char *key, const char *text_fmt, unsigned long value);
+void out_bool(const char *key, bool value);
+/* Text: text_fmt gets the slots joined by spaces, or "-" if none. */
+void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size_t len);
+/* Ends the record; AL_BROKER with a message if stdout could not be
+ * written (a full disk, a closed pipe). */
+enum al_status out_end(void);
+
+/* One "amqplock: message" line on stderr and, in JSON mode, the object
+ * {"ok":false,"error":...,"message":...} on stdout, with `semaphore` if
+ * known. */
+void out_error(enum al_status st, const char *semaphore, const char *message);
+
+#endif

@@ -1,0 +1,77 @@
+#include "parse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *digits_problem(const char *s, int allow_point)
+{
+	int digits = 0, points = 0;
+
+	if (*s == '\0')
+		return "is empty";
+	for (; *s; s++) {
+		if (*s >= '0' && *s <= '9')
+			digits++;
+		else if (*s == '.' && allow_point && points++ == 0)
+			continue;
+		else
+			return allow_point ? "is not a number of seconds" : "is not a whole number";
+	}
+	return digits ? NULL : "is not a number";
+}
+
+const char *parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	const char *why = digits_problem(s, 0);
+	unsigned long v;
+
+	if (why)
+		return why;
+	errno = 0;
+	v = strtoul(s, NULL, 10);
+	if (errno == ERANGE || v > max)
+		return "is too large";
+	if (v < min)
+		return "is too small";
+	*out = v;
+	return NULL;
+}
+
+const char *parse_seconds(const char *s, double max, double *out)
+{
+	const char *why = digits_problem(s, 1);
+	double v;
+
+	if (why)
+		return why;
+	v = strtod(s, NULL);
+	if (v > max)
+		return "is too large";
+	*out = v;
+	return NULL;
+}
+
+char *quote_arg(const char *s, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[n++] = '"';
+	/* Room is kept for one escape, "...", the quote and the NUL. */
+	for (; *s && n + 9 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+			n += (size_t)snprintf(buf + n, 5, "\\x%02x", c);
+		else
+			buf[n++] = (char)c;
+	}
+	if (*s) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	buf[n++] = '"';
+	buf[n] = '\0';
+	return buf;
+}

@@ -1,0 +1,21 @@
+/* Parsing of numbers and durations given on the command line. Pure
+ * functions: each returns NULL on success or a short reason for a usage
+ * message. Only plain decimal is accepted, so "0x10", "1e3", " 5", "+5" and
+ * "5s" are refused rather than guessed at. */
+#ifndef AMQPLOCK_PARSE_H
+#define AMQPLOCK_PARSE_H
+
+#include <stddef.h>
+
+/* A whole number in [min, max]. */
+const char *parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out);
+
+/* Seconds with an optional fraction ("2", "0.5", ".25"), in [0, max]. */
+const char *parse_seconds(const char *s, double max, double *out);
+
+/* Copies s into buf (size >= 16) as a double-quoted string safe for one
+ * line of a message and for JSON: bytes outside printable ASCII become
+ * \xNN, and a long s is cut short with "...". Returns buf. */
+char *quote_arg(const char *s, char *buf, size_t size);
+
+#endif

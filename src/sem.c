@@ -1,0 +1,315 @@
+#include "sem.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "probe.h"
+
+/* Probing for max starts with this many slots and doubles: a small
+ * semaphore costs one round trip, a large one a few. */
+#define FIRST_PROBE_BATCH 16u
+#define LARGEST_PROBE_BATCH 1024u
+
+static void sleep_seconds(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+/* Uniform in [d/2, 3d/2): waiters that collided once do not collide again
+ * in lock step. */
+static double jitter(double d)
+{
+	return d / 2 + d * ((double)rand() / ((double)RAND_MAX + 1));
+}
+
+enum al_status sem_max(struct sem *s, unsigned *max)
+{
+	bool exists[LARGEST_PROBE_BATCH];
+	unsigned first = 1, batch = FIRST_PROBE_BATCH, i;
+	enum al_status st;
+
+	for (;;) {
+		if (batch > SLOTS_MAX + 1 - first)
+			batch = SLOTS_MAX + 1 - first;
+		if (batch == 0) {
+			*max = SLOTS_MAX;
+			return AL_OK;
+		}
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists);
+		if (st != AL_OK)
+			return st;
+		for (i = 0; i < batch; i++) {
+			if (!exists[i]) {
+				*max = first + i - 1;
+				trace("%s has %u slots", s->name.base, *max);
+				return AL_OK;
+			}
+		}
+		first += batch;
+		if (batch < LARGEST_PROBE_BATCH)
+			batch *= 2;
+	}
+}
+
+/* Sends one request per slot (from, from - 1, ... when descending) before
+ * reading any reply. The broker handles a channel's methods in order and
+ * drops the rest after a failure, so an interrupted run leaves a prefix of
+ * the work done: deleting from the top down never leaves holes. *done
+ * counts the replies that came back ok. */
+static enum al_status pipeline(struct sem *s, amqp_method_number_t id, amqp_method_number_t ok,
+			       unsigned from, unsigned count, bool descending, unsigned *done)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	amqp_queue_declare_t declare = {.durable = 1};
+	amqp_queue_delete_t del = {0};
+	enum al_status st = AL_OK;
+	amqp_method_t m;
+	unsigned i, slot;
+
+	*done = 0;
+	for (i = 0; i < count && st == AL_OK; i++) {
+		slot = descending ? from - i : from + i;
+		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
+		declare.queue = del.queue = amqp_cstring_bytes(queue);
+		st = conn_send(s->conn, id, id == AMQP_QUEUE_DECLARE_METHOD ? (void *)&declare
+									    : (void *)&del);
+	}
+	for (i = 0; i < count && st == AL_OK; i++) {
+		st = conn_expect(s->conn, ok, &m);
+		if (st == AL_OK)
+			++*done;
+	}
+	if (st != AL_OK) {
+		slot = descending ? from - *done : from + *done;
+		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
+		return conn_refused(s->conn, st,
+				    id == AMQP_QUEUE_DECLARE_METHOD ? "declaring" : "deleting", queue);
+	}
+	return AL_OK;
+}
+
+static enum al_status delete_slots_down(struct sem *s, unsigned top, unsigned count)
+{
+	unsigned done;
+
+	trace("deleting slots %u..%u", top, top - count + 1);
+	return pipeline(s, AMQP_QUEUE_DELETE_METHOD, AMQP_QUEUE_DELETE_OK_METHOD, top, count, true,
+			&done);
+}
+
+/* Declares slots from..from+count-1. If the broker refuses one, the ones
+ * this call made are deleted again: no half-made semaphore stays behind. */
+static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count)
+{
+	enum al_status st;
+	unsigned done;
+
+	trace("declaring slots %u..%u", from, from + count - 1);
+	st = pipeline(s, AMQP_QUEUE_DECLARE_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD, from, count,
+		      false, &done);
+	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
+		delete_slots_down(s, from + done - 1, done);
+	return st;
+}
+
+static enum al_status append(struct slot_list *l, unsigned slot)
+{
+	unsigned *grown;
+
+	if (l->len == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		grown = realloc(l->slot, l->cap * sizeof(*grown));
+		if (!grown)
+			return fail(AL_BROKER, "out of memory");
+		l->slot = grown;
+	}
+	l->slot[l->len++] = slot;
+	return AL_OK;
+}
+
+/* Collects the kind queues that exist above max, probing windows of
+ * `overshoot` slots and going on to the next window while one finds any.
+ * What lies beyond an empty window goes unseen: that is the limit of a
+ * semaphore that keeps no record of its past sizes. */
+static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max,
+				 struct slot_list *found)
+{
+	unsigned first = max + 1, i;
+	enum al_status st = AL_OK;
+	bool *exists, any;
+
+	if (s->overshoot == 0)
+		return AL_OK;
+	exists = calloc(s->overshoot, sizeof(*exists));
+	if (!exists)
+		return fail(AL_BROKER, "out of memory");
+	do {
+		any = false;
+		st = probe_slots(s->conn, &s->name, kind, first, s->overshoot, exists);
+		for (i = 0; st == AL_OK && i < s->overshoot; i++) {
+			if (exists[i]) {
+				st = append(found, first + i);
+				any = true;
+			}
+		}
+		first += s->overshoot;
+	} while (st == AL_OK && any && first <= 2 * SLOTS_MAX);
+	free(exists);
+	return st;
+}
+
+/* Deletes the slot queues above max that a crashed or foreign
+ * administrator left behind a hole, highest first like every delete. */
+static enum al_status sweep_strays(struct sem *s, unsigned max, unsigned *swept)
+{
+	struct slot_list strays = {0};
+	enum al_status st = scan_above(s, SLOT_QUEUE, max, &strays);
+	size_t i;
+
+	for (i = strays.len; st == AL_OK && i > 0; i--) {
+		trace("deleting stray slot queue %u above max %u", strays.slot[i - 1], max);
+		st = delete_slots_down(s, strays.slot[i - 1], 1);
+	}
+	*swept = (unsigned)strays.len;
+	free(strays.slot);
+	return st;
+}
+
+static enum al_status lock_admin(struct sem *s)
+{
+	amqp_queue_declare_t declare = {.exclusive = 1};
+	double deadline = now_seconds() + s->admin_wait, delay = 0.01, pause;
+	enum al_status st;
+	amqp_method_t m;
+
+	declare.queue = amqp_cstring_bytes(s->name.base);
+	for (;;) {
+		st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
+		if (st == AL_OK)
+			st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
+		if (st == AL_OK) {
+			trace("holding admin mutex %s", s->name.base);
+			return AL_OK;
+		}
+		if (st != AL_BUSY || s->conn->dead)
+			return conn_refused(s->conn, st, "declaring admin mutex", s->name.base);
+		pause = jitter(delay);
+		if (now_seconds() + pause > deadline)
+			return fail(AL_BUSY, "another administrator is changing %s (waited %g s for %s)",
+				    s->label, s->admin_wait, s->name.base);
+		trace("admin mutex %s is busy; retrying in %.0f ms", s->name.base, pause * 1000);
+		sleep_seconds(pause);
+		if (delay < 0.5)
+			delay *= 2;
+		if ((st = conn_reset_channel(s->conn)) != AL_OK)
+			return st;
+	}
+}
+
+static enum al_status unlock_admin(struct sem *s)
+{
+	amqp_queue_delete_t del = {0};
+	amqp_method_t m;
+	enum al_status st;
+
+	del.queue = amqp_cstring_bytes(s->name.base);
+	st = conn_send(s->conn, AMQP_QUEUE_DELETE_METHOD, &del);
+	if (st == AL_OK)
+		st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m);
+	if (st != AL_OK)
+		return conn_refused(s->conn, st, "deleting admin mutex", s->name.base);
+	return AL_OK;
+}
+
+static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max, unsigned *target)
+{
+	unsigned long t = n;
+
+	if (op == SEM_ADD)
+		t = (unsigned long)max + n;
+	else if (op == SEM_REMOVE)
+		t = n >= max ? 0 : max - n;
+	else if (op == SEM_DESTROY)
+		t = 0;
+	if (t > SLOTS_MAX)
+		return fail(AL_USAGE, "that would make %lu slots; at most %u are allowed", t,
+			    SLOTS_MAX);
+	*target = (unsigned)t;
+	return AL_OK;
+}
+
+static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
+				    struct sem_change *out)
+{
+	enum al_status st;
+	unsigned max, target = 0;
+
+	if ((st = sem_max(s, &max)) != AL_OK || (st = sweep_strays(s, max, &out->swept)) != AL_OK)
+		return st;
+	out->previous = out->max = max;
+	if (op == SEM_CREATE && max > 0)
+		return fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label,
+			    max);
+	if (op != SEM_CREATE && max == 0)
+		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	if ((st = target_max(op, n, max, &target)) != AL_OK)
+		return st;
+	if (target > max)
+		st = declare_slots(s, max + 1, target - max);
+	else if (target < max)
+		st = delete_slots_down(s, max, max - target);
+	if (st == AL_OK)
+		out->max = target;
+	return st;
+}
+
+enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct sem_change *out)
+{
+	enum al_status st;
+
+	memset(out, 0, sizeof(*out));
+	st = lock_admin(s);
+	if (st != AL_OK)
+		return st;
+	st = change_locked(s, op, n, out);
+	/* After a failure the connection may be gone; closing it releases the
+	 * mutex just the same. */
+	if (st == AL_OK)
+		st = unlock_admin(s);
+	return st;
+}
+
+enum al_status sem_status(struct sem *s, struct sem_status *out)
+{
+	enum al_status st;
+	bool *held = NULL;
+	unsigned i;
+
+	memset(out, 0, sizeof(*out));
+	if ((st = sem_max(s, &out->max)) != AL_OK)
+		return st;
+	if (out->max == 0)
+		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	held = calloc(out->max, sizeof(*held));
+	if (!held)
+		return fail(AL_BROKER, "out of memory");
+	st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, out->max, held);
+	for (i = 0; st == AL_OK && i < out->max; i++)
+		st = append(held[i] ? &out->held : &out->free, i + 1);
+	free(held);
+	if (st == AL_OK)
+		st = scan_above(s, HOLDER_QUEUE, out->max, &out->orphans);
+	return st;
+}
+
+void sem_status_free(struct sem_status *st)
+{
+	free(st->held.slot);
+	free(st->free.slot);
+	free(st->orphans.slot);
+	memset(st, 0, sizeof(*st));
+}

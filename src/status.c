@@ -1,0 +1,65 @@
+#include "status.h"
+
+#include <stdio.h>
+
+static char message[512];
+
+const char *status_name(enum al_status st)
+{
+	static const char *const names[] = {
+		[AL_OK] = "ok",
+		[AL_BUSY] = "busy",
+		[AL_USAGE] = "usage",
+		[AL_NOT_FOUND] = "not_found",
+		[AL_LOST] = "lost",
+		[AL_EXISTS] = "exists",
+		[AL_CONNECTION] = "connection",
+		[AL_ACCESS] = "access",
+		[AL_BROKER] = "broker",
+	};
+	if ((unsigned)st < sizeof(names) / sizeof(names[0]) && names[st])
+		return names[st];
+	return "broker";
+}
+
+enum al_status vfail(enum al_status st, const char *fmt, va_list ap)
+{
+	if (message[0] == '\0')
+		vsnprintf(message, sizeof(message), fmt, ap);
+	return st;
+}
+
+enum al_status fail(enum al_status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(st, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+const char *status_message(void)
+{
+	return message;
+}
+
+void status_clear(void)
+{
+	message[0] = '\0';
+}
+
+int trace_enabled;
+
+void trace(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!trace_enabled)
+		return;
+	va_start(ap, fmt);
+	fputs("amqplock: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}

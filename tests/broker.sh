@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Start or stop a private RabbitMQ node for the tests and the demo.
+#
+#   tests/broker.sh start DIR   start a node whose files all live in DIR, wait
+#                               until it accepts AMQP, write DIR/env
+#   tests/broker.sh stop DIR    stop that node and its epmd; safe to repeat
+#
+# DIR/env is a shell fragment: it exports AMQPLOCK_URL for the private node
+# and the variables rabbitmqctl needs to reach it (see rmqctl in
+# tests/helper.bash). Ports are picked at random among free ones, so several
+# runs (or a system broker on 5672) do not collide. Runs as root, without the
+# Debian service wrapper.
+set -euo pipefail
+
+RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
+
+die() { echo "broker.sh: $*" >&2; exit 1; }
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pick_ports() {
+    local try base
+    for try in $(seq 1 50); do
+        base=$((20000 + RANDOM % 9000))
+        if port_free "$base" && port_free $((base + 10000)) && port_free $((base + 20000)); then
+            echo "$base"
+            return 0
+        fi
+    done
+    die "no free ports found"
+}
+
+node_env() {
+    local dir=$1
+    # shellcheck disable=SC1091
+    . "$dir/env"
+}
+
+start() {
+    local dir=$1 port node
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    [ ! -e "$dir/env" ] || die "$dir/env exists: a node may already run there"
+    port=$(pick_ports)
+    node="amqplock$port@localhost"
+    mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
+    : >"$dir/rabbitmq-env.conf"
+    # Loopback only, no plugins, and no disk alarm on a nearly full /tmp.
+    cat >"$dir/rabbitmq.conf" <<CONF
+listeners.tcp.1 = 127.0.0.1:$port
+disk_free_limit.absolute = 1MB
+loopback_users = none
+CONF
+    : >"$dir/enabled_plugins"
+    cat >"$dir/env" <<ENV
+export AMQPLOCK_TEST_BROKER_DIR='$dir'
+export AMQPLOCK_TEST_PORT=$port
+export AMQPLOCK_TEST_NODE='$node'
+export AMQPLOCK_URL='amqp://guest:guest@127.0.0.1:$port/'
+ENV
+    (
+        export HOME="$dir/home" RABBITMQ_NODENAME="$node" RABBITMQ_NODE_PORT="$port" \
+            RABBITMQ_DIST_PORT=$((port + 10000)) ERL_EPMD_PORT=$((port + 20000)) \
+            RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+            RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
+            RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
+            RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
+        setsid "$RMQ_BIN/rabbitmq-server" >"$dir/server.out" 2>&1 </dev/null &
+        echo $! >"$dir/server.pid"
+    )
+    local deadline=$((SECONDS + 90))
+    until ! port_free "$port"; do
+        if [ $SECONDS -ge $deadline ] || ! kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
+            tail -n 30 "$dir/server.out" >&2 || true
+            stop "$dir"
+            die "RabbitMQ did not start (log in $dir)"
+        fi
+        sleep 0.2
+    done
+    ctl "$dir" await_startup --timeout 60 >/dev/null 2>&1 || {
+        stop "$dir"
+        die "RabbitMQ did not finish starting (log in $dir)"
+    }
+}
+
+ctl() {
+    local dir=$1
+    shift
+    node_env "$dir"
+    HOME="$dir/home" ERL_EPMD_PORT=$((AMQPLOCK_TEST_PORT + 20000)) \
+        timeout "${CTL_TIMEOUT:-120}" "$RMQ_BIN/rabbitmqctl" -n "$AMQPLOCK_TEST_NODE" "$@"
+}
+
+stop() {
+    local dir=$1 pid
+    [ -d "$dir" ] || return 0
+    dir=$(cd "$dir" && pwd)
+    if [ -f "$dir/env" ]; then
+        node_env "$dir"
+        CTL_TIMEOUT=30 ctl "$dir" stop >/dev/null 2>&1 || true
+    fi
+    # Whatever is left of the node (and the epmd it started) goes now.
+    if [ -f "$dir/server.pid" ]; then
+        pid=$(cat "$dir/server.pid")
+        kill -KILL -- -"$pid" 2>/dev/null || true
+    fi
+    pkill -KILL -f -- "-home $dir/home" 2>/dev/null || true
+    if [ -n "${AMQPLOCK_TEST_PORT:-}" ]; then
+        # epmd daemonizes out of our process group; ask it to quit.
+        epmd -port $((AMQPLOCK_TEST_PORT + 20000)) -kill >/dev/null 2>&1 || true
+    fi
+    rm -f "$dir/env" "$dir/server.pid"
+}
+
+case "${1:-}" in
+start) start "${2:?usage: broker.sh start DIR}" ;;
+stop) stop "${2:?usage: broker.sh stop DIR}" ;;
+ctl) d=${2:?usage: broker.sh ctl DIR ARGS...}; shift 2; ctl "$d" "$@" ;;
+*) die "usage: broker.sh start|stop|ctl DIR" ;;
+esac

@@ -1,0 +1,61 @@
+# Loaded by every bats suite: the private broker started by tests/run.sh,
+# the binary under test, and small helpers.
+#
+# tests/run.sh exports AMQPLOCK_URL and AMQPLOCK_TEST_* for the private
+# broker; a suite run on its own (bats tests/x.bats) needs them too.
+
+bats_load_library bats-support
+bats_load_library bats-assert
+
+TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+AMQPLOCK_BIN=${AMQPLOCK_BIN:-$TOP/amqplock}
+
+# The binary under test, optionally under a wrapper such as valgrind.
+amqplock() {
+    ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
+}
+
+# rabbitmqctl against the private broker.
+rmqctl() {
+    "$TOP/tests/broker.sh" ctl "$AMQPLOCK_TEST_BROKER_DIR" "$@"
+}
+
+# "name durable exclusive" for every queue whose name starts with $1,
+# sorted, one per line.
+queues_like() {
+    rmqctl -q list_queues name durable exclusive --no-table-headers 2>/dev/null |
+        awk -v p="$1" 'index($1, p) == 1 { print $1, $2, $3 }' | sort -V
+}
+
+# A semaphore name no other test uses.
+unique_name() {
+    echo "t${BATS_TEST_NUMBER:-0}-${1:-s}-$$-$RANDOM"
+}
+
+# A TCP port on 127.0.0.1 where nothing listens.
+closed_port() {
+    local p
+    while :; do
+        p=$((40000 + RANDOM % 20000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+
+# Starts a listener that accepts connections and never says a word; sets
+# SILENT_PORT and SILENT_PID. Stop it with kill "$SILENT_PID".
+start_silent_listener() {
+    local portfile="$BATS_TEST_TMPDIR/silent.port"
+    rm -f "$portfile"
+    perl -MIO::Socket::INET -e '
+        my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0,
+                                      Listen => 16, ReuseAddr => 1) or die $!;
+        open(my $f, ">", $ARGV[0]) or die $!; print $f $s->sockport, "\n"; close $f;
+        my @keep; while (my $c = $s->accept) { push @keep, $c }' "$portfile" &
+    SILENT_PID=$!
+    local i
+    for i in $(seq 1 100); do
+        [ -s "$portfile" ] && break
+        sleep 0.05
+    done
+    SILENT_PORT=$(cat "$portfile")
+}

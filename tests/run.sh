@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs every test: the C unit tests, then the bats suites against a private
+# RabbitMQ that lives only as long as this script. Ends with the line
+# "N passed, N failed" (N skipped may follow) and exits non-zero on any
+# failure. Arguments, if any, name the bats files to run (default: all).
+#
+#   AMQPLOCK_WRAP   a command to run amqplock under (e.g. "valgrind -q
+#                   --error-exitcode=99"); see tests/helper.bash
+set -u
+cd "$(dirname "$0")/.."
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-test.XXXXXX")
+tap="$work/tap"
+: >"$tap"
+cleanup() {
+    tests/broker.sh stop "$work/broker"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(tests/*.bats)
+
+# Unit tests first: they need no broker. A binary that dies before its plan
+# is complete counts as a failure.
+for t in build/unit/test_*; do
+    [ -x "$t" ] || continue
+    if ! "$t" >>"$tap" 2>&1; then
+        echo "not ok - $t exited with status $?" >>"$tap"
+    fi
+done
+grep -E '^(not )?ok ' "$tap" | grep -v '^ok ' || true
+echo "unit tests: $(grep -c '^ok ' "$tap") passed"
+
+if ! tests/broker.sh start "$work/broker"; then
+    echo "not ok - private RabbitMQ did not start" >>"$tap"
+else
+    # shellcheck disable=SC1091
+    . "$work/broker/env"
+    export AMQPLOCK_TEST_WORK="$work"
+    bats --tap "${suites[@]}" | tee "$work/bats.tap"
+    status=${PIPESTATUS[0]}
+    cat "$work/bats.tap" >>"$tap"
+    if [ "$status" -ne 0 ] && ! grep -q '^not ok ' "$work/bats.tap"; then
+        echo "not ok - bats exited with status $status" >>"$tap"
+    fi
+fi
+
+passed=$(grep -E '^ok ' "$tap" | grep -vc ' # skip' || true)
+skipped=$(grep -E '^ok .* # skip' -c "$tap" || true)
+failed=$(grep -c '^not ok ' "$tap" || true)
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
