@@ -30,7 +30,7 @@ struct command {
 
 /* Parsers for arguments, recording a usage message on failure. */
 enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
-			 unsigned *out);
+                         unsigned *out);
 
 /* Connects and prepares s for cli->name. On failure the connection is
  * already closed. */

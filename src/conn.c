@@ -10,7 +10,7 @@
 
 /* rabbitmq-c 0.11 loads no trust store of its own for amqps. */
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
-#define FRAME_MAX 131072
+#define FRAME_MAX        131072
 
 double now_seconds(void)
 {
@@ -68,8 +68,8 @@ static enum al_status read_password_file(const char *path, char *buf, size_t siz
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
 		fclose(f);
 		return fail(AL_USAGE,
-			    "password file %s is accessible by group or others; chmod 600 it",
-			    path);
+		            "password file %s is accessible by group or others; chmod 600 it",
+		            path);
 	}
 	if (!fgets(buf, (int)size, f)) {
 		buf[0] = '\0';
@@ -107,7 +107,7 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 		l->info.vhost = "/";
 	if (o->password_file) {
 		enum al_status st =
-			read_password_file(o->password_file, l->password, sizeof(l->password));
+		        read_password_file(o->password_file, l->password, sizeof(l->password));
 		if (st != AL_OK)
 			return st;
 		l->info.password = l->password;
@@ -129,9 +129,9 @@ static enum al_status lost(struct conn *c, int amqp_status, const char *doing)
 	c->dead = true;
 	if (amqp_status == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "no reply from the broker at %s within %g s while %s",
-			    c->where, c->rpc_timeout, doing);
+		            c->where, c->rpc_timeout, doing);
 	return fail(AL_CONNECTION, "connection to %s lost while %s: %s", c->where, doing,
-		    amqp_error_string2(amqp_status));
+	            amqp_error_string2(amqp_status));
 }
 
 static enum al_status connection_closed(struct conn *c, const amqp_connection_close_t *m)
@@ -146,7 +146,7 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	if (m->reply_code == AMQP_CONNECTION_FORCED)
 		st = AL_CONNECTION;
 	return fail(st, "the broker at %s closed the connection: %.*s", c->where,
-		    (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+	            (int)m->reply_text.len, (const char *)m->reply_text.bytes);
 }
 
 enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
@@ -166,15 +166,15 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 	/* expiration "0" rather than a queue argument: the probe never stays
 	 * in a slot queue, and slot queues keep having no arguments. */
 	static const amqp_basic_properties_t props = {
-		._flags = AMQP_BASIC_EXPIRATION_FLAG,
-		.expiration = {1, (void *)"0"},
+	        ._flags = AMQP_BASIC_EXPIRATION_FLAG,
+	        .expiration = {1, (void *)"0"},
 	};
 	int r;
 
 	if (c->dead || c->channel == 0)
 		return fail(AL_BROKER, "internal error: no open channel");
-	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
-			       1, 0, &props, amqp_empty_bytes);
+	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue), 1,
+	                       0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
 		return lost(c, r, "probing a queue");
 	c->published++;
@@ -217,7 +217,8 @@ enum al_status conn_recv(struct conn *c, amqp_method_t *m)
 			c->reply_text[len] = '\0';
 			/* Without close-ok, reusing the channel id would make the
 			 * broker close the whole connection. */
-			r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+			r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD,
+			                     &ok);
 			c->channel = 0;
 			if (r != AMQP_STATUS_OK)
 				return lost(c, r, "acknowledging a channel close");
@@ -238,7 +239,7 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
 	if (m->id != expect) {
 		c->dead = true;
 		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
-			    c->where, (unsigned)m->id);
+		            c->where, (unsigned)m->id);
 	}
 	return AL_OK;
 }
@@ -286,7 +287,7 @@ enum al_status conn_reset_channel(struct conn *c)
 }
 
 static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
-				  const struct amqp_connection_info *info, double deadline)
+                                  const struct amqp_connection_info *info, double deadline)
 {
 	amqp_socket_t *sock;
 	struct timeval tv;
@@ -316,21 +317,21 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 		return AL_OK;
 	if (r == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "cannot connect to %s: timed out after %g s", c->where,
-			    o->connect_timeout);
+		            o->connect_timeout);
 	if (r == AMQP_STATUS_SOCKET_ERROR && errno)
 		return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, strerror(errno));
 	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
 }
 
 static enum al_status login(struct conn *c, const struct conn_opts *o,
-			    const struct amqp_connection_info *info, double deadline)
+                            const struct amqp_connection_info *info, double deadline)
 {
 	struct timeval tv = to_timeval(deadline - now_seconds());
 	amqp_rpc_reply_t r;
 
 	amqp_set_handshake_timeout(c->amqp, &tv);
 	r = amqp_login(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
-		       AMQP_SASL_METHOD_PLAIN, info->user, info->password);
+	               AMQP_SASL_METHOD_PLAIN, info->user, info->password);
 	if (r.reply_type == AMQP_RESPONSE_NORMAL)
 		return AL_OK;
 	c->dead = true;
@@ -339,21 +340,22 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		amqp_connection_close_t *m = r.reply.decoded;
 
 		return fail(status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
-			    "login to %s as %s (vhost %s) refused: %.*s", c->where, info->user,
-			    info->vhost, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+		            "login to %s as %s (vhost %s) refused: %.*s", c->where, info->user,
+		            info->vhost, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
 			return fail(AL_CONNECTION, "no answer from %s within %g s while logging in",
-				    c->where, o->connect_timeout);
+			            c->where, o->connect_timeout);
 		/* RabbitMQ drops the socket on a bad password unless the client
 		 * asked for a close method; either way it is a refusal. */
 		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
 		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
-			return fail(AL_ACCESS, "login to %s as %s refused (wrong user or password?)",
-				    c->where, info->user);
+			return fail(AL_ACCESS,
+			            "login to %s as %s refused (wrong user or password?)", c->where,
+			            info->user);
 		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
-			    amqp_error_string2(r.library_error));
+		            amqp_error_string2(r.library_error));
 	}
 	return fail(AL_BROKER, "cannot log in to %s", c->where);
 }

@@ -73,13 +73,13 @@ void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind
 }
 
 unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
-			     enum slot_kind kind)
+                             enum slot_kind kind)
 {
 	unsigned long slot = 0;
 	size_t i;
 
-	if (len < sn->len + 4 || memcmp(queue, sn->base, sn->len) != 0 ||
-	    queue[sn->len] != '-' || queue[len - 2] != '-' || queue[len - 1] != (char)kind)
+	if (len < sn->len + 4 || memcmp(queue, sn->base, sn->len) != 0 || queue[sn->len] != '-' ||
+	    queue[len - 2] != '-' || queue[len - 1] != (char)kind)
 		return 0;
 	for (i = sn->len + 1; i < len - 2; i++) {
 		if (queue[i] < '0' || queue[i] > '9' || slot > SLOTS_MAX * 10ul)

@@ -8,12 +8,13 @@
 
 /* Probing for max starts with this many slots and doubles: a small
  * semaphore costs one round trip, a large one a few. */
-#define FIRST_PROBE_BATCH 16u
+#define FIRST_PROBE_BATCH   16u
 #define LARGEST_PROBE_BATCH 1024u
 
 static void sleep_seconds(double s)
 {
-	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+	struct timespec ts = {.tv_sec = (time_t)s,
+	                      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
 
 	while (nanosleep(&ts, &ts) != 0)
 		;
@@ -61,7 +62,7 @@ enum al_status sem_max(struct sem *s, unsigned *max)
  * the work done: deleting from the top down never leaves holes. *done
  * counts the replies that came back ok. */
 static enum al_status pipeline(struct sem *s, amqp_method_number_t id, amqp_method_number_t ok,
-			       unsigned from, unsigned count, bool descending, unsigned *done)
+                               unsigned from, unsigned count, bool descending, unsigned *done)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	amqp_queue_declare_t declare = {.durable = 1};
@@ -75,8 +76,8 @@ static enum al_status pipeline(struct sem *s, amqp_method_number_t id, amqp_meth
 		slot = descending ? from - i : from + i;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
 		declare.queue = del.queue = amqp_cstring_bytes(queue);
-		st = conn_send(s->conn, id, id == AMQP_QUEUE_DECLARE_METHOD ? (void *)&declare
-									    : (void *)&del);
+		st = conn_send(s->conn, id,
+		               id == AMQP_QUEUE_DECLARE_METHOD ? (void *)&declare : (void *)&del);
 	}
 	for (i = 0; i < count && st == AL_OK; i++) {
 		st = conn_expect(s->conn, ok, &m);
@@ -87,7 +88,8 @@ static enum al_status pipeline(struct sem *s, amqp_method_number_t id, amqp_meth
 		slot = descending ? from - *done : from + *done;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
 		return conn_refused(s->conn, st,
-				    id == AMQP_QUEUE_DECLARE_METHOD ? "declaring" : "deleting", queue);
+		                    id == AMQP_QUEUE_DECLARE_METHOD ? "declaring" : "deleting",
+		                    queue);
 	}
 	return AL_OK;
 }
@@ -98,7 +100,7 @@ static enum al_status delete_slots_down(struct sem *s, unsigned top, unsigned co
 
 	trace("deleting slots %u..%u", top, top - count + 1);
 	return pipeline(s, AMQP_QUEUE_DELETE_METHOD, AMQP_QUEUE_DELETE_OK_METHOD, top, count, true,
-			&done);
+	                &done);
 }
 
 /* Declares slots from..from+count-1. If the broker refuses one, the ones
@@ -110,7 +112,7 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 
 	trace("declaring slots %u..%u", from, from + count - 1);
 	st = pipeline(s, AMQP_QUEUE_DECLARE_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD, from, count,
-		      false, &done);
+	              false, &done);
 	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
 		delete_slots_down(s, from + done - 1, done);
 	return st;
@@ -136,7 +138,7 @@ static enum al_status append(struct slot_list *l, unsigned slot)
  * What lies beyond an empty window goes unseen: that is the limit of a
  * semaphore that keeps no record of its past sizes. */
 static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max,
-				 struct slot_list *found)
+                                 struct slot_list *found)
 {
 	unsigned first = max + 1, i;
 	enum al_status st = AL_OK;
@@ -199,8 +201,9 @@ static enum al_status lock_admin(struct sem *s)
 			return conn_refused(s->conn, st, "declaring admin mutex", s->name.base);
 		pause = jitter(delay);
 		if (now_seconds() + pause > deadline)
-			return fail(AL_BUSY, "another administrator is changing %s (waited %g s for %s)",
-				    s->label, s->admin_wait, s->name.base);
+			return fail(AL_BUSY,
+			            "another administrator is changing %s (waited %g s for %s)",
+			            s->label, s->admin_wait, s->name.base);
 		trace("admin mutex %s is busy; retrying in %.0f ms", s->name.base, pause * 1000);
 		sleep_seconds(pause);
 		if (delay < 0.5)
@@ -237,13 +240,13 @@ static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max,
 		t = 0;
 	if (t > SLOTS_MAX)
 		return fail(AL_USAGE, "that would make %lu slots; at most %u are allowed", t,
-			    SLOTS_MAX);
+		            SLOTS_MAX);
 	*target = (unsigned)t;
 	return AL_OK;
 }
 
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
-				    struct sem_change *out)
+                                    struct sem_change *out)
 {
 	enum al_status st;
 	unsigned max, target = 0;
@@ -252,8 +255,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		return st;
 	out->previous = out->max = max;
 	if (op == SEM_CREATE && max > 0)
-		return fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label,
-			    max);
+		return fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label, max);
 	if (op != SEM_CREATE && max == 0)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 	if ((st = target_max(op, n, max, &target)) != AL_OK)

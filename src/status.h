@@ -7,14 +7,14 @@
 
 enum al_status {
 	AL_OK = 0,
-	AL_BUSY = 1,      /* no free slot, timed out, admin mutex busy */
-	AL_USAGE = 2,     /* bad option, argument, name or number */
-	AL_NOT_FOUND = 3, /* the semaphore does not exist */
-	AL_LOST = 4,      /* a held slot was lost */
-	AL_EXISTS = 5,    /* create: already exists */
+	AL_BUSY = 1,       /* no free slot, timed out, admin mutex busy */
+	AL_USAGE = 2,      /* bad option, argument, name or number */
+	AL_NOT_FOUND = 3,  /* the semaphore does not exist */
+	AL_LOST = 4,       /* a held slot was lost */
+	AL_EXISTS = 5,     /* create: already exists */
 	AL_CONNECTION = 6, /* unreachable, TLS, timeout, dropped */
-	AL_ACCESS = 7,    /* login refused or permission denied */
-	AL_BROKER = 8,    /* any other broker, protocol or internal error */
+	AL_ACCESS = 7,     /* login refused or permission denied */
+	AL_BROKER = 8,     /* any other broker, protocol or internal error */
 };
 
 /* The name scripts see in JSON ("busy", "not_found", ...). */
@@ -24,10 +24,9 @@ const char *status_name(enum al_status st);
  * failing path reads `return fail(AL_BUSY, "...", ...)`. The first failure
  * recorded since the last status_clear() wins: it is the cause, later ones
  * are consequences. */
-enum al_status fail(enum al_status st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+enum al_status fail(enum al_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum al_status vfail(enum al_status st, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+        __attribute__((format(printf, 2, 0)));
 
 /* The message recorded by fail(), or "" if none. */
 const char *status_message(void);

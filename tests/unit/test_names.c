@@ -1,0 +1,92 @@
+/* Semaphore names, prefixes and the queue names made from them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "names.h"
+#include "tap.h"
+
+static void valid_names(void)
+{
+	static const char *const good[] = {
+	        "jobs",  "a",   "nightly.backup", "db:primary", "x-1",
+	        "x-1-C", "x-A", "x-1A",           "x-1-a",      "X_Y.z:0-9"};
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		is_str(name_problem(good[i]), NULL, "name \"%s\" is valid", good[i]);
+}
+
+static void invalid_names(void)
+{
+	static const char *const bad[] = {"",     "a b",    "a/b",    "a\tb",       "caf\xc3\xa9",
+	                                  "\xff", "x-1-A",  "x-22-B", "jobs-007-A", "1-1-B",
+	                                  "-1-A", "x--1-A", "a*",     "a\nb"};
+	char long_name[NAME_MAX_BYTES + 2];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(name_problem(bad[i]) != NULL, "name #%zu is refused", i);
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	ok(name_problem(long_name) != NULL, "201-byte name is refused");
+	long_name[NAME_MAX_BYTES] = '\0';
+	is_str(name_problem(long_name), NULL, "200-byte name is valid");
+}
+
+static void prefixes(void)
+{
+	char long_prefix[PREFIX_MAX_BYTES + 2];
+	struct sem_name sn;
+
+	is_str(prefix_problem(""), NULL, "empty prefix is valid");
+	is_str(prefix_problem("amqplock."), NULL, "default prefix is valid");
+	ok(prefix_problem("a b") != NULL, "prefix with a space is refused");
+	memset(long_prefix, 'p', sizeof(long_prefix) - 1);
+	long_prefix[sizeof(long_prefix) - 1] = '\0';
+	ok(prefix_problem(long_prefix) != NULL, "41-byte prefix is refused");
+	ok(sem_name_init(&sn, "", "amq.x") != NULL, "amq. without prefix is refused");
+	ok(sem_name_init(&sn, "amq.", "x") != NULL, "amq. as prefix is refused");
+	is_str(sem_name_init(&sn, "amqplock.", "amq.x"), NULL, "amq. after a prefix is fine");
+}
+
+static void queue_names(void)
+{
+	char q[QUEUE_NAME_MAX + 1], longest[NAME_MAX_BYTES + 1];
+	char prefix[PREFIX_MAX_BYTES + 1];
+	struct sem_name sn;
+
+	sem_name_init(&sn, "amqplock.", "jobs");
+	is_str(sn.base, "amqplock.jobs", "admin mutex name");
+	sem_name_slot(&sn, 3, SLOT_QUEUE, q);
+	is_str(q, "amqplock.jobs-3-A", "slot queue name");
+	sem_name_slot(&sn, 12, HOLDER_QUEUE, q);
+	is_str(q, "amqplock.jobs-12-B", "holder queue name");
+
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs-3-A", 17, SLOT_QUEUE) == 3, "parse slot 3");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs-12-B", 18, HOLDER_QUEUE) == 12,
+	   "parse holder 12");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs-3-A", 17, HOLDER_QUEUE) == 0, "kind must match");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobz-3-A", 17, SLOT_QUEUE) == 0, "base must match");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs--A", 16, SLOT_QUEUE) == 0, "no digits");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs-03-A", 18, SLOT_QUEUE) == 0,
+	   "leading zero is not ours");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs-x-1-A", 19, SLOT_QUEUE) == 0,
+	   "another semaphore's slot");
+
+	memset(longest, 'n', NAME_MAX_BYTES);
+	longest[NAME_MAX_BYTES] = '\0';
+	memset(prefix, 'p', PREFIX_MAX_BYTES);
+	prefix[PREFIX_MAX_BYTES] = '\0';
+	is_str(sem_name_init(&sn, prefix, longest), NULL, "longest prefix and name fit");
+	sem_name_slot(&sn, 4294967295u, SLOT_QUEUE, q);
+	ok(strlen(q) <= QUEUE_NAME_MAX, "largest queue name fits in 255 bytes (%zu)", strlen(q));
+}
+
+int main(void)
+{
+	valid_names();
+	invalid_names();
+	prefixes();
+	queue_names();
+	return done_testing();
+}

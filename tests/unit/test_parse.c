@@ -1,0 +1,68 @@
+/* Whole numbers, durations and message quoting. */
+#include "parse.h"
+#include "tap.h"
+
+static void whole_numbers(void)
+{
+	static const char *const bad[] = {"",
+	                                  "-1",
+	                                  "+1",
+	                                  " 1",
+	                                  "1 ",
+	                                  "1.5",
+	                                  "0x10",
+	                                  "1e3",
+	                                  "abc",
+	                                  "5s",
+	                                  "99999999999999999999999"};
+	unsigned long v = 0;
+	size_t i;
+
+	ok(parse_uint("0", 0, 10, &v) == NULL && v == 0, "0 in [0, 10]");
+	ok(parse_uint("10", 0, 10, &v) == NULL && v == 10, "10 in [0, 10]");
+	ok(parse_uint("007", 0, 10, &v) == NULL && v == 7, "leading zeros are decimal");
+	ok(parse_uint("11", 0, 10, &v) != NULL, "11 is above [0, 10]");
+	ok(parse_uint("0", 1, 10, &v) != NULL, "0 is below [1, 10]");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(parse_uint(bad[i], 0, 1000000, &v) != NULL, "\"%s\" is not a whole number",
+		   bad[i]);
+}
+
+static void durations(void)
+{
+	static const char *const bad[] = {"",    "-1",  "1.2.3", ".",  "1e3", "inf",
+	                                  "nan", "0x1", "1s",    " 1", "1,5"};
+	double v = -1;
+	size_t i;
+
+	ok(parse_seconds("0", 10, &v) == NULL && v == 0, "0 seconds");
+	ok(parse_seconds("2.5", 10, &v) == NULL && v == 2.5, "2.5 seconds");
+	ok(parse_seconds(".25", 10, &v) == NULL && v == 0.25, ".25 seconds");
+	ok(parse_seconds("3.", 10, &v) == NULL && v == 3, "3. seconds");
+	ok(parse_seconds("10.5", 10, &v) != NULL, "above the maximum");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(parse_seconds(bad[i], 100, &v) != NULL, "\"%s\" is not a duration", bad[i]);
+}
+
+static void quoting(void)
+{
+	char buf[32];
+
+	is_str(quote_arg("jobs", buf, sizeof(buf)), "\"jobs\"", "plain text is quoted");
+	is_str(quote_arg("a\"b\\c", buf, sizeof(buf)), "\"a\\x22b\\x5cc\"",
+	       "quote and backslash are escaped");
+	is_str(quote_arg("\n\xff", buf, sizeof(buf)), "\"\\x0a\\xff\"",
+	       "control and non-ASCII bytes are escaped");
+	is_str(quote_arg("0123456789012345678901234567890123456789", buf, 16), "\"012345...\"",
+	       "long text is cut short");
+	ok(strlen(quote_arg("\x01\x01\x01\x01\x01\x01\x01\x01", buf, 16)) < 16,
+	   "escapes never overflow");
+}
+
+int main(void)
+{
+	whole_numbers();
+	durations();
+	quoting();
+	return done_testing();
+}
