@@ -22,7 +22,7 @@ OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 endif
 
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lm
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -DAMQPLOCK_VERSION='"$(VERSION)"' \
 	$(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(OPT) $(LDFLAGS)
@@ -30,7 +30,7 @@ ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 # The sources that do not need the broker libraries at link time: names and
 # numbers, tested on their own by tests/unit.
 PURE_SRCS := src/names.c src/parse.c src/status.c
-SRCS := $(PURE_SRCS) src/conn.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/main.c
+SRCS := $(PURE_SRCS) src/clock.c src/conn.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/main.c
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 

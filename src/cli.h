@@ -15,8 +15,22 @@ struct cli {
 	/* admin commands, status, wait */
 	double admin_wait;
 	unsigned overshoot;
+	/* acquire, hold, wait */
+	bool nonblock;
+	double wait; /* seconds; < 0: forever */
+	int conflict_exit;
+	/* hold */
+	char *command_text; /* -c */
+	char **command;           /* after "--" */
+	int lost_signal;
+	double grace;
 	/* The semaphore named by the first argument, once checked. */
 	const char *name;
+	/* Set by a command: the exit code to use instead of the status's
+	 * (a command's own, 128+N after a signal); -1 if none. */
+	int exit_code;
+	/* Set by a command that has already told the user why it failed. */
+	bool reported;
 };
 
 struct command {
@@ -26,6 +40,7 @@ struct command {
 	const char *args;       /* for usage lines: "NAME SLOTS" */
 	const char *summary;    /* one line for `amqplock --help` */
 	unsigned scopes;        /* which option groups apply (main.c) */
+	bool takes_command;     /* CMD [ARGS...] after "--" */
 };
 
 /* Parsers for arguments, recording a usage message on failure. */
@@ -43,5 +58,8 @@ enum al_status cmd_add(struct cli *cli, int argc, char **argv);
 enum al_status cmd_remove(struct cli *cli, int argc, char **argv);
 enum al_status cmd_max(struct cli *cli, int argc, char **argv);
 enum al_status cmd_status(struct cli *cli, int argc, char **argv);
+enum al_status cmd_acquire(struct cli *cli, int argc, char **argv);
+enum al_status cmd_hold(struct cli *cli, int argc, char **argv);
+enum al_status cmd_wait(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -1,24 +1,17 @@
 #include "conn.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* rabbitmq-c 0.11 loads no trust store of its own for amqps. */
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define FRAME_MAX        131072
-
-double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static struct timeval to_timeval(double seconds)
 {
@@ -149,6 +142,27 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	            (int)m->reply_text.len, (const char *)m->reply_text.bytes);
 }
 
+static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t *close)
+{
+	amqp_channel_close_ok_t ok = {0};
+	size_t len = close->reply_text.len;
+	int r;
+
+	c->reply_code = close->reply_code;
+	if (len >= sizeof(c->reply_text))
+		len = sizeof(c->reply_text) - 1;
+	memcpy(c->reply_text, close->reply_text.bytes, len);
+	c->reply_text[len] = '\0';
+	/* Without close-ok, reusing the channel id would make the broker close
+	 * the whole connection. */
+	r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+	c->channel = 0;
+	if (r != AMQP_STATUS_OK)
+		return lost(c, r, "acknowledging a channel close");
+	trace("channel closed by the broker: %s", c->reply_text);
+	return status_for_reply(c->reply_code);
+}
+
 enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
 {
 	int r;
@@ -181,18 +195,26 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 	return AL_OK;
 }
 
-enum al_status conn_recv(struct conn *c, amqp_method_t *m)
+/* The next method for the channel, waiting at most `wait` seconds
+ * (0: only what has already arrived). *none is set if nothing came. */
+static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m, bool *none)
 {
 	amqp_frame_t f;
 	struct timeval tv;
 	int r;
 
+	*none = false;
 	if (c->dead || c->channel == 0)
 		return fail(AL_BROKER, "internal error: no open channel");
 	amqp_maybe_release_buffers(c->amqp);
 	for (;;) {
-		tv = to_timeval(c->rpc_timeout);
+		/* Waiting inside the library also sends our heartbeats. */
+		tv = wait > 0 ? to_timeval(wait) : (struct timeval){0, 0};
 		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &tv);
+		if (r == AMQP_STATUS_TIMEOUT && wait <= 0) {
+			*none = true;
+			return AL_OK;
+		}
 		if (r != AMQP_STATUS_OK)
 			return lost(c, r, "waiting for a reply");
 		/* Content frames (of a basic.return) carry nothing we need. */
@@ -205,29 +227,32 @@ enum al_status conn_recv(struct conn *c, amqp_method_t *m)
 		}
 		if (f.channel != c->channel)
 			continue; /* late frames of a channel we gave up */
-		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
-			amqp_channel_close_t *close = f.payload.method.decoded;
-			amqp_channel_close_ok_t ok = {0};
-			size_t len = close->reply_text.len;
-
-			c->reply_code = close->reply_code;
-			if (len >= sizeof(c->reply_text))
-				len = sizeof(c->reply_text) - 1;
-			memcpy(c->reply_text, close->reply_text.bytes, len);
-			c->reply_text[len] = '\0';
-			/* Without close-ok, reusing the channel id would make the
-			 * broker close the whole connection. */
-			r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD,
-			                     &ok);
-			c->channel = 0;
-			if (r != AMQP_STATUS_OK)
-				return lost(c, r, "acknowledging a channel close");
-			trace("channel closed by the broker: %s", c->reply_text);
-			return status_for_reply(c->reply_code);
-		}
+		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
+			return channel_closed(c, f.payload.method.decoded);
 		*m = f.payload.method;
 		return AL_OK;
 	}
+}
+
+enum al_status conn_recv(struct conn *c, amqp_method_t *m)
+{
+	bool none;
+
+	return next_method(c, c->rpc_timeout, m, &none);
+}
+
+enum al_status conn_poll(struct conn *c, amqp_method_t *m, bool *got)
+{
+	bool none;
+	enum al_status st = next_method(c, 0, m, &none);
+
+	*got = st == AL_OK && !none;
+	return st;
+}
+
+int conn_fd(const struct conn *c)
+{
+	return c->dead ? -1 : amqp_get_sockfd(c->amqp);
 }
 
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m)
@@ -407,4 +432,10 @@ void conn_close(struct conn *c)
 	c->amqp = NULL;
 	c->channel = 0;
 	c->dead = true;
+}
+
+void conn_abort(struct conn *c)
+{
+	c->dead = true;
+	conn_close(c);
 }

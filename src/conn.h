@@ -42,6 +42,10 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o);
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);
 
+/* Drops the connection without the close handshake, which a silent
+ * broker would make us wait for. */
+void conn_abort(struct conn *c);
+
 /* Replaces the channel with a fresh one in confirm mode. Needed after the
  * broker closed the channel (405, 404, ...); the close-ok has been sent. */
 enum al_status conn_reset_channel(struct conn *c);
@@ -58,6 +62,14 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
  * failures record their message and mark the connection dead. */
 enum al_status conn_recv(struct conn *c, amqp_method_t *m);
 
+/* Like conn_recv, but takes only what has already arrived (and sends a
+ * heartbeat if one is due); *got says whether *m was filled. For loops
+ * that poll conn_fd themselves. */
+enum al_status conn_poll(struct conn *c, amqp_method_t *m, bool *got);
+
+/* The socket, for poll(2); -1 once the connection is dead. */
+int conn_fd(const struct conn *c);
+
 /* conn_recv, then check that the method is `expect`. */
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m);
 
@@ -73,8 +85,5 @@ enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing
 
 /* Maps an AMQP reply code to a status. */
 enum al_status status_for_reply(uint16_t code);
-
-/* Monotonic seconds. */
-double now_seconds(void);
 
 #endif

@@ -4,6 +4,7 @@
  * help, and turning a status into an exit code. The commands live in
  * cmd_*.c, the algorithm in sem.c, the broker in conn.c. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +30,16 @@
 #define DEFAULT_CONNECT_TIMEOUT 5.0
 #define DEFAULT_RPC_TIMEOUT     10.0
 #define MAX_SECONDS             1e6
+#define DEFAULT_GRACE           10.0
 
 /* Option groups; a command lists the groups it accepts. */
 enum scope {
 	GLOBAL = 1 << 0,
 	ADMIN = 1 << 1, /* takes the admin mutex */
 	SCAN = 1 << 2,  /* looks past max for strays or orphans */
+	WAIT = 1 << 3,  /* waits for a slot or for orphans */
+	HOLD = 1 << 4,  /* runs a command */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD,
 };
 
 enum opt_id {
@@ -43,6 +48,10 @@ enum opt_id {
 	OPT_VERBOSE = 'v',
 	OPT_HELP = 'h',
 	OPT_VERSION = 'V',
+	OPT_NONBLOCK = 'n',
+	OPT_WAIT = 'w',
+	OPT_CONFLICT_EXIT = 'E',
+	OPT_COMMAND = 'c',
 	OPT_PASSWORD_FILE = 256,
 	OPT_PREFIX,
 	OPT_JSON,
@@ -52,6 +61,8 @@ enum opt_id {
 	OPT_CACERT,
 	OPT_ADMIN_WAIT,
 	OPT_OVERSHOOT,
+	OPT_LOST_SIGNAL,
+	OPT_GRACE,
 };
 
 struct opt_def {
@@ -85,21 +96,36 @@ static const struct opt_def opt_defs[] = {
          "wait up to SECS for another administrator to finish (default 30)"},
         {"overshoot", OPT_OVERSHOOT, "N", SCAN,
          "look N slots past max for stray slots and orphan holders (default 128)"},
-        {"help", OPT_HELP, NULL, GLOBAL, "show help and exit"},
+	{"nonblock", OPT_NONBLOCK, NULL, WAIT, "try once; do not wait"},
+	{"wait", OPT_WAIT, "SECS", WAIT, "give up after SECS (fractions allowed; 0 = -n)"},
+	{"conflict-exit-code", OPT_CONFLICT_EXIT, "N", WAIT,
+	 "exit code when nothing was obtained in time (default 1)"},
+	{"command", OPT_COMMAND, "TEXT", HOLD, "run TEXT with /bin/sh -c instead of CMD"},
+	{"lost-signal", OPT_LOST_SIGNAL, "SIG", HOLD,
+	 "signal for the command if the slot is lost (default TERM)"},
+	{"grace", OPT_GRACE, "SECS", HOLD,
+	 "SIGKILL the command this long after --lost-signal (default 10)"},
+	{"help", OPT_HELP, NULL, GLOBAL, "show help and exit"},
         {"version", OPT_VERSION, NULL, GLOBAL, "show the version and exit"},
 };
 #define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
 
 static const struct command commands[] = {
         {"create", cmd_create, 2, 2, "NAME SLOTS", "create a semaphore with SLOTS slots",
-         ADMIN | SCAN},
-        {"destroy", cmd_destroy, 1, 1, "NAME", "delete every slot of a semaphore", ADMIN | SCAN},
-        {"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN},
+         ADMIN | SCAN, false},
+        {"destroy", cmd_destroy, 1, 1, "NAME", "delete every slot of a semaphore", ADMIN | SCAN, false},
+        {"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN, false},
         {"remove", cmd_remove, 1, 2, "NAME [COUNT]", "remove the COUNT highest slots (default 1)",
-         ADMIN | SCAN},
+         ADMIN | SCAN, false},
         {"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
-         ADMIN | SCAN},
-        {"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN},
+         ADMIN | SCAN, false},
+	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN, false},
+	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
+	 false},
+	{"acquire", cmd_acquire, 1, 1, "NAME", "take a slot, print it, hold it until a signal",
+	 WAIT, false},
+	{"hold", cmd_hold, 1, 1, "NAME -- CMD [ARGS...]", "run CMD while holding a slot",
+	 WAIT | HOLD, true},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -231,6 +257,18 @@ enum al_status cli_count(const char *arg, const char *what, unsigned long min, u
 	return AL_OK;
 }
 
+static enum al_status signal_opt(const char *arg, int *out)
+{
+	char q[64];
+	const char *why = parse_signal(arg, out);
+
+	if (!why && (*out == SIGKILL || *out == SIGSTOP || *out == SIGCHLD))
+		why = "cannot be used";
+	if (why)
+		return fail(AL_USAGE, "--lost-signal %s %s", quote_arg(arg, q, sizeof(q)), why);
+	return AL_OK;
+}
+
 enum { SHOW_NOTHING, SHOW_HELP, SHOW_VERSION };
 
 static enum al_status apply_option(struct cli *cli, int id, const char *arg, int *show)
@@ -272,6 +310,26 @@ static enum al_status apply_option(struct cli *cli, int id, const char *arg, int
 		return seconds_opt("admin-wait", arg, 0, &cli->admin_wait);
 	case OPT_OVERSHOOT:
 		return cli_count(arg, "--overshoot", 0, SLOTS_MAX, &cli->overshoot);
+	case OPT_NONBLOCK:
+		cli->nonblock = true;
+		return AL_OK;
+	case OPT_WAIT:
+		if (seconds_opt("wait", arg, 0, &cli->wait) != AL_OK)
+			return AL_USAGE;
+		cli->nonblock = cli->nonblock || cli->wait == 0;
+		return AL_OK;
+	case OPT_CONFLICT_EXIT:
+		if (cli_count(arg, "--conflict-exit-code", 0, 255, &n) != AL_OK)
+			return AL_USAGE;
+		cli->conflict_exit = (int)n;
+		return AL_OK;
+	case OPT_COMMAND:
+		cli->command_text = optarg;
+		return AL_OK;
+	case OPT_LOST_SIGNAL:
+		return signal_opt(arg, &cli->lost_signal);
+	case OPT_GRACE:
+		return seconds_opt("grace", arg, 0, &cli->grace);
 	case OPT_HELP:
 		*show = SHOW_HELP;
 		return AL_OK;
@@ -298,7 +356,7 @@ static enum al_status parse_options(struct cli *cli, int argc, char **argv, unsi
 
 	/* Every option is known, so that one outside `scopes` is reported as
 	 * not applying rather than unknown. */
-	build_getopt(GLOBAL | ADMIN | SCAN, stop, longopts, shortopts);
+	build_getopt(ALL_SCOPES, stop, longopts, shortopts);
 	optind = 0; /* glibc: start afresh */
 	opterr = 0;
 	while ((id = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
@@ -341,6 +399,11 @@ static void defaults(struct cli *cli)
 	cli->conn.rpc_timeout = DEFAULT_RPC_TIMEOUT;
 	cli->admin_wait = DEFAULT_ADMIN_WAIT;
 	cli->overshoot = DEFAULT_OVERSHOOT;
+	cli->wait = -1;
+	cli->conflict_exit = 1;
+	cli->lost_signal = SIGTERM;
+	cli->grace = DEFAULT_GRACE;
+	cli->exit_code = -1;
 }
 
 static enum al_status check_name(struct cli *cli, const char *name)
@@ -377,10 +440,13 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
 
 static int finish(struct cli *cli, enum al_status st)
 {
-	if (st != AL_OK)
+	if (st != AL_OK && !cli->reported)
 		out_error(st, st == AL_USAGE ? NULL : cli->name,
-		          status_message()[0] ? status_message() : "failed");
-	return (int)st;
+			  status_message()[0] ? status_message() : "failed");
+	if (cli->exit_code >= 0)
+		return cli->exit_code;
+	/* -E only exists for the commands that can fail to obtain. */
+	return st == AL_BUSY ? cli->conflict_exit : (int)st;
 }
 
 static int usage_error(struct cli *cli, const struct command *cmd)
@@ -454,6 +520,16 @@ int main(int argc, char **argv)
 		return show(show_what, cmd);
 	args = argv + cmd_at + optind;
 	nargs = end - cmd_at - optind;
+	if (st == AL_OK && cmd->takes_command) {
+		/* hold NAME -- CMD [ARGS...], or hold -c TEXT NAME */
+		if (end < argc - 1 && !cli.command_text)
+			cli.command = argv + end + 1;
+		else if (end < argc || !cli.command_text)
+			st = fail(AL_USAGE, cli.command_text
+						    ? "give either -c TEXT or -- CMD, not both"
+						    : "no command: hold NAME -- CMD [ARGS...]");
+		end = argc;
+	}
 	if (st != AL_OK || nargs < cmd->min_args || nargs > cmd->max_args || end < argc)
 		return usage_error(&cli, cmd);
 	if ((st = check_name(&cli, args[0])) != AL_OK || (st = conn_check_opts(&cli.conn)) != AL_OK)

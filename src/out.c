@@ -133,9 +133,14 @@ enum al_status out_end(void)
 	return AL_OK;
 }
 
-void out_error(enum al_status st, const char *semaphore, const char *message)
+void out_error_line(const char *message)
 {
 	fprintf(stderr, "amqplock: %s\n", message);
+}
+
+void out_error(enum al_status st, const char *semaphore, const char *message)
+{
+	out_error_line(message);
 	if (mode != OUT_JSON)
 		return;
 	out_begin();

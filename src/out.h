@@ -32,6 +32,9 @@ void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size
  * written (a full disk, a closed pipe). */
 enum al_status out_end(void);
 
+/* One "amqplock: message" line on stderr, whatever the mode. */
+void out_error_line(const char *message);
+
 /* One "amqplock: message" line on stderr and, in JSON mode, the object
  * {"ok":false,"error":...,"message":...} on stdout, with `semaphore` if
  * known. */

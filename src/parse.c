@@ -1,6 +1,8 @@
 #include "parse.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,4 +76,28 @@ char *quote_arg(const char *s, char *buf, size_t size)
 	buf[n++] = '"';
 	buf[n] = '\0';
 	return buf;
+}
+
+const char *parse_signal(const char *s, int *out)
+{
+	unsigned long n;
+	const char *abbrev;
+	int sig;
+
+	if (*s >= '0' && *s <= '9') {
+		if (parse_uint(s, 1, NSIG - 1, &n))
+			return "is not a signal number";
+		*out = (int)n;
+		return NULL;
+	}
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (sig = 1; sig < NSIG; sig++) {
+		abbrev = sigabbrev_np(sig);
+		if (abbrev && *s && strcasecmp(s, abbrev) == 0) {
+			*out = sig;
+			return NULL;
+		}
+	}
+	return "is not a signal name";
 }

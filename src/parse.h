@@ -13,6 +13,9 @@ const char *parse_uint(const char *s, unsigned long min, unsigned long max, unsi
 /* Seconds with an optional fraction ("2", "0.5", ".25"), in [0, max]. */
 const char *parse_seconds(const char *s, double max, double *out);
 
+/* A signal by name ("TERM", "SIGTERM", "term") or number ("15"). */
+const char *parse_signal(const char *s, int *out);
+
 /* Copies s into buf (size >= 16) as a double-quoted string safe for one
  * line of a message and for JSON: bytes outside printable ASCII become
  * \xNN, and a long s is cut short with "...". Returns buf. */

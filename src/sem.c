@@ -2,30 +2,14 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "probe.h"
 
 /* Probing for max starts with this many slots and doubles: a small
  * semaphore costs one round trip, a large one a few. */
 #define FIRST_PROBE_BATCH   16u
 #define LARGEST_PROBE_BATCH 1024u
-
-static void sleep_seconds(double s)
-{
-	struct timespec ts = {.tv_sec = (time_t)s,
-	                      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
-/* Uniform in [d/2, 3d/2): waiters that collided once do not collide again
- * in lock step. */
-static double jitter(double d)
-{
-	return d / 2 + d * ((double)rand() / ((double)RAND_MAX + 1));
-}
 
 enum al_status sem_max(struct sem *s, unsigned *max)
 {
@@ -283,6 +267,173 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	if (st == AL_OK)
 		st = unlock_admin(s);
 	return st;
+}
+
+/* Passive declare: does slot's queue exist? Works under a broker memory
+ * alarm, unlike a publish. AL_NOT_FOUND if not (the channel is reset). */
+static enum al_status slot_exists(struct sem *s, unsigned slot)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	amqp_queue_declare_t declare = {.passive = 1};
+	enum al_status st;
+	amqp_method_t m;
+
+	sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
+	declare.queue = amqp_cstring_bytes(queue);
+	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
+	if (st == AL_OK)
+		st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
+	if (st == AL_NOT_FOUND && !s->conn->dead)
+		return conn_reset_channel(s->conn) == AL_OK ? AL_NOT_FOUND : AL_CONNECTION;
+	if (st != AL_OK)
+		return conn_refused(s->conn, st, "checking", queue);
+	return AL_OK;
+}
+
+/* Declares slot's holder queue, exclusive to this connection. AL_BUSY if
+ * another connection got there first (the channel is reset). */
+static enum al_status claim_holder(struct sem *s, unsigned slot)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	amqp_queue_declare_t declare = {.exclusive = 1};
+	enum al_status st;
+	amqp_method_t m;
+
+	sem_name_slot(&s->name, slot, HOLDER_QUEUE, queue);
+	declare.queue = amqp_cstring_bytes(queue);
+	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
+	if (st == AL_OK)
+		st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
+	if (st == AL_BUSY && !s->conn->dead)
+		return conn_reset_channel(s->conn) == AL_OK ? AL_BUSY : AL_CONNECTION;
+	if (st != AL_OK)
+		return conn_refused(s->conn, st, "declaring holder queue", queue);
+	return AL_OK;
+}
+
+static enum al_status unclaim_holder(struct sem *s, unsigned slot)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	amqp_queue_delete_t del = {0};
+	enum al_status st;
+	amqp_method_t m;
+
+	sem_name_slot(&s->name, slot, HOLDER_QUEUE, queue);
+	del.queue = amqp_cstring_bytes(queue);
+	st = conn_send(s->conn, AMQP_QUEUE_DELETE_METHOD, &del);
+	if (st == AL_OK)
+		st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m);
+	if (st != AL_OK)
+		return conn_refused(s->conn, st, "deleting holder queue", queue);
+	return AL_OK;
+}
+
+/* The free slots among 1..max, by probing their holder queues. */
+static enum al_status free_slots(struct sem *s, unsigned max, struct slot_list *free_list)
+{
+	enum al_status st;
+	bool *held = calloc(max, sizeof(*held));
+	unsigned i;
+
+	if (!held)
+		return fail(AL_BROKER, "out of memory");
+	free_list->len = 0;
+	st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, held);
+	for (i = 0; st == AL_OK && i < max; i++)
+		if (!held[i])
+			st = append(free_list, i + 1);
+	free(held);
+	return st;
+}
+
+enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
+{
+	struct slot_list candidates = {0};
+	enum al_status st;
+	unsigned races = 0, k;
+
+	for (;;) {
+		if ((st = sem_max(s, max)) != AL_OK)
+			break;
+		if (*max == 0) {
+			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+			break;
+		}
+		if ((st = free_slots(s, *max, &candidates)) != AL_OK)
+			break;
+		if (candidates.len == 0) {
+			st = fail(AL_BUSY, "all %u slots of %s are held", *max, s->label);
+			break;
+		}
+		/* The lowest free slot keeps a lone client on slot 1, as a flock
+		 * user expects; after a lost race a random one keeps the
+		 * losers from colliding again. */
+		k = candidates.slot[races ? (size_t)rand() % candidates.len : 0];
+		trace("claiming slot %u of %u", k, *max);
+		st = claim_holder(s, k);
+		if (st == AL_OK) {
+			/* A remove may have taken the slot between probe and
+			 * claim: hold only a slot that still exists. */
+			st = slot_exists(s, k);
+			if (st == AL_OK) {
+				*slot = k;
+				break;
+			}
+			if (st == AL_NOT_FOUND)
+				st = unclaim_holder(s, k) == AL_OK ? AL_BUSY : AL_CONNECTION;
+		}
+		if (st != AL_BUSY)
+			break;
+		if (++races > SEM_RACE_LIMIT) {
+			st = fail(AL_BUSY, "lost %u races for a slot of %s", races - 1, s->label);
+			break;
+		}
+		trace("slot %u was taken first; retrying", k);
+		sleep_seconds(jitter(0.002 * races));
+	}
+	free(candidates.slot);
+	return st;
+}
+
+enum al_status sem_verify_send(struct sem *s, unsigned slot)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	amqp_queue_declare_t declare = {.passive = 1};
+
+	sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
+	declare.queue = amqp_cstring_bytes(queue);
+	return conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
+}
+
+enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool got;
+
+	*verified = false;
+	do {
+		st = conn_poll(s->conn, &m, &got);
+		if (st == AL_NOT_FOUND) {
+			char queue[QUEUE_NAME_MAX + 1];
+
+			sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
+			return fail(AL_LOST, "its slot queue %s was deleted", queue);
+		}
+		if (st != AL_OK)
+			return fail(AL_LOST, "the connection failed");
+		if (got && m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
+			*verified = true;
+	} while (got);
+	return AL_OK;
+}
+
+enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orphans)
+{
+	enum al_status st = sem_max(s, max);
+
+	orphans->len = 0;
+	return st == AL_OK ? scan_above(s, HOLDER_QUEUE, *max, orphans) : st;
 }
 
 enum al_status sem_status(struct sem *s, struct sem_status *out)

@@ -5,6 +5,7 @@
 #ifndef AMQPLOCK_SEM_H
 #define AMQPLOCK_SEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "conn.h"
@@ -42,6 +43,10 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 /* The number of slots: slot queues 1..max exist, max + 1 does not. */
 enum al_status sem_max(struct sem *s, unsigned *max);
 
+/* An acquire gives up after this many lost races in a row (another client
+ * declared the chosen holder queue first); waiting clients try again. */
+#define SEM_RACE_LIMIT 20
+
 struct slot_list {
 	unsigned *slot; /* ascending */
 	size_t len, cap;
@@ -51,6 +56,27 @@ struct sem_status {
 	unsigned max;
 	struct slot_list held, free, orphans;
 };
+
+/* One attempt to take a free slot: probes slots and holders, claims the
+ * lowest free slot by declaring its holder queue exclusive, and checks
+ * that the slot still exists. AL_BUSY if every slot is held. The slot is
+ * held as long as the connection lives. */
+enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max);
+
+/* While holding: asks the broker whether the slot still exists (a passive
+ * declare, never a publish, so a broker alarm cannot block it). The answer
+ * is taken by sem_held_poll. */
+enum al_status sem_verify_send(struct sem *s, unsigned slot);
+
+/* While holding: takes whatever the broker has sent. AL_OK while the slot
+ * is still held, with *verified set if a verification came back; AL_LOST
+ * if the slot was removed or the connection failed, with the reason
+ * recorded ("its slot queue ... was deleted", or the connection's). */
+enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified);
+
+/* Holders above max: after a remove or destroy they keep their slots until
+ * they leave. */
+enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orphans);
 
 /* A snapshot without the admin mutex: it may be stale by the time it is
  * read. Free it with sem_status_free, also after a failure. */

@@ -1,0 +1,30 @@
+#include "clock.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void sleep_seconds(double s)
+{
+	struct timespec ts;
+
+	if (s <= 0)
+		return;
+	ts.tv_sec = (time_t)s;
+	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+double jitter(double d)
+{
+	return d / 2 + d * ((double)rand() / ((double)RAND_MAX + 1));
+}

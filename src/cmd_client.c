@@ -1,0 +1,172 @@
+/* acquire, hold and wait: the lock clients. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "hold.h"
+#include "out.h"
+
+/* wait: the pause between looks grows to this. */
+#define WAIT_LONGEST_PAUSE 0.5
+
+struct client {
+	struct cli *cli;
+	unsigned slot;
+};
+
+static void event(struct client *cl, const char *name)
+{
+	out_begin();
+	out_str("event", NULL, name);
+	out_str("semaphore", NULL, cl->cli->name);
+	out_uint("slot", NULL, cl->slot);
+}
+
+static void report_lost(void *arg)
+{
+	struct client *cl = arg;
+
+	out_error_line(status_message());
+	event(cl, "lost");
+	out_str("reason", NULL, status_message());
+	out_end();
+	cl->cli->reported = true;
+}
+
+static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char **argv)
+{
+	struct hold_opts o = {
+		.nonblock = cli->nonblock,
+		.wait = cli->wait,
+		.lost_signal = cli->lost_signal,
+		.grace = cli->grace,
+		.argv = argv,
+		.lost = report_lost,
+		.arg = cl,
+	};
+	return o;
+}
+
+/* Connect and wait for a slot: what acquire and hold share. */
+static enum al_status take(struct cli *cli, struct client *cl, const struct hold_opts *o,
+			   struct conn *c, struct sem *s, unsigned *max)
+{
+	enum al_status st;
+	int sig;
+
+	if ((st = cli_connect(cli, c, s)) != AL_OK)
+		return st;
+	st = hold_take(s, o, &cl->slot, max, &sig);
+	if (sig)
+		cli->exit_code = 128 + sig;
+	if (st != AL_OK)
+		conn_close(c);
+	else
+		trace("holding slot %u of %u", cl->slot, *max);
+	return st;
+}
+
+enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
+{
+	struct client cl = {.cli = cli};
+	struct hold_opts o = hold_opts_from(cli, &cl, NULL);
+	struct conn c;
+	struct sem s;
+	enum al_status st;
+	unsigned max;
+	int code;
+
+	(void)argc, (void)argv;
+	if ((st = hold_signals_init()) != AL_OK || (st = take(cli, &cl, &o, &c, &s, &max)) != AL_OK)
+		return st;
+	event(&cl, "acquired");
+	out_uint(NULL, "%lu\n", cl.slot);
+	out_uint("max", NULL, max);
+	if ((st = out_end()) == AL_OK)
+		st = hold_run(&s, cl.slot, &o, &code);
+	conn_close(&c);
+	if (st == AL_OK) {
+		event(&cl, "released");
+		st = out_end();
+	}
+	return st;
+}
+
+enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
+{
+	struct client cl = {.cli = cli};
+	char *shell[] = {"/bin/sh", "-c", cli->command_text, NULL};
+	struct hold_opts o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
+	char slot_text[16];
+	struct conn c;
+	struct sem s;
+	enum al_status st;
+	unsigned max;
+	int code = 0;
+
+	(void)argc, (void)argv;
+	/* stdout belongs to the command; amqplock speaks on stderr. */
+	out_init(cli->json ? OUT_JSON : OUT_TEXT, cli->quiet, stderr);
+	if ((st = hold_signals_init()) != AL_OK || (st = hold_guard_start()) != AL_OK ||
+	    (st = take(cli, &cl, &o, &c, &s, &max)) != AL_OK)
+		return st;
+	event(&cl, "acquired");
+	out_uint("max", NULL, max);
+	out_end();
+	/* What the command is told, and what it need not know: the
+	 * broker's address and credentials. */
+	snprintf(slot_text, sizeof(slot_text), "%u", cl.slot);
+	setenv("AMQPLOCK_SEMAPHORE", cli->name, 1);
+	setenv("AMQPLOCK_SLOT", slot_text, 1);
+	unsetenv("AMQPLOCK_URL");
+	unsetenv("AMQP_URL");
+	st = hold_run(&s, cl.slot, &o, &code);
+	conn_close(&c);
+	if (st == AL_OK) {
+		event(&cl, "released");
+		out_uint("exit_status", NULL, (unsigned long)code);
+		out_end();
+		cli->exit_code = code;
+	}
+	return st;
+}
+
+enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
+{
+	struct slot_list orphans = {0};
+	double start = now_seconds(), delay = 0.01, pause;
+	struct conn c;
+	struct sem s;
+	enum al_status st;
+	unsigned max;
+
+	(void)argc, (void)argv;
+	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
+		return st;
+	while ((st = sem_orphans(&s, &max, &orphans)) == AL_OK && orphans.len > 0) {
+		double waited = now_seconds() - start;
+
+		if (cli->nonblock || (cli->wait >= 0 && waited >= cli->wait)) {
+			st = fail(AL_BUSY, "%zu holder(s) above max %u of %s remain (lowest: slot %u)",
+				  orphans.len, max, cli->name, orphans.slot[0]);
+			break;
+		}
+		pause = jitter(delay);
+		if (cli->wait >= 0 && waited + pause > cli->wait)
+			pause = cli->wait - waited;
+		sleep_seconds(pause);
+		if (delay < WAIT_LONGEST_PAUSE)
+			delay *= 2;
+	}
+	conn_close(&c);
+	free(orphans.slot);
+	if (st != AL_OK)
+		return st;
+	out_begin();
+	out_bool("ok", true);
+	out_str("semaphore", NULL, cli->name);
+	out_uint("waited_ms", NULL, (unsigned long)((now_seconds() - start) * 1000));
+	return out_end();
+}

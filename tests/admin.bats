@@ -1,0 +1,500 @@
+#!/usr/bin/env bats
+# The administration commands against a live broker: create, destroy, add,
+# remove, max and status; their text and JSON output, the queues they
+# leave, the admin mutex, and the repair of a semaphore with a hole.
+#
+# Needs jq, and perl (core modules only) for hold_queues below.
+
+bats_require_minimum_version 1.5.0
+load helper
+
+# amqplock, bounded in time.
+al() {
+    timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
+}
+
+# One "amqplock: ..." line on stderr (after run --separate-stderr).
+assert_error_line() {
+    [[ $stderr == "amqplock: "?* && $stderr != *$'\n'* ]] ||
+        fail "expected one line 'amqplock: ...' on stderr, got: '$stderr'"
+}
+
+# assert_json FILTER [JQ ARGS...]: stdout is exactly one JSON object on one
+# line, and jq -e FILTER holds for it.
+assert_json() {
+    local filter=$1
+    shift
+    [[ -n $output && $output != *$'\n'* ]] || fail "stdout is not one line: '$output'"
+    [ "$(jq -c . <<<"$output" 2>/dev/null | wc -l)" -eq 1 ] ||
+        fail "stdout is not one JSON value: '$output'"
+    jq -e 'type == "object"' <<<"$output" >/dev/null || fail "not a JSON object: '$output'"
+    jq -e "$@" "$filter" <<<"$output" >/dev/null ||
+        fail "JSON '$output' does not satisfy: $filter"
+}
+
+# "name durable exclusive messages" of every queue of semaphore $1 under any
+# prefix (P$1, P$1-k-A, P$1-k-B), sorted. One rabbitmqctl call.
+sem_queues() {
+    rmqctl -q list_queues name durable exclusive messages --no-table-headers 2>/dev/null |
+        awk -v n="$1" '{
+            i = index($1, n); rest = substr($1, i + length(n))
+            if (i && (rest == "" || substr(rest, 1, 1) == "-")) print $1, $2, $3, $4
+        }' | sort -V
+}
+
+# The lines sem_queues prints for slots FROM..TO of NAME under PREFIX.
+slot_lines() { # PREFIX NAME FROM TO
+    local i
+    for ((i = $3; i <= $4; i++)); do
+        echo "$1$2-$i-A true false 0"
+    done | sort -V
+}
+
+# hold_queues QUEUE...: declares each QUEUE exclusive on one connection of
+# its own and keeps them (a slot holder, or another administrator's mutex)
+# until release_queues. A minimal AMQP 0-9-1 client in core perl.
+HOLD_PL='
+use strict; use IO::Socket::INET;
+my ($port, @queues) = @ARGV;
+my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $port) or die "connect: $!\n";
+sub rd { my ($n, $b) = (shift, ""); while (length $b < $n) { sysread($s, $b, $n - length $b, length $b) or die "eof\n" } $b }
+sub method { my ($ch, $c, $m, $args) = @_; my $p = pack("n2", $c, $m) . $args;
+    syswrite $s, pack("CnN", 1, $ch, length $p) . $p . "\xCE" }
+sub expect { my ($c, $m) = @_;
+    for (;;) { my ($t, $ch, $len) = unpack "CnN", rd(7); my $p = rd($len); rd(1);
+        next if $t != 1; my ($gc, $gm) = unpack "n2", $p; return $p if $gc == $c && $gm == $m;
+        die "expected method $c.$m, got $gc.$gm\n" } }
+sub ss { pack "C/a*", shift }
+syswrite $s, "AMQP\0\0\x09\x01";
+expect(10, 10);                                                   # start
+method(0, 10, 11, pack("N", 0) . ss("PLAIN") . pack("N/a*", "\0guest\0guest") . ss("en_US"));
+my (undef, $chmax, $fmax) = unpack "NnN", expect(10, 30);        # tune
+method(0, 10, 31, pack("nNn", $chmax, $fmax, 0));                 # tune-ok, no heartbeat
+method(0, 10, 40, ss("/") . ss("") . "\0");                       # open vhost /
+expect(10, 41);
+method(1, 20, 10, ss(""));                                        # channel.open
+expect(20, 11);
+for my $q (@queues) {                                             # queue.declare exclusive
+    method(1, 50, 10, pack("n", 0) . ss($q) . pack("CN", 4, 0)); expect(50, 11) }
+$| = 1; print "ready\n";
+sleep 1000 while 1;
+'
+hold_queues() {
+    local out="$BATS_TEST_TMPDIR/hold.out" i
+    : >"$out"
+    timeout 60 perl -e "$HOLD_PL" "$AMQPLOCK_TEST_PORT" "$@" >"$out" 2>&1 3>&- &
+    HOLD_PID=$!
+    for i in $(seq 1 200); do
+        grep -qx ready "$out" && return 0
+        kill -0 "$HOLD_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    fail "could not hold $*: $(cat "$out")"
+}
+
+release_queues() {
+    if [ -n "${HOLD_PID:-}" ]; then
+        kill "$HOLD_PID" 2>/dev/null || true
+        wait "$HOLD_PID" 2>/dev/null || true
+        HOLD_PID=
+    fi
+}
+
+now() { date +%s.%N; }
+# seconds since $1, e.g. 1.234
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'; }
+# at_least X Y / at_most X Y: numeric comparisons of seconds
+at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
+at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
+
+setup() {
+    n=$(unique_name)
+    HOLD_PID=
+    CLEANUP=()
+}
+
+teardown() {
+    release_queues
+    local c
+    for c in "${CLEANUP[@]}"; do
+        eval "$c" >/dev/null 2>&1 || true
+    done
+    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+}
+
+# --- create ---------------------------------------------------------------
+
+@test "create prints 'created NAME: N slots' and makes durable, non-exclusive, empty slot queues 1..N" {
+    run -0 --separate-stderr al create "$n" 3
+    assert_output "created $n: 3 slots"
+    [ -z "$stderr" ]
+    # Slots 1..3 only: no admin mutex left behind, no probe message.
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 3)"
+}
+
+@test "create --json reports ok, semaphore, max and previous" {
+    run -0 --separate-stderr al --json create "$n" 4
+    assert_json '.ok == true and .semaphore == $n and .max == 4 and .previous == 0' --arg n "$n"
+    [ -z "$stderr" ]
+}
+
+@test "create of an existing semaphore exits 5 (exists) and changes nothing" {
+    al create "$n" 2
+    run -5 --separate-stderr al create "$n" 7
+    refute_output
+    assert_error_line
+    run -5 --separate-stderr al create --json "$n" 7
+    assert_json '.ok == false and .error == "exists" and (.message | type == "string")'
+    assert_error_line
+    run -0 al max "$n"
+    assert_output 2
+}
+
+@test "create 1000 works and max answers 1000 quickly" {
+    run -0 al create "$n" 1000
+    assert_output "created $n: 1000 slots"
+    local t0
+    t0=$(now)
+    run -0 al max "$n"
+    assert_output 1000
+    at_most "$(since "$t0")" 2
+    run -0 al --json destroy "$n"
+    assert_json '.ok and .previous == 1000 and .max == 0'
+}
+
+# --- destroy --------------------------------------------------------------
+
+@test "destroy deletes every slot and prints 'destroyed NAME: had N slots'" {
+    al create "$n" 3
+    run -0 --separate-stderr al destroy "$n"
+    assert_output "destroyed $n: had 3 slots"
+    [ -z "$stderr" ]
+    run sem_queues "$n"
+    assert_output ""
+}
+
+@test "destroy --json reports max 0 and the previous max" {
+    al create "$n" 5
+    run -0 al destroy --json "$n"
+    assert_json '.ok == true and .semaphore == $n and .max == 0 and .previous == 5' --arg n "$n"
+    run -3 al max "$n"
+}
+
+# --- add ------------------------------------------------------------------
+
+@test "add adds one slot by default and COUNT slots when given" {
+    al create "$n" 2
+    run -0 --separate-stderr al add "$n"
+    assert_output "$n: 2 -> 3 slots"
+    [ -z "$stderr" ]
+    run -0 al add "$n" 5
+    assert_output "$n: 3 -> 8 slots"
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 8)"
+}
+
+@test "add --json reports max and previous" {
+    al create "$n" 1
+    run -0 al add --json "$n" 3
+    assert_json '.ok == true and .semaphore == $n and .previous == 1 and .max == 4' --arg n "$n"
+    run -0 al --json add "$n"
+    assert_json '.ok == true and .previous == 4 and .max == 5'
+}
+
+# --- remove ---------------------------------------------------------------
+
+@test "remove deletes the highest slot by default and the COUNT highest when given" {
+    al create "$n" 6
+    run -0 --separate-stderr al remove "$n"
+    assert_output "$n: 6 -> 5 slots"
+    [ -z "$stderr" ]
+    run -0 al remove "$n" 3
+    assert_output "$n: 5 -> 2 slots"
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 2)"
+}
+
+@test "remove --json reports max and previous" {
+    al create "$n" 4
+    run -0 al remove --json "$n" 2
+    assert_json '.ok == true and .semaphore == $n and .previous == 4 and .max == 2' --arg n "$n"
+    run -0 al --json remove "$n"
+    assert_json '.ok == true and .previous == 2 and .max == 1'
+}
+
+@test "remove of more than max leaves 0 slots: the semaphore is gone" {
+    al create "$n" 3
+    run -0 al remove "$n" 10
+    assert_output "$n: 3 -> 0 slots"
+    run -3 --separate-stderr al max "$n"
+    assert_error_line
+    run sem_queues "$n"
+    assert_output ""
+}
+
+# --- max ------------------------------------------------------------------
+
+@test "max NAME prints only the number of slots" {
+    al create "$n" 4
+    run -0 --separate-stderr al max "$n"
+    assert_output 4
+    [ -z "$stderr" ]
+}
+
+@test "max NAME --json reports max" {
+    al create "$n" 4
+    run -0 al --json max "$n"
+    assert_json '.ok == true and .semaphore == $n and .max == 4' --arg n "$n"
+}
+
+@test "max NAME N sets exactly N slots, up and down" {
+    al create "$n" 2
+    run -0 al max "$n" 6
+    assert_output "$n: 2 -> 6 slots"
+    run -0 al max "$n" 6
+    assert_output "$n: 6 -> 6 slots"
+    run -0 al max "$n" 3
+    assert_output "$n: 6 -> 3 slots"
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 3)"
+}
+
+@test "max NAME N --json reports max and previous" {
+    al create "$n" 2
+    run -0 al --json max "$n" 5
+    assert_json '.ok == true and .semaphore == $n and .previous == 2 and .max == 5' --arg n "$n"
+    run -0 al max "$n" 1 --json
+    assert_json '.ok == true and .previous == 5 and .max == 1'
+}
+
+@test "max NAME 0 removes every slot" {
+    al create "$n" 3
+    run -0 al max "$n" 0
+    assert_output "$n: 3 -> 0 slots"
+    run -3 al max "$n"
+}
+
+# --- status ---------------------------------------------------------------
+
+@test "status prints semaphore, max, held, free and orphans" {
+    al create "$n" 3
+    run -0 --separate-stderr al status "$n"
+    assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       -" \
+        "free       1 2 3" "orphans    -")"
+    [ -z "$stderr" ]
+}
+
+@test "status --json reports max and arrays of held, free and orphan slots" {
+    al create "$n" 3
+    run -0 al --json status "$n"
+    assert_json '.ok == true and .semaphore == $n and .max == 3 and .held == []
+        and .free == [1, 2, 3] and .orphans == []' --arg n "$n"
+}
+
+@test "status shows held slots and orphan holders above max" {
+    al create "$n" 3
+    hold_queues "amqplock.$n-2-B" "amqplock.$n-5-B"
+    run -0 al status "$n"
+    assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       2" \
+        "free       1 3" "orphans    5")"
+    run -0 al status --json "$n"
+    assert_json '.max == 3 and .held == [2] and .free == [1, 3] and .orphans == [5]'
+    release_queues
+}
+
+@test "status --overshoot N looks N slots past max for orphans" {
+    al create "$n" 3
+    hold_queues "amqplock.$n-5-B"
+    run -0 al --json status --overshoot 1 "$n"
+    assert_json '.max == 3 and .orphans == []'
+    run -0 al --json status --overshoot 2 "$n"
+    assert_json '.max == 3 and .orphans == [5]'
+}
+
+@test "no probe message is left in any slot queue" {
+    al create "$n" 20
+    al status "$n" >/dev/null
+    al max "$n" >/dev/null
+    al add "$n" 2 >/dev/null
+    al remove "$n" >/dev/null
+    al max "$n" 25 >/dev/null
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 25)"
+}
+
+# --- a semaphore that does not exist ---------------------------------------
+
+@test "destroy, add, remove, max, max N and status on a missing semaphore exit 3 and create nothing" {
+    local args
+    for args in destroy add "add 2" remove "remove 2" max "max 3" status; do
+        set -- $args
+        run -3 --separate-stderr al "$1" "$n" "${@:2}"
+        refute_output
+        assert_error_line
+        run -3 --separate-stderr al --json "$1" "$n" "${@:2}"
+        assert_json '.ok == false and .error == "not_found" and (.message | type == "string")'
+        assert_error_line
+    done
+    run sem_queues "$n"
+    assert_output ""
+}
+
+# --- limits -----------------------------------------------------------------
+
+@test "more than 10000 slots in total is a usage error (exit 2) that changes nothing" {
+    run -2 --separate-stderr al create "$n" 10001
+    assert_error_line
+    al create "$n" 1
+    run -2 --separate-stderr al add "$n" 10000
+    refute_output
+    assert_error_line
+    run -2 --separate-stderr al --json max "$n" 10001
+    assert_json '.ok == false and .error == "usage"'
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 1)"
+}
+
+# --- the admin mutex --------------------------------------------------------
+
+@test "20 concurrent adds wait for the admin mutex and leave exactly slots 1..21" {
+    al create "$n" 1
+    local i pids=()
+    for i in $(seq 1 20); do
+        al add "$n" 1 >"$BATS_TEST_TMPDIR/add.$i" 2>&1 3>&- &
+        pids+=($!)
+    done
+    local failed=0
+    for i in "${pids[@]}"; do
+        wait "$i" || failed=$((failed + 1))
+    done
+    [ "$failed" -eq 0 ] || fail "$failed adds failed: $(cat "$BATS_TEST_TMPDIR"/add.*)"
+    # Each add saw a different state: together they went 1 -> 21 step by step.
+    run sort "$BATS_TEST_TMPDIR"/add.{1..20}
+    assert_output "$(for i in $(seq 1 20); do echo "$n: $i -> $((i + 1)) slots"; done | sort)"
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 21)"
+}
+
+@test "a held admin mutex makes every admin command fail busy (exit 1) with --admin-wait 0" {
+    al create "$n" 3
+    local m
+    m=$(unique_name new)
+    hold_queues "amqplock.$n" "amqplock.$m"
+    local args
+    for args in "add $n" "remove $n" "max $n 5" "destroy $n" "create $m 2"; do
+        set -- $args
+        run -1 --separate-stderr al "$1" --admin-wait 0 "${@:2}"
+        refute_output
+        assert_error_line
+    done
+    run -1 --separate-stderr al add --json --admin-wait 0 "$n"
+    assert_json '.ok == false and .error == "busy" and (.message | type == "string")'
+    assert_error_line
+    release_queues
+    run -0 al max "$n"
+    assert_output 3
+    run -3 al max "$m"
+}
+
+@test "an admin command waits for the admin mutex within --admin-wait" {
+    al create "$n" 2
+    hold_queues "amqplock.$n"
+    (
+        sleep 1
+        kill "$HOLD_PID"
+    ) 3>&- &
+    local t0
+    t0=$(now)
+    run -0 al add --admin-wait 10 "$n"
+    assert_output "$n: 2 -> 3 slots"
+    at_least "$(since "$t0")" 0.8
+}
+
+@test "--admin-wait 1 keeps trying for the whole second before failing busy" {
+    al create "$n" 2
+    hold_queues "amqplock.$n"
+    local t0 took
+    t0=$(now)
+    run -1 --separate-stderr al add --admin-wait 1 "$n"
+    took=$(since "$t0")
+    assert_error_line
+    at_least "$took" 0.95
+    at_most "$took" 4
+}
+
+# --- a semaphore with a hole ---------------------------------------------------
+
+@test "a slot deleted behind the semaphore's back is repaired by the next admin command" {
+    al create "$n" 5
+    rmqctl -q delete_queue "amqplock.$n-3-A" >/dev/null
+    run -0 al --json max "$n" 2
+    assert_json '.ok == true and .previous == 2 and .max == 2 and .swept == 2'
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 2)"
+}
+
+@test "--overshoot 1 does not reach strays past the hole; the default overshoot does" {
+    al create "$n" 5
+    rmqctl -q delete_queue "amqplock.$n-3-A" >/dev/null
+    run -0 al --json max --overshoot 1 "$n" 2
+    assert_json '.previous == 2 and .max == 2 and (.swept // 0) == 0'
+    run -0 al --json remove "$n"
+    assert_json '.previous == 2 and .max == 1 and .swept == 2'
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 1)"
+}
+
+@test "destroy of a semaphore with a hole deletes the strays too" {
+    al create "$n" 5
+    rmqctl -q delete_queue "amqplock.$n-3-A" >/dev/null
+    run -0 al --json destroy "$n"
+    assert_json '.ok == true and .previous == 2 and .max == 0 and .swept == 2'
+    run sem_queues "$n"
+    assert_output ""
+}
+
+@test "add on a semaphore with a hole sweeps the strays and adds after the hole" {
+    al create "$n" 5
+    rmqctl -q delete_queue "amqplock.$n-3-A" >/dev/null
+    run -0 al add "$n"
+    assert_output "$n: 2 -> 3 slots"
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 3)"
+}
+
+# --- prefixes -----------------------------------------------------------------
+
+@test "--prefix, before or after the command, changes the queue names" {
+    CLEANUP+=("al --prefix my.p- destroy '$n'")
+    run -0 al --prefix my.p- create "$n" 2
+    assert_output "created $n: 2 slots"
+    run -3 al max "$n"
+    run -0 al max "$n" --prefix my.p-
+    assert_output 2
+    run sem_queues "$n"
+    assert_output "$(slot_lines my.p- "$n" 1 2)"
+    run -0 al destroy --prefix my.p- "$n"
+}
+
+@test "AMQPLOCK_PREFIX changes the queue names and --prefix overrides it" {
+    CLEANUP+=("AMQPLOCK_PREFIX=envp: al destroy '$n'" "al --prefix optp: destroy '$n'")
+    AMQPLOCK_PREFIX=envp: run -0 al create "$n" 1
+    AMQPLOCK_PREFIX=envp: run -0 al --prefix optp: create "$n" 2
+    run -0 al --prefix envp: max "$n"
+    assert_output 1
+    run -0 al max --prefix optp: "$n"
+    assert_output 2
+    run -3 al max "$n"
+    run sem_queues "$n"
+    assert_output "$( (slot_lines envp: "$n" 1 1; slot_lines optp: "$n" 1 2) | sort -V)"
+}
+
+@test "--prefix '' names the queues after NAME alone" {
+    CLEANUP+=("al --prefix '' destroy '$n'")
+    run -0 al --prefix '' create "$n" 2
+    run sem_queues "$n"
+    assert_output "$(slot_lines '' "$n" 1 2)"
+    run -0 al --prefix '' destroy "$n"
+    assert_output "destroyed $n: had 2 slots"
+}
