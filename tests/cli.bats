@@ -1,0 +1,557 @@
+#!/usr/bin/env bats
+# The command line: usage errors, JSON errors, connection and access
+# failures, the password file, the broker URL from the environment, help,
+# version, --quiet and a full stdout.
+#
+# Needs jq, and perl (core modules only, for start_silent_listener).
+
+bats_require_minimum_version 1.5.0
+load helper
+
+# amqplock, bounded in time.
+al() {
+    timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
+}
+
+# amqplock with stdout on a full device.
+al_full() {
+    al "$@" >/dev/full
+}
+
+# amqplock with AMQPLOCK_URL unset.
+al_without_amqplock_url() {
+    (
+        unset AMQPLOCK_URL
+        al "$@"
+    )
+}
+
+# One "amqplock: ..." line on stderr (after run --separate-stderr).
+assert_error_line() {
+    [[ $stderr == "amqplock: "?* && $stderr != *$'\n'* ]] ||
+        fail "expected one line 'amqplock: ...' on stderr, got: '$stderr'"
+}
+
+# assert_json FILTER [JQ ARGS...]: stdout is exactly one JSON object on one
+# line, and jq -e FILTER holds for it.
+assert_json() {
+    local filter=$1
+    shift
+    [[ -n $output && $output != *$'\n'* ]] || fail "stdout is not one line: '$output'"
+    [ "$(jq -c . <<<"$output" 2>/dev/null | wc -l)" -eq 1 ] ||
+        fail "stdout is not one JSON value: '$output'"
+    jq -e 'type == "object"' <<<"$output" >/dev/null || fail "not a JSON object: '$output'"
+    jq -e "$@" "$filter" <<<"$output" >/dev/null ||
+        fail "JSON '$output' does not satisfy: $filter"
+}
+
+# usage_error ARGS...: amqplock ARGS exits 2 with nothing on stdout and one
+# "amqplock: " line on stderr.
+usage_error() {
+    run -2 --separate-stderr al "$@"
+    refute_output
+    assert_error_line
+}
+
+# A usage error with --json: one JSON object, ok false, error "usage".
+json_usage_error() {
+    run -2 --separate-stderr al "$@"
+    assert_json '.ok == false and .error == "usage" and (.message | type == "string")'
+    assert_error_line
+}
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'; }
+at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
+
+# Never to be seen in any output.
+SECRET=Sup3rS3cret
+
+refute_secret() {
+    [[ $output != *"$SECRET"* ]] || fail "the password is on stdout: $output"
+    [[ ${stderr:-} != *"$SECRET"* ]] || fail "the password is on stderr: $stderr"
+}
+
+setup() {
+    n=$(unique_name)
+    # Names given to commands that must fail before touching the broker;
+    # the last test checks that no queue carries this marker.
+    bad=$(unique_name nouse)
+    GOOD_URL=$AMQPLOCK_URL
+    HOST_PORT=127.0.0.1:$AMQPLOCK_TEST_PORT
+    SILENT_PID=
+}
+
+teardown() {
+    if [ -n "${SILENT_PID:-}" ]; then
+        kill "$SILENT_PID" 2>/dev/null || true
+        wait "$SILENT_PID" 2>/dev/null || true
+    fi
+    AMQPLOCK_URL=$GOOD_URL al destroy "$n" >/dev/null 2>&1 || true
+}
+
+# --- usage errors: names -----------------------------------------------------
+
+@test "usage: empty name" {
+    usage_error create "" 1
+}
+
+@test "usage: name of 201 bytes (200 are fine)" {
+    local long=$bad
+    while [ ${#long} -lt 201 ]; do long+=x; done
+    usage_error create "$long" 1
+}
+
+@test "usage: name with a space" {
+    usage_error create "$bad x" 1
+}
+
+@test "usage: name with a slash" {
+    usage_error create "$bad/x" 1
+}
+
+@test "usage: name with a tab" {
+    usage_error create "$bad"$'\t' 1
+}
+
+@test "usage: name with a newline" {
+    usage_error create "$bad"$'\nx' 1
+}
+
+@test "usage: name with a control character" {
+    usage_error create "$bad"$'\x01x' 1
+}
+
+@test "usage: name with non-ASCII UTF-8" {
+    usage_error create "${bad}é" 1
+}
+
+@test "usage: name with a byte that is not UTF-8" {
+    usage_error create "$bad"$'\xff' 1
+}
+
+@test "usage: name ending in -<digits>-A (x-1-A)" {
+    usage_error create "$bad-1-A" 1
+}
+
+@test "usage: name ending in -<digits>-B (x-22-B)" {
+    usage_error create "$bad-22-B" 1
+}
+
+@test "usage: --prefix '' with a name starting with amq." {
+    usage_error --prefix '' create "amq.$bad" 1
+}
+
+@test "usage: prefix and name together starting with amq." {
+    usage_error --prefix am create "q.$bad" 1
+    usage_error create --prefix amq. "$bad" 1
+}
+
+@test "usage: --prefix with a space" {
+    usage_error --prefix 'a b' create "$bad" 1
+}
+
+@test "usage: --prefix with a slash" {
+    usage_error create "$bad" 1 --prefix 'a/'
+}
+
+@test "usage: AMQPLOCK_PREFIX with a space" {
+    AMQPLOCK_PREFIX='a b' usage_error create "$bad" 1
+}
+
+# --- usage errors: numbers ---------------------------------------------------
+
+@test "usage: SLOTS -1" {
+    usage_error create "$bad" -1
+}
+
+@test "usage: SLOTS 0" {
+    usage_error create "$bad" 0
+}
+
+@test "usage: SLOTS 1.5" {
+    usage_error create "$bad" 1.5
+}
+
+@test "usage: SLOTS 0x10" {
+    usage_error create "$bad" 0x10
+}
+
+@test "usage: SLOTS 1e3" {
+    usage_error create "$bad" 1e3
+}
+
+@test "usage: SLOTS 10001" {
+    usage_error create "$bad" 10001
+}
+
+@test "usage: SLOTS '5 ' and ' 5'" {
+    usage_error create "$bad" '5 '
+    usage_error create "$bad" ' 5'
+}
+
+@test "usage: SLOTS ''" {
+    usage_error create "$bad" ''
+}
+
+@test "usage: SLOTS abc" {
+    usage_error create "$bad" abc
+}
+
+@test "usage: COUNT 0, 10001, abc for add" {
+    usage_error add "$bad" 0
+    usage_error add "$bad" 10001
+    usage_error add "$bad" abc
+}
+
+@test "usage: COUNT 0, 1.5 for remove" {
+    usage_error remove "$bad" 0
+    usage_error remove "$bad" 1.5
+}
+
+@test "usage: max N 10001, -1, '' " {
+    usage_error max "$bad" 10001
+    usage_error max "$bad" -1
+    usage_error max "$bad" ''
+}
+
+# --- usage errors: options, arguments, commands ---------------------------------
+
+@test "usage: unknown long option" {
+    usage_error --bogus create "$bad" 1
+    usage_error create "$bad" 1 --bogus
+}
+
+@test "usage: unknown short option" {
+    usage_error create -Z "$bad" 1
+}
+
+@test "usage: option missing its value" {
+    usage_error create "$bad" 1 --url
+    usage_error --prefix
+}
+
+@test "usage: no command" {
+    usage_error
+    usage_error --prefix x.
+}
+
+@test "usage: missing arguments" {
+    usage_error create "$bad"
+    usage_error create
+    usage_error destroy
+    usage_error add
+    usage_error remove
+    usage_error max
+    usage_error status
+}
+
+@test "usage: too many arguments" {
+    usage_error create "$bad" 1 2
+    usage_error destroy "$bad" x
+    usage_error add "$bad" 1 2
+    usage_error remove "$bad" 1 2
+    usage_error max "$bad" 1 2
+    usage_error status "$bad" x
+}
+
+@test "usage: unknown command" {
+    usage_error frobnicate "$bad"
+    usage_error CREATE "$bad" 1
+}
+
+@test "usage: bad --heartbeat values" {
+    usage_error --heartbeat abc create "$bad" 1
+    usage_error --heartbeat -1 create "$bad" 1
+    usage_error --heartbeat 1.5 create "$bad" 1
+    usage_error create "$bad" 1 --heartbeat ''
+}
+
+@test "usage: bad --connect-timeout values" {
+    usage_error --connect-timeout abc create "$bad" 1
+    usage_error --connect-timeout -1 create "$bad" 1
+    usage_error --connect-timeout '' create "$bad" 1
+    usage_error create "$bad" 1 --connect-timeout 1e3
+}
+
+@test "usage: bad --rpc-timeout, --admin-wait and --overshoot values" {
+    usage_error --rpc-timeout abc create "$bad" 1
+    usage_error create --admin-wait abc "$bad" 1
+    usage_error create --overshoot -1 "$bad" 1
+}
+
+@test "usage: an option of another command (status --admin-wait 1 x)" {
+    usage_error status --admin-wait 1 "$bad"
+}
+
+@test "usage: broker URL http://x" {
+    usage_error -u http://x status "$bad"
+}
+
+@test "usage: broker URL with port 99999" {
+    usage_error -u amqp://host:99999/ status "$bad"
+}
+
+@test "usage: broker URL without a host" {
+    usage_error -u amqp://:5672/ status "$bad"
+}
+
+@test "usage: broker URL with a query" {
+    usage_error -u 'amqp://h/?x=1' status "$bad"
+}
+
+@test "usage: empty broker URL" {
+    usage_error --url '' status "$bad"
+}
+
+# --- usage errors in JSON ----------------------------------------------------------
+
+@test "--json on a usage error prints one JSON object: ok false, error usage" {
+    json_usage_error --json create "$bad" 0
+    json_usage_error create "$bad" 1 2 --json
+    json_usage_error --json create
+    json_usage_error --json frobnicate
+}
+
+@test "--json after the bad option still gives JSON" {
+    json_usage_error create --bogus --json "$bad" 1
+}
+
+@test "--json usage errors are valid JSON whatever the hostile text in them" {
+    json_usage_error --json create "$bad\"x" 1
+    json_usage_error --json create "$bad"$'\nx' 1
+    json_usage_error --json create "$bad\\x" 1
+    json_usage_error --json create "$bad"$'\xff\xfe' 1
+    json_usage_error --json create "$bad"$'\x01\x7f' 1
+    json_usage_error --json create "$bad" $'1"\n\\'
+    json_usage_error --json $'frob"\n\\nicate'
+    json_usage_error --json $'--bo"g\nus' create "$bad" 1
+}
+
+# --- error messages stay on one line ---------------------------------------------
+
+@test "error line: a password file path with a newline" {
+    run -2 --separate-stderr al --password-file $'/nonexistent/pw\nfile' status "$bad"
+    assert_error_line
+}
+
+@test "error line: a user name with a newline (%0A) in the URL" {
+    run -7 --separate-stderr al -u "amqp://gu%0Aest:$SECRET@$HOST_PORT/" status "$n"
+    assert_error_line
+    refute_secret
+}
+
+@test "error line: a vhost with a newline (%0A) in the URL" {
+    run ! --separate-stderr al -u "amqp://guest:guest@$HOST_PORT/no%0Asuch" status "$n"
+    assert_error_line
+}
+
+# --- connection and access ------------------------------------------------------------
+
+@test "connection: a closed port exits 6" {
+    local url="amqp://guest:guest@127.0.0.1:$(closed_port)/"
+    run -6 --separate-stderr al -u "$url" status "$n"
+    refute_output
+    assert_error_line
+    run -6 --separate-stderr al -u "$url" --json create "$n" 1
+    assert_json '.ok == false and .error == "connection" and (.message | type == "string")'
+    assert_error_line
+}
+
+@test "connection: a listener that never speaks, --connect-timeout 1, exits 6 within 3 s" {
+    start_silent_listener
+    local t0
+    t0=$(now)
+    run -6 --separate-stderr al --connect-timeout 1 -u "amqp://guest:guest@127.0.0.1:$SILENT_PORT/" status "$n"
+    at_most "$(since "$t0")" 3
+    refute_output
+    assert_error_line
+}
+
+@test "access: a wrong password exits 7 and never shows the password" {
+    local url="amqp://guest:$SECRET@$HOST_PORT/"
+    run -7 --separate-stderr al -u "$url" status "$n"
+    refute_output
+    assert_error_line
+    refute_secret
+    run -7 --separate-stderr al -u "$url" --json create "$n" 1
+    assert_json '.ok == false and .error == "access" and (.message | type == "string")'
+    assert_error_line
+    refute_secret
+    run -7 --separate-stderr al -v -u "$url" max "$n"
+    refute_secret
+}
+
+@test "the password in the URL is not shown on connection or usage errors" {
+    run -6 --separate-stderr al -u "amqp://guest:$SECRET@127.0.0.1:$(closed_port)/" --json status "$n"
+    assert_json '.error == "connection"'
+    refute_secret
+    run -2 --separate-stderr al -u "amqp://guest:$SECRET@host:99999/" --json status "$n"
+    assert_json '.error == "usage"'
+    refute_secret
+    run -2 --separate-stderr al -u "amqp://guest:$SECRET@h/?x=1" -v status "$n"
+    refute_secret
+}
+
+@test "--password-file overrides the password in the URL" {
+    local pw="$BATS_TEST_TMPDIR/pw"
+    echo guest >"$pw"
+    chmod 600 "$pw"
+    run -0 al --password-file "$pw" -u "amqp://guest:$SECRET@$HOST_PORT/" create "$n" 2
+    assert_output "created $n: 2 slots"
+    run -0 al max "$n" --password-file "$pw" -u "amqp://guest:$SECRET@$HOST_PORT/"
+    assert_output 2
+}
+
+@test "--password-file with a wrong password exits 7 and never shows it" {
+    local pw="$BATS_TEST_TMPDIR/pw"
+    printf '%s\nsecond line\n' "$SECRET" >"$pw"
+    chmod 600 "$pw"
+    run -7 --separate-stderr al --password-file "$pw" --json status "$n"
+    assert_json '.ok == false and .error == "access"'
+    assert_error_line
+    refute_secret
+}
+
+@test "--password-file readable by group or others is refused (exit 2) and touches nothing" {
+    local pw="$BATS_TEST_TMPDIR/pw"
+    echo guest >"$pw"
+    chmod 644 "$pw"
+    run -2 --separate-stderr al --password-file "$pw" create "$n" 1
+    refute_output
+    assert_error_line
+    chmod 640 "$pw"
+    run -2 --separate-stderr al create "$n" 1 --password-file "$pw"
+    assert_error_line
+    chmod 604 "$pw"
+    run -2 --separate-stderr al --json --password-file "$pw" create "$n" 1
+    assert_json '.ok == false and .error == "usage"'
+    run -3 al max "$n"
+}
+
+# --- the broker URL from the environment ----------------------------------------------
+
+@test "AMQP_URL is used when AMQPLOCK_URL is unset" {
+    al create "$n" 3
+    AMQP_URL=$GOOD_URL run -0 al_without_amqplock_url max "$n"
+    assert_output 3
+}
+
+@test "AMQPLOCK_URL wins over AMQP_URL" {
+    al create "$n" 3
+    local closed="amqp://guest:guest@127.0.0.1:$(closed_port)/"
+    AMQPLOCK_URL=$GOOD_URL AMQP_URL=$closed run -0 al max "$n"
+    assert_output 3
+    AMQPLOCK_URL=$closed AMQP_URL=$GOOD_URL run -6 al max "$n"
+}
+
+@test "--url wins over AMQPLOCK_URL and AMQP_URL" {
+    al create "$n" 3
+    local closed="amqp://guest:guest@127.0.0.1:$(closed_port)/"
+    AMQPLOCK_URL=$closed AMQP_URL=$closed run -0 al --url "$GOOD_URL" max "$n"
+    assert_output 3
+    AMQPLOCK_URL=$closed AMQP_URL=$closed run -0 al max "$n" -u "$GOOD_URL"
+    assert_output 3
+    AMQPLOCK_URL=$GOOD_URL run -6 al -u "$closed" max "$n"
+}
+
+# --- names at the edge that are valid ------------------------------------------------------
+
+@test "names of 200 bytes, of every allowed character, and close to the reserved endings work" {
+    local long=$n
+    while [ ${#long} -lt 200 ]; do long+=x; done
+    local name
+    for name in "$long" "$n.Az_09:x-Y" "$n-1-C" "$n-A" "$n-12-AB" "$n-x1-A" "$n-1-A-"; do
+        run -0 al create "$name" 1
+        assert_output "created $name: 1 slots"
+        run -0 al destroy "$name"
+    done
+}
+
+# --- help and version -------------------------------------------------------------------------
+
+@test "--help and -h exit 0 and list the commands, without connecting" {
+    local opt cmd
+    for opt in --help -h; do
+        run -0 --separate-stderr al -u "amqp://127.0.0.1:$(closed_port)/" "$opt"
+        [ -z "$stderr" ]
+        for cmd in create destroy add remove max status; do
+            assert_output --partial "$cmd"
+        done
+    done
+}
+
+@test "help COMMAND and COMMAND --help exit 0 and show that command" {
+    local cmd
+    for cmd in create destroy add remove max status; do
+        run -0 --separate-stderr al help "$cmd"
+        assert_output --partial "amqplock $cmd"
+        [ -z "$stderr" ]
+        run -0 --separate-stderr al "$cmd" --help
+        assert_output --partial "amqplock $cmd"
+    done
+    run -0 al help create
+    assert_output --partial SLOTS
+    run -0 al help add
+    assert_output --partial -- --admin-wait
+    assert_output --partial -- --overshoot
+    run -0 al help status
+    assert_output --partial -- --overshoot
+}
+
+@test "--version and -V print 'amqplock 0.1.0'" {
+    run -0 --separate-stderr al --version
+    assert_output "amqplock 0.1.0"
+    [ -z "$stderr" ]
+    run -0 al -V
+    assert_output "amqplock 0.1.0"
+}
+
+# --- quiet ---------------------------------------------------------------------------------------
+
+@test "-q prints nothing on stdout, in text and in JSON, on success and on failure" {
+    run -0 --separate-stderr al -q create "$n" 2
+    refute_output
+    [ -z "$stderr" ]
+    run -0 al --quiet max "$n"
+    refute_output
+    run -0 al status "$n" -q
+    refute_output
+    run -0 al -q --json add "$n"
+    refute_output
+    run -5 --separate-stderr al -q --json create "$n" 1
+    refute_output
+    assert_error_line
+    run -0 al max "$n"
+    assert_output 3
+}
+
+# --- a stdout that cannot be written ------------------------------------------------------------
+
+@test "a full stdout is an error (exit 8, a message on stderr)" {
+    run -8 --separate-stderr al_full create "$n" 1
+    assert_error_line
+    run -8 --separate-stderr al_full max "$n"
+    assert_error_line
+    run -8 --separate-stderr al_full --json status "$n"
+    assert_error_line
+}
+
+@test "a full stdout is an error for --version and --help too" {
+    run -8 --separate-stderr al_full --version
+    assert_error_line
+    run -8 --separate-stderr al_full --help
+    assert_error_line
+    run -8 --separate-stderr al_full help create
+    assert_error_line
+}
+
+# --- last: nothing above made a queue -------------------------------------------------------------
+
+@test "no usage error above created a queue" {
+    run rmqctl -q list_queues name --no-table-headers
+    assert_success
+    local made
+    made=$(printf '%s\n' "$output" | grep -e '-nouse-' -e '^amqplock\.$' -e '^amqplock\.-' || true)
+    [ -z "$made" ] || fail "queues made by usage errors: $made"
+}
