@@ -250,6 +250,20 @@ enum al_status conn_poll(struct conn *c, amqp_method_t *m, bool *got)
 	return st;
 }
 
+enum al_status conn_drain(struct conn *c)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool got;
+
+	do
+		st = conn_poll(c, &m, &got);
+	while (st == AL_OK && got);
+	if (st != AL_OK && !c->dead)
+		return conn_refused(c, st, "using", "the channel");
+	return st;
+}
+
 int conn_fd(const struct conn *c)
 {
 	return c->dead ? -1 : amqp_get_sockfd(c->amqp);
@@ -343,8 +357,13 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 	if (r == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "cannot connect to %s: timed out after %g s", c->where,
 		            o->connect_timeout);
-	if (r == AMQP_STATUS_SOCKET_ERROR && errno)
+	/* rabbitmq-c leaves errno at EINPROGRESS when the non-blocking
+	 * connect itself failed; it did not keep the real reason. */
+	if (r == AMQP_STATUS_SOCKET_ERROR && errno && errno != EINPROGRESS)
 		return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, strerror(errno));
+	if (r == AMQP_STATUS_SOCKET_ERROR)
+		return fail(AL_CONNECTION, "cannot connect to %s: connection refused or unreachable",
+			    c->where);
 	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
 }
 

@@ -67,6 +67,10 @@ enum al_status conn_recv(struct conn *c, amqp_method_t *m);
  * that poll conn_fd themselves. */
 enum al_status conn_poll(struct conn *c, amqp_method_t *m, bool *got);
 
+/* conn_poll until nothing is left, ignoring what came: for a connection
+ * that only needs its heartbeats taken care of. */
+enum al_status conn_drain(struct conn *c);
+
 /* The socket, for poll(2); -1 once the connection is dead. */
 int conn_fd(const struct conn *c);
 

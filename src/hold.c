@@ -93,7 +93,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 	double start = now_seconds(), deadline = o->wait < 0 ? INFINITY : start + o->wait;
 	double delay = FIRST_RETRY, until;
 	enum al_status st;
-	bool readable, verified;
+	bool readable;
 	int sig;
 
 	*signo = 0;
@@ -113,7 +113,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 			}
 			/* Nothing is expected here but heartbeats; taking
 			 * them keeps the connection alive. */
-			if (readable && (st = sem_held_poll(s, 0, &verified)) != AL_OK)
+			if (readable && (st = conn_drain(s->conn)) != AL_OK)
 				return st;
 		} while (now_seconds() < until);
 		delay = fmin(delay * 2, LONGEST_RETRY);

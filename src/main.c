@@ -471,7 +471,10 @@ static int show(int what, const struct command *cmd)
 		printf("amqplock %s\n", AMQPLOCK_VERSION);
 	else
 		print_help(stdout, cmd);
-	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : AL_BROKER;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	out_error_line("cannot write to standard output");
+	return AL_BROKER;
 }
 
 int main(int argc, char **argv)
