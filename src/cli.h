@@ -21,7 +21,7 @@ struct cli {
 	int conflict_exit;
 	/* hold */
 	char *command_text; /* -c */
-	char **command;           /* after "--" */
+	char **command;     /* after "--" */
 	int lost_signal;
 	double grace;
 	/* The semaphore named by the first argument, once checked. */
@@ -45,7 +45,7 @@ struct command {
 
 /* Parsers for arguments, recording a usage message on failure. */
 enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
-                         unsigned *out);
+			 unsigned *out);
 
 /* Connects and prepares s for cli->name. On failure the connection is
  * already closed. */

@@ -149,7 +149,8 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 		double waited = now_seconds() - start;
 
 		if (cli->nonblock || (cli->wait >= 0 && waited >= cli->wait)) {
-			st = fail(AL_BUSY, "%zu holder(s) above max %u of %s remain (lowest: slot %u)",
+			st = fail(AL_BUSY,
+				  "%zu holder(s) above max %u of %s remain (lowest: slot %u)",
 				  orphans.len, max, cli->name, orphans.slot[0]);
 			break;
 		}

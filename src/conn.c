@@ -61,8 +61,8 @@ static enum al_status read_password_file(const char *path, char *buf, size_t siz
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
 		fclose(f);
 		return fail(AL_USAGE,
-		            "password file %s is accessible by group or others; chmod 600 it",
-		            path);
+			    "password file %s is accessible by group or others; chmod 600 it",
+			    path);
 	}
 	if (!fgets(buf, (int)size, f)) {
 		buf[0] = '\0';
@@ -100,7 +100,7 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 		l->info.vhost = "/";
 	if (o->password_file) {
 		enum al_status st =
-		        read_password_file(o->password_file, l->password, sizeof(l->password));
+			read_password_file(o->password_file, l->password, sizeof(l->password));
 		if (st != AL_OK)
 			return st;
 		l->info.password = l->password;
@@ -122,9 +122,9 @@ static enum al_status lost(struct conn *c, int amqp_status, const char *doing)
 	c->dead = true;
 	if (amqp_status == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "no reply from the broker at %s within %g s while %s",
-		            c->where, c->rpc_timeout, doing);
+			    c->where, c->rpc_timeout, doing);
 	return fail(AL_CONNECTION, "connection to %s lost while %s: %s", c->where, doing,
-	            amqp_error_string2(amqp_status));
+		    amqp_error_string2(amqp_status));
 }
 
 static enum al_status connection_closed(struct conn *c, const amqp_connection_close_t *m)
@@ -139,7 +139,7 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	if (m->reply_code == AMQP_CONNECTION_FORCED)
 		st = AL_CONNECTION;
 	return fail(st, "the broker at %s closed the connection: %.*s", c->where,
-	            (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+		    (int)m->reply_text.len, (const char *)m->reply_text.bytes);
 }
 
 static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t *close)
@@ -180,15 +180,15 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 	/* expiration "0" rather than a queue argument: the probe never stays
 	 * in a slot queue, and slot queues keep having no arguments. */
 	static const amqp_basic_properties_t props = {
-	        ._flags = AMQP_BASIC_EXPIRATION_FLAG,
-	        .expiration = {1, (void *)"0"},
+		._flags = AMQP_BASIC_EXPIRATION_FLAG,
+		.expiration = {1, (void *)"0"},
 	};
 	int r;
 
 	if (c->dead || c->channel == 0)
 		return fail(AL_BROKER, "internal error: no open channel");
 	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue), 1,
-	                       0, &props, amqp_empty_bytes);
+			       0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
 		return lost(c, r, "probing a queue");
 	c->published++;
@@ -278,7 +278,7 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
 	if (m->id != expect) {
 		c->dead = true;
 		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
-		            c->where, (unsigned)m->id);
+			    c->where, (unsigned)m->id);
 	}
 	return AL_OK;
 }
@@ -326,7 +326,7 @@ enum al_status conn_reset_channel(struct conn *c)
 }
 
 static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
-                                  const struct amqp_connection_info *info, double deadline)
+				  const struct amqp_connection_info *info, double deadline)
 {
 	amqp_socket_t *sock;
 	struct timeval tv;
@@ -356,26 +356,26 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 		return AL_OK;
 	if (r == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "cannot connect to %s: timed out after %g s", c->where,
-		            o->connect_timeout);
+			    o->connect_timeout);
 	/* rabbitmq-c leaves errno at EINPROGRESS when the non-blocking
 	 * connect itself failed; it did not keep the real reason. */
 	if (r == AMQP_STATUS_SOCKET_ERROR && errno && errno != EINPROGRESS)
 		return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, strerror(errno));
 	if (r == AMQP_STATUS_SOCKET_ERROR)
-		return fail(AL_CONNECTION, "cannot connect to %s: connection refused or unreachable",
-			    c->where);
+		return fail(AL_CONNECTION,
+			    "cannot connect to %s: connection refused or unreachable", c->where);
 	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
 }
 
 static enum al_status login(struct conn *c, const struct conn_opts *o,
-                            const struct amqp_connection_info *info, double deadline)
+			    const struct amqp_connection_info *info, double deadline)
 {
 	struct timeval tv = to_timeval(deadline - now_seconds());
 	amqp_rpc_reply_t r;
 
 	amqp_set_handshake_timeout(c->amqp, &tv);
 	r = amqp_login(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
-	               AMQP_SASL_METHOD_PLAIN, info->user, info->password);
+		       AMQP_SASL_METHOD_PLAIN, info->user, info->password);
 	if (r.reply_type == AMQP_RESPONSE_NORMAL)
 		return AL_OK;
 	c->dead = true;
@@ -384,22 +384,22 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		amqp_connection_close_t *m = r.reply.decoded;
 
 		return fail(status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
-		            "login to %s as %s (vhost %s) refused: %.*s", c->where, info->user,
-		            info->vhost, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+			    "login to %s as %s (vhost %s) refused: %.*s", c->where, info->user,
+			    info->vhost, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
 			return fail(AL_CONNECTION, "no answer from %s within %g s while logging in",
-			            c->where, o->connect_timeout);
+				    c->where, o->connect_timeout);
 		/* RabbitMQ drops the socket on a bad password unless the client
 		 * asked for a close method; either way it is a refusal. */
 		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
 		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
 			return fail(AL_ACCESS,
-			            "login to %s as %s refused (wrong user or password?)", c->where,
-			            info->user);
+				    "login to %s as %s refused (wrong user or password?)", c->where,
+				    info->user);
 		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
-		            amqp_error_string2(r.library_error));
+			    amqp_error_string2(r.library_error));
 	}
 	return fail(AL_BROKER, "cannot log in to %s", c->where);
 }

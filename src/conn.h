@@ -85,7 +85,7 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue);
 /* Records a message for the channel refusal in reply_code, e.g.
  * "declaring amqplock.jobs-1-A: ACCESS_REFUSED - ...", and returns st. */
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing,
-                            const char *queue);
+			    const char *queue);
 
 /* Maps an AMQP reply code to a status. */
 enum al_status status_for_reply(uint16_t code);

@@ -25,7 +25,7 @@
 /* Waiting for a slot: first and longest pause between attempts. The
  * longest pause, jittered up by half, stays under a second, so a freed
  * slot is taken within a second. */
-#define FIRST_RETRY 0.01
+#define FIRST_RETRY   0.01
 #define LONGEST_RETRY 0.5
 
 /* The signals amqplock takes over; all but SIGCHLD reach the command. */
@@ -108,7 +108,8 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 			if (sig && sig != SIGCHLD) {
 				*signo = sig;
 				status_clear();
-				return fail(AL_BUSY, "interrupted by SIG%s while waiting for a slot of %s",
+				return fail(AL_BUSY,
+					    "interrupted by SIG%s while waiting for a slot of %s",
 					    sigabbrev_np(sig), s->label);
 			}
 			/* Nothing is expected here but heartbeats; taking
@@ -120,8 +121,8 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 	}
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock) {
 		status_clear();
-		fail(AL_BUSY, "timed out after %g s waiting for a slot of %s (all %u held)", o->wait,
-		     s->label, *max);
+		fail(AL_BUSY, "timed out after %g s waiting for a slot of %s (all %u held)",
+		     o->wait, s->label, *max);
 	}
 	return st;
 }
@@ -283,7 +284,8 @@ static void lose(struct holding *h)
 	h->lost_at = now_seconds();
 	/* The command first: nothing may delay the signal. */
 	if (h->child > 0) {
-		trace("sending SIG%s to the command's process group", sigabbrev_np(h->o->lost_signal));
+		trace("sending SIG%s to the command's process group",
+		      sigabbrev_np(h->o->lost_signal));
 		kill(-h->child, h->o->lost_signal);
 	}
 	if (h->o->lost)

@@ -74,28 +74,28 @@ struct opt_def {
 };
 
 static const struct opt_def opt_defs[] = {
-        {"url", OPT_URL, "URL", GLOBAL,
-         "broker, amqp[s]://user:pass@host:port/vhost\n"
-         "(default $AMQPLOCK_URL, $AMQP_URL, " DEFAULT_URL ")"},
-        {"password-file", OPT_PASSWORD_FILE, "FILE", GLOBAL,
-         "read the password from the first line of FILE (mode 600)"},
-        {"cacert", OPT_CACERT, "FILE", GLOBAL,
-         "CA certificates for amqps:// (default: the system's)"},
-        {"prefix", OPT_PREFIX, "P", GLOBAL,
-         "queue-name prefix (default $AMQPLOCK_PREFIX, \"" DEFAULT_PREFIX "\")"},
-        {"json", OPT_JSON, NULL, GLOBAL, "print one JSON object per result on stdout"},
-        {"quiet", OPT_QUIET, NULL, GLOBAL, "print nothing on stdout"},
-        {"verbose", OPT_VERBOSE, NULL, GLOBAL, "trace each step on stderr"},
-        {"heartbeat", OPT_HEARTBEAT, "SECS", GLOBAL,
-         "AMQP heartbeat, whole seconds, 0 = off (default 5)"},
-        {"connect-timeout", OPT_CONNECT_TIMEOUT, "SECS", GLOBAL,
-         "give up connecting and logging in after SECS (default 5)"},
-        {"rpc-timeout", OPT_RPC_TIMEOUT, "SECS", GLOBAL,
-         "give up when a reply from the broker takes longer (default 10)"},
-        {"admin-wait", OPT_ADMIN_WAIT, "SECS", ADMIN,
-         "wait up to SECS for another administrator to finish (default 30)"},
-        {"overshoot", OPT_OVERSHOOT, "N", SCAN,
-         "look N slots past max for stray slots and orphan holders (default 128)"},
+	{"url", OPT_URL, "URL", GLOBAL,
+	 "broker, amqp[s]://user:pass@host:port/vhost\n"
+	 "(default $AMQPLOCK_URL, $AMQP_URL, " DEFAULT_URL ")"},
+	{"password-file", OPT_PASSWORD_FILE, "FILE", GLOBAL,
+	 "read the password from the first line of FILE (mode 600)"},
+	{"cacert", OPT_CACERT, "FILE", GLOBAL,
+	 "CA certificates for amqps:// (default: the system's)"},
+	{"prefix", OPT_PREFIX, "P", GLOBAL,
+	 "queue-name prefix (default $AMQPLOCK_PREFIX, \"" DEFAULT_PREFIX "\")"},
+	{"json", OPT_JSON, NULL, GLOBAL, "print one JSON object per result on stdout"},
+	{"quiet", OPT_QUIET, NULL, GLOBAL, "print nothing on stdout"},
+	{"verbose", OPT_VERBOSE, NULL, GLOBAL, "trace each step on stderr"},
+	{"heartbeat", OPT_HEARTBEAT, "SECS", GLOBAL,
+	 "AMQP heartbeat, whole seconds, 0 = off (default 5)"},
+	{"connect-timeout", OPT_CONNECT_TIMEOUT, "SECS", GLOBAL,
+	 "give up connecting and logging in after SECS (default 5)"},
+	{"rpc-timeout", OPT_RPC_TIMEOUT, "SECS", GLOBAL,
+	 "give up when a reply from the broker takes longer (default 10)"},
+	{"admin-wait", OPT_ADMIN_WAIT, "SECS", ADMIN,
+	 "wait up to SECS for another administrator to finish (default 30)"},
+	{"overshoot", OPT_OVERSHOOT, "N", SCAN,
+	 "look N slots past max for stray slots and orphan holders (default 128)"},
 	{"nonblock", OPT_NONBLOCK, NULL, WAIT, "try once; do not wait"},
 	{"wait", OPT_WAIT, "SECS", WAIT, "give up after SECS (fractions allowed; 0 = -n)"},
 	{"conflict-exit-code", OPT_CONFLICT_EXIT, "N", WAIT,
@@ -106,19 +106,20 @@ static const struct opt_def opt_defs[] = {
 	{"grace", OPT_GRACE, "SECS", HOLD,
 	 "SIGKILL the command this long after --lost-signal (default 10)"},
 	{"help", OPT_HELP, NULL, GLOBAL, "show help and exit"},
-        {"version", OPT_VERSION, NULL, GLOBAL, "show the version and exit"},
+	{"version", OPT_VERSION, NULL, GLOBAL, "show the version and exit"},
 };
 #define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
 
 static const struct command commands[] = {
-        {"create", cmd_create, 2, 2, "NAME SLOTS", "create a semaphore with SLOTS slots",
-         ADMIN | SCAN, false},
-        {"destroy", cmd_destroy, 1, 1, "NAME", "delete every slot of a semaphore", ADMIN | SCAN, false},
-        {"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN, false},
-        {"remove", cmd_remove, 1, 2, "NAME [COUNT]", "remove the COUNT highest slots (default 1)",
-         ADMIN | SCAN, false},
-        {"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
-         ADMIN | SCAN, false},
+	{"create", cmd_create, 2, 2, "NAME SLOTS", "create a semaphore with SLOTS slots",
+	 ADMIN | SCAN, false},
+	{"destroy", cmd_destroy, 1, 1, "NAME", "delete every slot of a semaphore", ADMIN | SCAN,
+	 false},
+	{"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN, false},
+	{"remove", cmd_remove, 1, 2, "NAME [COUNT]", "remove the COUNT highest slots (default 1)",
+	 ADMIN | SCAN, false},
+	{"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
+	 ADMIN | SCAN, false},
 	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN, false},
 	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
 	 false},
@@ -152,15 +153,15 @@ static void print_options(FILE *f, unsigned scopes)
 			continue;
 		if (o->id < 256)
 			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->id, o->name,
-			         o->arg ? " " : "", o->arg ? o->arg : "");
+				 o->arg ? " " : "", o->arg ? o->arg : "");
 		else
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
-			         o->arg ? o->arg : "");
+				 o->arg ? o->arg : "");
 		/* Help texts may span lines; continuation lines are indented. */
 		for (p = o->help; p; p = nl ? nl + 1 : NULL) {
 			nl = strchr(p, '\n');
 			fprintf(f, "  %-26s %.*s\n", p == o->help ? left : "",
-			        (int)(nl ? (size_t)(nl - p) : strlen(p)), p);
+				(int)(nl ? (size_t)(nl - p) : strlen(p)), p);
 		}
 	}
 }
@@ -172,7 +173,7 @@ static void print_help(FILE *f, const struct command *cmd)
 
 	if (cmd) {
 		fprintf(f, "Usage: amqplock %s [OPTIONS] %s\n\n%c%s.\n", cmd->name, cmd->args,
-		        cmd->summary[0] - 'a' + 'A', cmd->summary + 1);
+			cmd->summary[0] - 'a' + 'A', cmd->summary + 1);
 		if (cmd->scopes & ~GLOBAL) {
 			fprintf(f, "\nOptions:\n");
 			print_options(f, cmd->scopes & ~GLOBAL);
@@ -182,7 +183,7 @@ static void print_help(FILE *f, const struct command *cmd)
 		return;
 	}
 	fprintf(f, "Usage: amqplock [OPTIONS] COMMAND [OPTIONS] ARGS...\n\n"
-	           "Distributed counting semaphores on RabbitMQ.\n\nCommands:\n");
+		   "Distributed counting semaphores on RabbitMQ.\n\nCommands:\n");
 	for (i = 0; i < N_COMMANDS; i++) {
 		snprintf(left, sizeof(left), "%s %s", commands[i].name, commands[i].args);
 		fprintf(f, "  %-26s %s\n", left, commands[i].summary);
@@ -191,7 +192,7 @@ static void print_help(FILE *f, const struct command *cmd)
 	fprintf(f, "\nGlobal options (before or after COMMAND):\n");
 	print_options(f, GLOBAL);
 	fprintf(f, "\nExit status: 0 ok, 1 busy, 2 usage, 3 not found, 4 lost, 5 exists,\n"
-	           "6 connection, 7 access, 8 broker or internal error.\n");
+		   "6 connection, 7 access, 8 broker or internal error.\n");
 }
 
 /* getopt_long's tables for the options in `scopes`; `stop`: stop at the
@@ -210,7 +211,7 @@ static void build_getopt(unsigned scopes, bool stop, struct option *longopts, ch
 		if (!(o->scope & scopes))
 			continue;
 		longopts[n++] = (struct option){o->name, o->arg ? required_argument : no_argument,
-		                                NULL, o->id};
+						NULL, o->id};
 		if (o->id < 256) {
 			*s++ = (char)o->id;
 			if (o->arg)
@@ -244,7 +245,7 @@ static enum al_status seconds_opt(const char *name, const char *arg, double min,
 }
 
 enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
-                         unsigned *out)
+			 unsigned *out)
 {
 	char q[64];
 	unsigned long v;
@@ -252,7 +253,7 @@ enum al_status cli_count(const char *arg, const char *what, unsigned long min, u
 
 	if (why)
 		return fail(AL_USAGE, "%s %s %s (expected a whole number from %lu to %lu)", what,
-		            quote_arg(arg, q, sizeof(q)), why, min, max);
+			    quote_arg(arg, q, sizeof(q)), why, min, max);
 	*out = (unsigned)v;
 	return AL_OK;
 }
@@ -346,7 +347,7 @@ static enum al_status apply_option(struct cli *cli, int id, const char *arg, int
  * Keeps going after a usage error, so that a later --json still decides
  * how the error is reported. */
 static enum al_status parse_options(struct cli *cli, int argc, char **argv, unsigned scopes,
-                                    bool stop, const char *cmd, int *show)
+				    bool stop, const char *cmd, int *show)
 {
 	struct option longopts[N_OPTS + 1];
 	char shortopts[2 * N_OPTS + 3], q[64];
@@ -368,10 +369,10 @@ static enum al_status parse_options(struct cli *cli, int argc, char **argv, unsi
 			else
 				quote_arg(bad, q, sizeof(q));
 			r = fail(AL_USAGE,
-			         id == '?' ? "unknown option %s" : "option %s needs a value", q);
+				 id == '?' ? "unknown option %s" : "option %s needs a value", q);
 		} else if (!((o = find_opt(id))->scope & scopes)) {
 			r = fail(AL_USAGE, "option --%s does not apply to %s", o->name,
-			         cmd ? cmd : "amqplock without a command");
+				 cmd ? cmd : "amqplock without a command");
 		} else {
 			r = apply_option(cli, id, optarg, show);
 		}
@@ -455,11 +456,11 @@ static int usage_error(struct cli *cli, const struct command *cmd)
 
 	if (cmd)
 		snprintf(usage, sizeof(usage), "usage: amqplock %s [OPTIONS] %s", cmd->name,
-		         cmd->args);
+			 cmd->args);
 	else
 		snprintf(usage, sizeof(usage),
-		         "usage: amqplock [OPTIONS] COMMAND ARGS... "
-		         "(see amqplock --help)");
+			 "usage: amqplock [OPTIONS] COMMAND ARGS... "
+			 "(see amqplock --help)");
 	if (!status_message()[0])
 		fail(AL_USAGE, "%s", usage);
 	return finish(cli, AL_USAGE);
@@ -517,7 +518,7 @@ int main(int argc, char **argv)
 	for (end = cmd_at + 1; end < argc && strcmp(argv[end], "--") != 0; end++)
 		;
 	st = parse_options(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL, false,
-	                   cmd->name, &show_what);
+			   cmd->name, &show_what);
 	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, stdout);
 	if (st == AL_OK && show_what != SHOW_NOTHING)
 		return show(show_what, cmd);

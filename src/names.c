@@ -73,7 +73,7 @@ void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind
 }
 
 unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
-                             enum slot_kind kind)
+			     enum slot_kind kind)
 {
 	unsigned long slot = 0;
 	size_t i;

@@ -41,6 +41,6 @@ void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind
 /* The slot number if queue (len bytes, not NUL-terminated) is the kind
  * queue of some slot of sn, else 0. */
 unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
-                             enum slot_kind kind);
+			     enum slot_kind kind);
 
 #endif

@@ -128,7 +128,7 @@ enum al_status out_end(void)
 	if (write_failed) {
 		write_failed = false;
 		return fail(AL_BROKER, "cannot write to standard output: %s",
-		            errno ? strerror(errno) : "write error");
+			    errno ? strerror(errno) : "write error");
 	}
 	return AL_OK;
 }

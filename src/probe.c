@@ -9,7 +9,7 @@
 #define PROBE_BATCH 1024u
 
 static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
-                                  unsigned first, unsigned count, bool *exists)
+				  unsigned first, unsigned count, bool *exists)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	bool single_acks[PROBE_BATCH] = {false};
@@ -34,7 +34,7 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, enu
 		if (m.id == AMQP_BASIC_RETURN_METHOD) {
 			amqp_basic_return_t *r = m.decoded;
 			unsigned slot = sem_name_parse_slot(sn, r->routing_key.bytes,
-			                                    r->routing_key.len, kind);
+							    r->routing_key.len, kind);
 			if (slot >= first && slot - first < count)
 				exists[slot - first] = false;
 		} else if (m.id == AMQP_BASIC_ACK_METHOD) {
@@ -50,14 +50,14 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, enu
 				confirmed++;
 		} else if (m.id == AMQP_BASIC_NACK_METHOD) {
 			return fail(AL_BROKER, "the broker at %s could not handle a probe of %s",
-			            c->where, queue);
+				    c->where, queue);
 		}
 	}
 	return AL_OK;
 }
 
 enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
-                           unsigned first, unsigned count, bool *exists)
+			   unsigned first, unsigned count, bool *exists)
 {
 	enum al_status st = AL_OK;
 	unsigned done, n;

@@ -13,6 +13,6 @@
  * Probes go out in batches and their answers are read afterwards, so the
  * cost is a few round trips whatever count is. */
 enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
-                           unsigned first, unsigned count, bool *exists);
+			   unsigned first, unsigned count, bool *exists);
 
 #endif

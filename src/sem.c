@@ -40,40 +40,96 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	}
 }
 
+/* The queue requests amqplock makes, each with the reply it expects. */
+enum queue_op {
+	DECLARE_SLOT,      /* durable, shared */
+	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
+	DECLARE_PASSIVE,   /* does it exist? */
+	DELETE_QUEUE,
+};
+
+struct queue_request {
+	amqp_method_number_t id, ok;
+	amqp_queue_declare_t declare;
+	amqp_queue_delete_t del;
+};
+
+static void *queue_request(struct queue_request *r, enum queue_op op, const char *queue)
+{
+	memset(r, 0, sizeof(*r));
+	if (op == DELETE_QUEUE) {
+		r->id = AMQP_QUEUE_DELETE_METHOD;
+		r->ok = AMQP_QUEUE_DELETE_OK_METHOD;
+		r->del.queue = amqp_cstring_bytes(queue);
+		return &r->del;
+	}
+	r->id = AMQP_QUEUE_DECLARE_METHOD;
+	r->ok = AMQP_QUEUE_DECLARE_OK_METHOD;
+	r->declare.queue = amqp_cstring_bytes(queue);
+	r->declare.durable = op == DECLARE_SLOT;
+	r->declare.exclusive = op == DECLARE_EXCLUSIVE;
+	r->declare.passive = op == DECLARE_PASSIVE;
+	return &r->declare;
+}
+
+static const char *doing(enum queue_op op)
+{
+	return op == DELETE_QUEUE ? "deleting" : op == DECLARE_PASSIVE ? "checking" : "declaring";
+}
+
+/* One request about one queue, and its reply. A refusal with the status
+ * `expected` (AL_BUSY: an exclusive queue taken by another connection;
+ * AL_NOT_FOUND: a passive declare of a missing queue) is returned as is,
+ * on a fresh channel; any other failure is described. */
+static enum al_status queue_call(struct sem *s, enum queue_op op, const char *queue,
+				 enum al_status expected)
+{
+	struct queue_request r;
+	void *method = queue_request(&r, op, queue);
+	enum al_status st;
+	amqp_method_t m;
+
+	st = conn_send(s->conn, r.id, method);
+	if (st == AL_OK)
+		st = conn_expect(s->conn, r.ok, &m);
+	if (st == AL_OK)
+		return AL_OK;
+	if (st == expected && !s->conn->dead)
+		return conn_reset_channel(s->conn) == AL_OK ? expected : AL_CONNECTION;
+	return conn_refused(s->conn, st, doing(op), queue);
+}
+
 /* Sends one request per slot (from, from - 1, ... when descending) before
  * reading any reply. The broker handles a channel's methods in order and
  * drops the rest after a failure, so an interrupted run leaves a prefix of
  * the work done: deleting from the top down never leaves holes. *done
  * counts the replies that came back ok. */
-static enum al_status pipeline(struct sem *s, amqp_method_number_t id, amqp_method_number_t ok,
-                               unsigned from, unsigned count, bool descending, unsigned *done)
+static enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,
+			       bool descending, unsigned *done)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	amqp_queue_declare_t declare = {.durable = 1};
-	amqp_queue_delete_t del = {0};
+	struct queue_request r;
 	enum al_status st = AL_OK;
 	amqp_method_t m;
 	unsigned i, slot;
+	void *method;
 
 	*done = 0;
 	for (i = 0; i < count && st == AL_OK; i++) {
 		slot = descending ? from - i : from + i;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-		declare.queue = del.queue = amqp_cstring_bytes(queue);
-		st = conn_send(s->conn, id,
-		               id == AMQP_QUEUE_DECLARE_METHOD ? (void *)&declare : (void *)&del);
+		method = queue_request(&r, op, queue);
+		st = conn_send(s->conn, r.id, method);
 	}
 	for (i = 0; i < count && st == AL_OK; i++) {
-		st = conn_expect(s->conn, ok, &m);
+		st = conn_expect(s->conn, r.ok, &m);
 		if (st == AL_OK)
 			++*done;
 	}
 	if (st != AL_OK) {
 		slot = descending ? from - *done : from + *done;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-		return conn_refused(s->conn, st,
-		                    id == AMQP_QUEUE_DECLARE_METHOD ? "declaring" : "deleting",
-		                    queue);
+		return conn_refused(s->conn, st, doing(op), queue);
 	}
 	return AL_OK;
 }
@@ -83,8 +139,7 @@ static enum al_status delete_slots_down(struct sem *s, unsigned top, unsigned co
 	unsigned done;
 
 	trace("deleting slots %u..%u", top, top - count + 1);
-	return pipeline(s, AMQP_QUEUE_DELETE_METHOD, AMQP_QUEUE_DELETE_OK_METHOD, top, count, true,
-	                &done);
+	return pipeline(s, DELETE_QUEUE, top, count, true, &done);
 }
 
 /* Declares slots from..from+count-1. If the broker refuses one, the ones
@@ -95,8 +150,7 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 	unsigned done;
 
 	trace("declaring slots %u..%u", from, from + count - 1);
-	st = pipeline(s, AMQP_QUEUE_DECLARE_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD, from, count,
-	              false, &done);
+	st = pipeline(s, DECLARE_SLOT, from, count, false, &done);
 	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
 		delete_slots_down(s, from + done - 1, done);
 	return st;
@@ -122,7 +176,7 @@ static enum al_status append(struct slot_list *l, unsigned slot)
  * What lies beyond an empty window goes unseen: that is the limit of a
  * semaphore that keeps no record of its past sizes. */
 static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max,
-                                 struct slot_list *found)
+				 struct slot_list *found)
 {
 	unsigned first = max + 1, i;
 	enum al_status st = AL_OK;
@@ -167,49 +221,23 @@ static enum al_status sweep_strays(struct sem *s, unsigned max, unsigned *swept)
 
 static enum al_status lock_admin(struct sem *s)
 {
-	amqp_queue_declare_t declare = {.exclusive = 1};
 	double deadline = now_seconds() + s->admin_wait, delay = 0.01, pause;
 	enum al_status st;
-	amqp_method_t m;
 
-	declare.queue = amqp_cstring_bytes(s->name.base);
-	for (;;) {
-		st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
-		if (st == AL_OK)
-			st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
-		if (st == AL_OK) {
-			trace("holding admin mutex %s", s->name.base);
-			return AL_OK;
-		}
-		if (st != AL_BUSY || s->conn->dead)
-			return conn_refused(s->conn, st, "declaring admin mutex", s->name.base);
+	while ((st = queue_call(s, DECLARE_EXCLUSIVE, s->name.base, AL_BUSY)) == AL_BUSY) {
 		pause = jitter(delay);
 		if (now_seconds() + pause > deadline)
 			return fail(AL_BUSY,
-			            "another administrator is changing %s (waited %g s for %s)",
-			            s->label, s->admin_wait, s->name.base);
+				    "another administrator is changing %s (waited %g s for %s)",
+				    s->label, s->admin_wait, s->name.base);
 		trace("admin mutex %s is busy; retrying in %.0f ms", s->name.base, pause * 1000);
 		sleep_seconds(pause);
 		if (delay < 0.5)
 			delay *= 2;
-		if ((st = conn_reset_channel(s->conn)) != AL_OK)
-			return st;
 	}
-}
-
-static enum al_status unlock_admin(struct sem *s)
-{
-	amqp_queue_delete_t del = {0};
-	amqp_method_t m;
-	enum al_status st;
-
-	del.queue = amqp_cstring_bytes(s->name.base);
-	st = conn_send(s->conn, AMQP_QUEUE_DELETE_METHOD, &del);
 	if (st == AL_OK)
-		st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m);
-	if (st != AL_OK)
-		return conn_refused(s->conn, st, "deleting admin mutex", s->name.base);
-	return AL_OK;
+		trace("holding admin mutex %s", s->name.base);
+	return st;
 }
 
 static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max, unsigned *target)
@@ -224,13 +252,13 @@ static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max,
 		t = 0;
 	if (t > SLOTS_MAX)
 		return fail(AL_USAGE, "that would make %lu slots; at most %u are allowed", t,
-		            SLOTS_MAX);
+			    SLOTS_MAX);
 	*target = (unsigned)t;
 	return AL_OK;
 }
 
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
-                                    struct sem_change *out)
+				    struct sem_change *out)
 {
 	enum al_status st;
 	unsigned max, target = 0;
@@ -265,67 +293,18 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	/* After a failure the connection may be gone; closing it releases the
 	 * mutex just the same. */
 	if (st == AL_OK)
-		st = unlock_admin(s);
+		st = queue_call(s, DELETE_QUEUE, s->name.base, AL_OK);
 	return st;
 }
 
-/* Passive declare: does slot's queue exist? Works under a broker memory
- * alarm, unlike a publish. AL_NOT_FOUND if not (the channel is reset). */
-static enum al_status slot_exists(struct sem *s, unsigned slot)
+/* Runs queue_call on slot's queue of the given kind. */
+static enum al_status slot_call(struct sem *s, enum queue_op op, unsigned slot, enum slot_kind kind,
+				enum al_status expected)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	amqp_queue_declare_t declare = {.passive = 1};
-	enum al_status st;
-	amqp_method_t m;
 
-	sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-	declare.queue = amqp_cstring_bytes(queue);
-	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
-	if (st == AL_OK)
-		st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
-	if (st == AL_NOT_FOUND && !s->conn->dead)
-		return conn_reset_channel(s->conn) == AL_OK ? AL_NOT_FOUND : AL_CONNECTION;
-	if (st != AL_OK)
-		return conn_refused(s->conn, st, "checking", queue);
-	return AL_OK;
-}
-
-/* Declares slot's holder queue, exclusive to this connection. AL_BUSY if
- * another connection got there first (the channel is reset). */
-static enum al_status claim_holder(struct sem *s, unsigned slot)
-{
-	char queue[QUEUE_NAME_MAX + 1];
-	amqp_queue_declare_t declare = {.exclusive = 1};
-	enum al_status st;
-	amqp_method_t m;
-
-	sem_name_slot(&s->name, slot, HOLDER_QUEUE, queue);
-	declare.queue = amqp_cstring_bytes(queue);
-	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
-	if (st == AL_OK)
-		st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
-	if (st == AL_BUSY && !s->conn->dead)
-		return conn_reset_channel(s->conn) == AL_OK ? AL_BUSY : AL_CONNECTION;
-	if (st != AL_OK)
-		return conn_refused(s->conn, st, "declaring holder queue", queue);
-	return AL_OK;
-}
-
-static enum al_status unclaim_holder(struct sem *s, unsigned slot)
-{
-	char queue[QUEUE_NAME_MAX + 1];
-	amqp_queue_delete_t del = {0};
-	enum al_status st;
-	amqp_method_t m;
-
-	sem_name_slot(&s->name, slot, HOLDER_QUEUE, queue);
-	del.queue = amqp_cstring_bytes(queue);
-	st = conn_send(s->conn, AMQP_QUEUE_DELETE_METHOD, &del);
-	if (st == AL_OK)
-		st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m);
-	if (st != AL_OK)
-		return conn_refused(s->conn, st, "deleting holder queue", queue);
-	return AL_OK;
+	sem_name_slot(&s->name, slot, kind, queue);
+	return queue_call(s, op, queue, expected);
 }
 
 /* The free slots among 1..max, by probing their holder queues. */
@@ -370,17 +349,21 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 		 * losers from colliding again. */
 		k = candidates.slot[races ? (size_t)rand() % candidates.len : 0];
 		trace("claiming slot %u of %u", k, *max);
-		st = claim_holder(s, k);
+		st = slot_call(s, DECLARE_EXCLUSIVE, k, HOLDER_QUEUE, AL_BUSY);
 		if (st == AL_OK) {
 			/* A remove may have taken the slot between probe and
-			 * claim: hold only a slot that still exists. */
-			st = slot_exists(s, k);
+			 * claim: hold only a slot that still exists. A passive
+			 * declare works under a broker alarm; a probe would
+			 * not. */
+			st = slot_call(s, DECLARE_PASSIVE, k, SLOT_QUEUE, AL_NOT_FOUND);
 			if (st == AL_OK) {
 				*slot = k;
 				break;
 			}
 			if (st == AL_NOT_FOUND)
-				st = unclaim_holder(s, k) == AL_OK ? AL_BUSY : AL_CONNECTION;
+				st = slot_call(s, DELETE_QUEUE, k, HOLDER_QUEUE, AL_OK) == AL_OK
+					     ? AL_BUSY
+					     : AL_CONNECTION;
 		}
 		if (st != AL_BUSY)
 			break;
@@ -398,11 +381,12 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 enum al_status sem_verify_send(struct sem *s, unsigned slot)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	amqp_queue_declare_t declare = {.passive = 1};
+	struct queue_request r;
+	void *method;
 
 	sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-	declare.queue = amqp_cstring_bytes(queue);
-	return conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD, &declare);
+	method = queue_request(&r, DECLARE_PASSIVE, queue);
+	return conn_send(s->conn, r.id, method);
 }
 
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)

@@ -7,15 +7,15 @@ static char message[512];
 const char *status_name(enum al_status st)
 {
 	static const char *const names[] = {
-	        [AL_OK] = "ok",
-	        [AL_BUSY] = "busy",
-	        [AL_USAGE] = "usage",
-	        [AL_NOT_FOUND] = "not_found",
-	        [AL_LOST] = "lost",
-	        [AL_EXISTS] = "exists",
-	        [AL_CONNECTION] = "connection",
-	        [AL_ACCESS] = "access",
-	        [AL_BROKER] = "broker",
+		[AL_OK] = "ok",
+		[AL_BUSY] = "busy",
+		[AL_USAGE] = "usage",
+		[AL_NOT_FOUND] = "not_found",
+		[AL_LOST] = "lost",
+		[AL_EXISTS] = "exists",
+		[AL_CONNECTION] = "connection",
+		[AL_ACCESS] = "access",
+		[AL_BROKER] = "broker",
 	};
 	if ((unsigned)st < sizeof(names) / sizeof(names[0]) && names[st])
 		return names[st];

@@ -26,7 +26,7 @@ const char *status_name(enum al_status st);
  * are consequences. */
 enum al_status fail(enum al_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum al_status vfail(enum al_status st, const char *fmt, va_list ap)
-        __attribute__((format(printf, 2, 0)));
+	__attribute__((format(printf, 2, 0)));
 
 /* The message recorded by fail(), or "" if none. */
 const char *status_message(void);

@@ -8,8 +8,8 @@
 static void valid_names(void)
 {
 	static const char *const good[] = {
-	        "jobs",  "a",   "nightly.backup", "db:primary", "x-1",
-	        "x-1-C", "x-A", "x-1A",           "x-1-a",      "X_Y.z:0-9"};
+		"jobs",  "a",   "nightly.backup", "db:primary", "x-1",
+		"x-1-C", "x-A", "x-1A",           "x-1-a",      "X_Y.z:0-9"};
 	size_t i;
 
 	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
@@ -19,8 +19,8 @@ static void valid_names(void)
 static void invalid_names(void)
 {
 	static const char *const bad[] = {"",     "a b",    "a/b",    "a\tb",       "caf\xc3\xa9",
-	                                  "\xff", "x-1-A",  "x-22-B", "jobs-007-A", "1-1-B",
-	                                  "-1-A", "x--1-A", "a*",     "a\nb"};
+					  "\xff", "x-1-A",  "x-22-B", "jobs-007-A", "1-1-B",
+					  "-1-A", "x--1-A", "a*",     "a\nb"};
 	char long_name[NAME_MAX_BYTES + 2];
 	size_t i;
 

@@ -5,16 +5,16 @@
 static void whole_numbers(void)
 {
 	static const char *const bad[] = {"",
-	                                  "-1",
-	                                  "+1",
-	                                  " 1",
-	                                  "1 ",
-	                                  "1.5",
-	                                  "0x10",
-	                                  "1e3",
-	                                  "abc",
-	                                  "5s",
-	                                  "99999999999999999999999"};
+					  "-1",
+					  "+1",
+					  " 1",
+					  "1 ",
+					  "1.5",
+					  "0x10",
+					  "1e3",
+					  "abc",
+					  "5s",
+					  "99999999999999999999999"};
 	unsigned long v = 0;
 	size_t i;
 
@@ -31,7 +31,7 @@ static void whole_numbers(void)
 static void durations(void)
 {
 	static const char *const bad[] = {"",    "-1",  "1.2.3", ".",  "1e3", "inf",
-	                                  "nan", "0x1", "1s",    " 1", "1,5"};
+					  "nan", "0x1", "1s",    " 1", "1,5"};
 	double v = -1;
 	size_t i;
 
