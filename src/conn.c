@@ -1,6 +1,7 @@
 #include "conn.h"
 
 #include "clock.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +23,22 @@ static struct timeval to_timeval(double seconds)
 	tv.tv_sec = (time_t)seconds;
 	tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
 	return tv;
+}
+
+/* Copies text from the broker or the user into a message buffer with
+ * anything but printable ASCII replaced by '?': an error stays one line
+ * and valid JSON. */
+static char *printable(char *dst, size_t size, const void *src, size_t len)
+{
+	const unsigned char *p = src;
+	size_t i;
+
+	if (len >= size)
+		len = size - 1;
+	for (i = 0; i < len; i++)
+		dst[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
+	dst[len] = '\0';
+	return dst;
 }
 
 enum al_status status_for_reply(uint16_t code)
@@ -52,31 +69,49 @@ struct login {
 static enum al_status read_password_file(const char *path, char *buf, size_t size)
 {
 	struct stat st;
+	char shown[64];
 	FILE *f;
 	size_t len;
 
+	quote_arg(path, shown, sizeof(shown));
 	f = fopen(path, "r");
 	if (!f)
-		return fail(AL_USAGE, "cannot read password file %s: %s", path, strerror(errno));
+		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(errno));
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
 		fclose(f);
 		return fail(AL_USAGE,
 			    "password file %s is accessible by group or others; chmod 600 it",
-			    path);
+			    shown);
 	}
 	if (!fgets(buf, (int)size, f)) {
 		buf[0] = '\0';
 		if (ferror(f)) {
 			fclose(f);
-			return fail(AL_USAGE, "cannot read password file %s", path);
+			return fail(AL_USAGE, "cannot read password file %s", shown);
 		}
 	}
 	fclose(f);
 	len = strcspn(buf, "\r\n");
 	if (buf[len] == '\0' && len == size - 1)
-		return fail(AL_USAGE, "password in %s is longer than %zu bytes", path, size - 2);
+		return fail(AL_USAGE, "password in %s is longer than %zu bytes", shown, size - 2);
 	buf[len] = '\0';
 	return AL_OK;
+}
+
+/* amqp_parse_url quietly puts "localhost" in for an empty host; an
+ * explicit URL without one is more likely a mistake than a wish. */
+static bool has_host(const char *url)
+{
+	const char *p = strstr(url, "://"), *end, *at;
+
+	if (!p)
+		return false;
+	p += 3;
+	end = p + strcspn(p, "/?#");
+	for (at = p; at < end; at++)
+		if (*at == '@')
+			p = at + 1;
+	return p < end && *p != ':';
 }
 
 static enum al_status parse_login(const struct conn_opts *o, struct login *l)
@@ -90,7 +125,7 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 	amqp_default_connection_info(&l->info);
 	if (amqp_parse_url(l->url, &l->info) != AMQP_STATUS_OK)
 		return fail(AL_USAGE, "invalid broker URL (%s)", form);
-	if (l->info.host[0] == '\0')
+	if (!has_host(o->url))
 		return fail(AL_USAGE, "invalid broker URL: no host (%s)", form);
 	if (l->info.port <= 0 || l->info.port > 65535)
 		return fail(AL_USAGE, "invalid broker URL: bad port (%s)", form);
@@ -131,6 +166,7 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 {
 	amqp_connection_close_ok_t ok = {0};
 	enum al_status st = status_for_reply(m->reply_code);
+	char text[128];
 
 	amqp_send_method(c->amqp, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
 	c->dead = true;
@@ -138,21 +174,18 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 		st = AL_BROKER;
 	if (m->reply_code == AMQP_CONNECTION_FORCED)
 		st = AL_CONNECTION;
-	return fail(st, "the broker at %s closed the connection: %.*s", c->where,
-		    (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+	return fail(st, "the broker at %s closed the connection: %s", c->where,
+		    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
 }
 
 static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t *close)
 {
 	amqp_channel_close_ok_t ok = {0};
-	size_t len = close->reply_text.len;
 	int r;
 
 	c->reply_code = close->reply_code;
-	if (len >= sizeof(c->reply_text))
-		len = sizeof(c->reply_text) - 1;
-	memcpy(c->reply_text, close->reply_text.bytes, len);
-	c->reply_text[len] = '\0';
+	printable(c->reply_text, sizeof(c->reply_text), close->reply_text.bytes,
+		  close->reply_text.len);
 	/* Without close-ok, reusing the channel id would make the broker close
 	 * the whole connection. */
 	r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
@@ -330,6 +363,7 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 {
 	amqp_socket_t *sock;
 	struct timeval tv;
+	char shown[64];
 	int r;
 
 	if (info->ssl) {
@@ -343,7 +377,8 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 		if (!ca && access(SYSTEM_CA_BUNDLE, R_OK) == 0)
 			ca = SYSTEM_CA_BUNDLE;
 		if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
-			return fail(AL_USAGE, "cannot load CA certificates from %s", ca);
+			return fail(AL_USAGE, "cannot load CA certificates from %s",
+				    quote_arg(ca, shown, sizeof(shown)));
 	} else {
 		sock = amqp_tcp_socket_new(c->amqp);
 		if (!sock)
@@ -372,7 +407,9 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 {
 	struct timeval tv = to_timeval(deadline - now_seconds());
 	amqp_rpc_reply_t r;
+	char user[64], vhost[64];
 
+	quote_arg(info->user, user, sizeof(user));
 	amqp_set_handshake_timeout(c->amqp, &tv);
 	r = amqp_login(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
 		       AMQP_SASL_METHOD_PLAIN, info->user, info->password);
@@ -382,10 +419,12 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
 	    r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
 		amqp_connection_close_t *m = r.reply.decoded;
+		char text[128];
 
 		return fail(status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
-			    "login to %s as %s (vhost %s) refused: %.*s", c->where, info->user,
-			    info->vhost, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+			    "login to %s as %s (vhost %s) refused: %s", c->where, user,
+			    quote_arg(info->vhost, vhost, sizeof(vhost)),
+			    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
@@ -397,7 +436,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
 			return fail(AL_ACCESS,
 				    "login to %s as %s refused (wrong user or password?)", c->where,
-				    info->user);
+				    user);
 		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
 			    amqp_error_string2(r.library_error));
 	}
@@ -409,6 +448,7 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o)
 	double deadline = now_seconds() + o->connect_timeout;
 	struct login l;
 	struct timeval rpc;
+	char host[128];
 	enum al_status st;
 
 	memset(c, 0, sizeof(*c));
@@ -416,7 +456,8 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o)
 	st = parse_login(o, &l);
 	if (st != AL_OK)
 		goto out;
-	snprintf(c->where, sizeof(c->where), "%s:%d", l.info.host, l.info.port);
+	printable(host, sizeof(host), l.info.host, strlen(l.info.host));
+	snprintf(c->where, sizeof(c->where), "%s:%d", host, l.info.port);
 	c->amqp = amqp_new_connection();
 	if (!c->amqp) {
 		st = fail(AL_BROKER, "out of memory");

@@ -533,6 +533,12 @@ int main(int argc, char **argv)
 						    ? "give either -c TEXT or -- CMD, not both"
 						    : "no command: hold NAME -- CMD [ARGS...]");
 		end = argc;
+	} else if (end < argc) {
+		/* What follows "--" are arguments too (a name starting with
+		 * "-"): close the gap the "--" leaves. */
+		memmove(argv + end, argv + end + 1, (size_t)(argc - end - 1) * sizeof(*argv));
+		nargs += argc - end - 1;
+		end = argc;
 	}
 	if (st != AL_OK || nargs < cmd->min_args || nargs > cmd->max_args || end < argc)
 		return usage_error(&cli, cmd);

@@ -1,5 +1,6 @@
 #include "sem.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,11 +226,12 @@ static enum al_status lock_admin(struct sem *s)
 	enum al_status st;
 
 	while ((st = queue_call(s, DECLARE_EXCLUSIVE, s->name.base, AL_BUSY)) == AL_BUSY) {
-		pause = jitter(delay);
-		if (now_seconds() + pause > deadline)
+		if (now_seconds() >= deadline)
 			return fail(AL_BUSY,
 				    "another administrator is changing %s (waited %g s for %s)",
 				    s->label, s->admin_wait, s->name.base);
+		/* The last pause ends at the deadline, for one more try. */
+		pause = fmin(jitter(delay), deadline - now_seconds());
 		trace("admin mutex %s is busy; retrying in %.0f ms", s->name.base, pause * 1000);
 		sleep_seconds(pause);
 		if (delay < 0.5)
