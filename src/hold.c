@@ -137,6 +137,7 @@ static void guard_main(int fd)
 	char bye = 0;
 	size_t i;
 
+	prctl(PR_SET_NAME, "amqplock-guard");
 	for (i = 0; i < N_FORWARDED; i++)
 		signal(forwarded[i], SIG_IGN);
 	sigprocmask(SIG_SETMASK, &original_mask, NULL);
@@ -147,17 +148,19 @@ static void guard_main(int fd)
 	_exit(0);
 }
 
-static void close_other_fds(int keep)
+/* Leaves the watchdog with stdin, stdout and stderr on /dev/null and keep
+ * as descriptor 3: holding stdout would keep a $(amqplock hold ...) reader
+ * waiting, holding the broker socket would keep the slot. */
+static int close_other_fds(int keep)
 {
-	int fd, null = open("/dev/null", O_RDWR);
+	int null = open("/dev/null", O_RDWR);
 
-	/* Holding stdout would keep a $(amqplock hold ...) reader waiting. */
-	if (null >= 0) {
+	if (keep != 3 && dup2(keep, 3) < 0)
+		_exit(1);
+	if (null >= 0)
 		dup2(null, 0), dup2(null, 1), dup2(null, 2);
-	}
-	for (fd = 3; fd < 1024; fd++)
-		if (fd != keep)
-			close(fd);
+	close_range(4, ~0u, 0);
+	return 3;
 }
 
 enum al_status hold_guard_start(void)
@@ -172,8 +175,7 @@ enum al_status hold_guard_start(void)
 		return fail(AL_BROKER, "cannot fork: %s", strerror(errno));
 	if (pid == 0) {
 		setsid(); /* out of the terminal's reach: Ctrl-C must not end it */
-		close_other_fds(p[0]);
-		guard_main(p[0]);
+		guard_main(close_other_fds(p[0]));
 	}
 	close(p[0]);
 	guard_fd = p[1];
