@@ -22,6 +22,8 @@
 /* While the group of a lost command winds down, look this often whether
  * it is gone. */
 #define GROUP_POLL_INTERVAL 0.02
+/* How long after SIGKILL to wait for the last of the group. */
+#define KILL_WAIT 2.0
 /* Waiting for a slot: first and longest pause between attempts. The
  * longest pause, jittered up by half, stays under a second, so a freed
  * slot is taken within a second. */
@@ -342,27 +344,38 @@ static double next_wakeup(const struct holding *h)
 	return t;
 }
 
+/* Collects every child that has ended: the command, and (amqplock being
+ * a subreaper) whatever the command started and left behind, so that no
+ * zombie keeps its process group looking alive. */
 static void reap(struct holding *h)
 {
 	int wstatus;
+	pid_t pid;
 
-	if (h->child && waitpid(h->child, &wstatus, WNOHANG) == h->child) {
-		h->code = exit_code(wstatus);
-		trace("command exited with status %d", h->code);
-		h->child = -h->child; /* remember the group, mark reaped */
+	while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+		if (pid == h->child) {
+			h->code = exit_code(wstatus);
+			trace("command exited with status %d", h->code);
+			h->child = -h->child; /* remember the group, mark reaped */
+		}
 	}
 }
 
 /* After a loss: done once the command was reaped and its whole group is
- * gone; SIGKILL for the group once the grace period is over. */
+ * gone; SIGKILL for the group once the grace period is over. Members that
+ * even SIGKILL does not remove in time (stuck in the kernel, or zombies
+ * of a parent outside our reach) are given up on. */
 static bool wound_down(struct holding *h)
 {
 	pid_t group = h->child < 0 ? -h->child : h->child;
+	double since = now_seconds() - h->lost_at;
 
 	if (group == 0)
 		return true;
-	if (now_seconds() - h->lost_at >= h->o->grace)
+	if (since >= h->o->grace)
 		kill(-group, SIGKILL);
+	if (h->child < 0 && since >= h->o->grace + KILL_WAIT)
+		return true;
 	return h->child < 0 && kill(-group, 0) != 0;
 }
 
@@ -376,6 +389,8 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;
 	if (o->argv) {
+		/* Orphans of the command become our children, to be reaped. */
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
 		if (start_child(o->argv, &h.child, &exec_errno) != AL_OK)
 			return AL_BROKER;
 		guard_watch(h.child);

@@ -1,0 +1,812 @@
+#!/usr/bin/env bats
+# The lock clients against a live broker: acquire, hold and wait. Taking a
+# slot, waiting for one and giving up (-n, -w, -E), the command's
+# environment, stdout and exit status, signals passed on to it, the
+# watchdog that kills it with amqplock, lost slots (remove, a connection
+# closed by the broker, a silent broker), orphans, and a contention run.
+#
+# Needs jq, flock, pgrep, perl (core modules only) and env --default-signal
+# (coreutils 8.31 or later). Helper scripts live in tests/client-helpers/.
+
+bats_require_minimum_version 1.5.0
+load helper
+
+H=$BATS_TEST_DIRNAME/client-helpers
+
+# amqplock in the foreground, bounded in time.
+al() {
+    timeout 30 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
+}
+
+# bg TAG ARGS...: amqplock ARGS in the background, stdout in $T/TAG.out and
+# stderr in $T/TAG.err, its pid in BG (the pid of amqplock itself, to send
+# signals to). SIGINT and SIGQUIT are reset to their defaults: a shell
+# without job control would start it with them ignored. Killed in teardown.
+bg() {
+    local tag=$1
+    shift
+    env --default-signal=INT,QUIT ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@" \
+        >"$T/$tag.out" 2>"$T/$tag.err" </dev/null 3>&- &
+    BG=$!
+    PIDS+=("$BG")
+}
+
+# keep PID: kill PID in teardown.
+keep() { PIDS+=("$1"); }
+
+now() { echo "$EPOCHREALTIME"; }
+# seconds since $1, e.g. 1.234
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }'; }
+# at_least X Y / at_most X Y: numeric comparisons of seconds
+at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
+at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
+
+# wait_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or SECS
+# have passed (1).
+wait_until() {
+    local end
+    end=$(awk -v t="$EPOCHREALTIME" -v s="$1" 'BEGIN { printf "%.3f", t + s }')
+    shift
+    until "$@"; do
+        awk -v t="$EPOCHREALTIME" -v e="$end" 'BEGIN { exit !(t >= e) }' && return 1
+        sleep 0.05
+    done
+}
+
+# ended PID: the process is gone or a zombie.
+ended() {
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
+    [ -z "$st" ] || [ "$st" = Z ]
+}
+running() { ! ended "$1"; }
+# gone PID: no such process (not even a zombie)
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# wait_exit PID SECS: waits at most SECS for the background process PID to
+# end (the test fails otherwise) and sets rc to its exit status.
+wait_exit() {
+    wait_until "$2" ended "$1" || fail "process $1 still runs after $2 s"
+    rc=0
+    wait "$1" || rc=$?
+}
+
+# has_line FILE REGEX (grep -E -x)
+has_line() { grep -qEx -- "$2" "$1" 2>/dev/null; }
+
+# await_slot TAG: waits for a background acquire TAG to print its slot and
+# prints it.
+await_slot() {
+    wait_until 10 has_line "$T/$1.out" '[0-9]+' ||
+        fail "acquire $1 printed no slot: $(cat "$T/$1.out" "$T/$1.err")"
+    head -n 1 "$T/$1.out"
+}
+
+# connected PID: amqplock PID has a socket open, i.e. it is past its
+# signal setup and talking to the broker (or waiting for a slot).
+connected() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'socket:'; }
+
+# json_status NAME FILTER: jq -c FILTER of status --json
+json_status() { al --json status "$1" | jq -c "$2"; }
+
+# slot_free NAME K / slot_held NAME K
+slot_free() { al --json status "$1" | jq -e --argjson k "$2" '.free | index($k) != null' >/dev/null; }
+slot_held() { al --json status "$1" | jq -e --argjson k "$2" '.held | index($k) != null' >/dev/null; }
+
+# A number no other process uses as its sleep argument: "sleep $MARK" and
+# "sleep $((MARK + 1))" mark the processes a test starts under a command.
+new_mark() {
+    MARK=$((3000000 + (RANDOM * 32768 + RANDOM) % 6000000))
+    MARKS+=("$MARK" "$((MARK + 1))")
+}
+# marker_pids M: the pids of "sleep M" processes
+marker_pids() { pgrep -fx "sleep $1" || true; }
+no_marker() { [ -z "$(marker_pids "$1")" ]; }
+has_marker() { ! no_marker "$1"; }
+
+# holdq QUEUE...: holds exclusive QUEUEs on a connection of a perl client
+# that never checks anything (an orphan that stays); pid in HOLDQ.
+holdq() {
+    local out=$T/holdq.$RANDOM
+    perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" "$@" >"$out" 2>&1 </dev/null 3>&- &
+    HOLDQ=$!
+    PIDS+=("$HOLDQ")
+    wait_until 10 has_line "$out" ready || fail "could not hold $*: $(cat "$out")"
+}
+
+setup() {
+    n=$(unique_name)
+    T=$BATS_TEST_TMPDIR
+    PIDS=()
+    MARKS=()
+}
+
+teardown() {
+    local p m i
+    for p in "${PIDS[@]}"; do
+        kill -CONT "$p" 2>/dev/null || true
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in "${PIDS[@]}"; do
+        wait_until 3 ended "$p" || kill -KILL "$p" 2>/dev/null || true
+    done
+    for p in "${PIDS[@]}"; do
+        wait_until 2 ended "$p" || true
+        ended "$p" && { wait "$p" 2>/dev/null || true; }
+    done
+    for m in "${MARKS[@]}"; do
+        for i in $(marker_pids "$m"); do
+            kill -KILL "$i" 2>/dev/null || true
+        done
+    done
+    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+}
+
+# --- hold: the command's environment, stdout and exit status ----------------
+
+@test "hold gives CMD AMQPLOCK_SEMAPHORE and AMQPLOCK_SLOT but not AMQPLOCK_URL or AMQP_URL" {
+    al create "$n" 2
+    [ -n "$AMQPLOCK_URL" ]
+    export AMQP_URL=$AMQPLOCK_URL
+    run -0 --separate-stderr al hold "$n" -- env
+    assert_line "AMQPLOCK_SEMAPHORE=$n"
+    assert_line "AMQPLOCK_SLOT=1"
+    refute_line --regexp '^(AMQPLOCK_URL|AMQP_URL)='
+    # the rest of the environment is passed on
+    assert_line "AMQPLOCK_TEST_PORT=$AMQPLOCK_TEST_PORT"
+
+    # -c TEXT, and the slot really held: 2 while an acquire has 1
+    bg a acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    run -0 --separate-stderr al hold -c \
+        'echo "$AMQPLOCK_SEMAPHORE/$AMQPLOCK_SLOT/${AMQPLOCK_URL-unset}/${AMQP_URL-unset}"' "$n"
+    assert_output "$n/2/unset/unset"
+}
+
+@test "hold passes CMD's stdout through unchanged and writes nothing on stdout itself" {
+    al create "$n" 1
+    {
+        printf 'line one\n\ttabs and  spaces  \n\n'
+        head -c 4096 /dev/urandom
+        printf 'no newline at the end'
+    } >"$T/data"
+    al hold "$n" -- cat "$T/data" >"$T/out" 2>"$T/err"
+    cmp "$T/data" "$T/out"
+
+    # --json and -v talk on stderr only
+    al --json -v hold "$n" -- cat "$T/data" >"$T/out" 2>"$T/err"
+    cmp "$T/data" "$T/out"
+    grep -q '"event":"acquired"' "$T/err"
+
+    al hold "$n" -- true >"$T/out" 2>"$T/err"
+    [ ! -s "$T/out" ]
+    al --json hold "$n" -- true >"$T/out" 2>"$T/err"
+    [ ! -s "$T/out" ]
+
+    # stdin and stderr are CMD's too
+    echo hello | al hold "$n" -- cat >"$T/out" 2>"$T/err"
+    [ "$(cat "$T/out")" = hello ]
+    al hold "$n" -- sh -c 'echo oops >&2' >"$T/out" 2>"$T/err"
+    [ ! -s "$T/out" ]
+    grep -qx oops "$T/err"
+}
+
+@test "hold exits with CMD's status, 128+N for a signal, 127 not found, 126 not executable" {
+    al create "$n" 1
+    run -0 al hold "$n" -- true
+    run -7 al hold "$n" -- sh -c 'exit 7'
+    run -137 al hold "$n" -- sh -c 'kill -9 $$'
+    run -143 al hold "$n" -- sh -c 'kill -TERM $$'
+    run -127 al hold "$n" -- "$T/no-such-command"
+    run -127 al hold "$n" -- "no-such-command-$RANDOM"
+    printf '#!/bin/sh\nexit 0\n' >"$T/noexec"
+    chmod 644 "$T/noexec"
+    run -126 al hold "$n" -- "$T/noexec"
+    run -5 al hold -c 'exit 5' "$n"
+    run -0 al hold -c 'true' "$n"
+    # every slot was given back
+    [ "$(json_status "$n" '[.held, .free]')" = '[[],[1]]' ]
+}
+
+@test "hold without -- or without a command is a usage error (exit 2) that runs nothing" {
+    al create "$n" 1
+    run -2 al hold "$n" touch "$T/ran"
+    run -2 al hold "$n"
+    run -2 al hold "$n" --
+    run -2 al hold -n "$n"
+    [ ! -e "$T/ran" ]
+}
+
+@test "-E takes 0..255 only (else exit 2)" {
+    al create "$n" 1
+    run -2 al hold -E 256 "$n" -- touch "$T/ran"
+    run -2 al hold -E -1 "$n" -- touch "$T/ran"
+    run -2 al hold -E x "$n" -- touch "$T/ran"
+    run -2 al acquire -E 256 "$n"
+    run -2 al wait -E 300 "$n"
+    [ ! -e "$T/ran" ]
+    [ "$(json_status "$n" .held)" = '[]' ]
+}
+
+# --- giving up: -n, -w, -E ---------------------------------------------------
+
+@test "against a full semaphore -n and -w give up with 1, or the -E code, and run nothing" {
+    al create "$n" 1
+    bg a acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+
+    run -1 --separate-stderr al hold -n "$n" -- touch "$T/ran"
+    refute_output
+    run -1 --separate-stderr al hold --nonblock "$n" -- touch "$T/ran"
+    refute_output
+    run -1 al hold -w 0 "$n" -- touch "$T/ran"
+
+    local t0
+    t0=$(now)
+    run -1 --separate-stderr al hold -w 1 "$n" -- touch "$T/ran"
+    at_least "$(since "$t0")" 0.9
+    at_most "$(since "$t0")" 3
+    refute_output
+
+    t0=$(now)
+    run -1 al hold --wait 0.5 "$n" -- touch "$T/ran"
+    at_least "$(since "$t0")" 0.45
+    at_most "$(since "$t0")" 2.5
+
+    run -42 al hold -n -E 42 "$n" -- touch "$T/ran"
+    run -42 al hold -w 0.3 --conflict-exit-code 42 "$n" -- touch "$T/ran"
+    run -0 al hold -n -E 0 "$n" -- touch "$T/ran"
+    [ ! -e "$T/ran" ]
+
+    # acquire alike, and it prints nothing on stdout
+    run -1 --separate-stderr al acquire -n "$n"
+    refute_output
+    t0=$(now)
+    run -42 --separate-stderr al acquire -w 1 -E 42 "$n"
+    refute_output
+    at_least "$(since "$t0")" 0.9
+    at_most "$(since "$t0")" 3
+
+    # the holder kept its slot all along
+    running "$BG"
+    [ "$(json_status "$n" .held)" = '[1]' ]
+}
+
+@test "a semaphore that does not exist is exit 3, waiting or not, and -E does not change that" {
+    local m
+    m=$(unique_name missing)
+    run -3 --separate-stderr timeout 15 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" hold "$m" -- touch "$T/ran"
+    refute_output
+    run -3 al hold -n "$m" -- touch "$T/ran"
+    run -3 al hold -w 2 "$m" -- touch "$T/ran"
+    run -3 al hold -w 2 -E 42 "$m" -- touch "$T/ran"
+    run -3 al hold -c "touch '$T/ran'" "$m"
+    [ ! -e "$T/ran" ]
+    run -3 --separate-stderr timeout 15 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" acquire "$m"
+    refute_output
+    run -3 al acquire -n "$m"
+    run -3 al acquire -w 2 -E 42 "$m"
+    # and nothing was created
+    run -3 al status "$m"
+}
+
+@test "a waiting hold -w 10 gets the slot within a second of its release" {
+    al create "$n" 1
+    bg a acquire "$n"
+    local a=$BG
+    [ "$(await_slot a)" = 1 ]
+
+    bg w hold -w 10 "$n" -- sh -c 'date +%s.%N >"$1.tmp"; mv "$1.tmp" "$1"; echo "$AMQPLOCK_SLOT"' sh "$T/got"
+    local w=$BG
+    wait_until 10 connected "$w" || fail "hold did not connect"
+    sleep 3 # long enough for the pause between attempts to reach its longest
+    running "$w"
+    [ ! -e "$T/got" ]
+
+    local t0
+    t0=$(now)
+    kill -TERM "$a"
+    wait_exit "$w" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/w.err")"
+    [ "$(cat "$T/w.out")" = 1 ]
+    local took
+    took=$(awk -v a="$t0" -v b="$(cat "$T/got")" 'BEGIN { printf "%.3f", b - a }')
+    at_most "$took" 1.5
+    wait_exit "$a" 5
+    [ "$rc" -eq 0 ]
+}
+
+# --- acquire -------------------------------------------------------------------
+
+@test "concurrent acquires get distinct slots, a 4th with -n gets none, INT TERM and HUP release" {
+    al create "$n" 3
+    bg a1 acquire "$n"
+    local p1=$BG
+    bg a2 acquire "$n"
+    local p2=$BG
+    bg a3 acquire "$n"
+    local p3=$BG
+    local s1 s2 s3
+    s1=$(await_slot a1)
+    s2=$(await_slot a2)
+    s3=$(await_slot a3)
+    [ "$(printf '%s\n' "$s1" "$s2" "$s3" | sort -n | paste -sd' ')" = "1 2 3" ] ||
+        fail "slots $s1 $s2 $s3"
+    [ "$(json_status "$n" '[.held, .free]')" = '[[1,2,3],[]]' ]
+    run -1 al acquire -n "$n"
+
+    local sig pid slot i
+    for i in 1 2 3; do
+        sig=$(echo INT TERM HUP | cut -d' ' -f"$i")
+        pid=$(eval echo "\$p$i")
+        slot=$(eval echo "\$s$i")
+        kill -s "$sig" "$pid"
+        wait_exit "$pid" 5
+        [ "$rc" -eq 0 ] || fail "acquire exited $rc on SIG$sig: $(cat "$T/a$i.err")"
+        # one line, the slot, and nothing else
+        [ "$(cat "$T/a$i.out")" = "$slot" ]
+        slot_free "$n" "$slot" || fail "slot $slot not free after SIG$sig"
+    done
+    [ "$(json_status "$n" '[.held, .free]')" = '[[],[1,2,3]]' ]
+}
+
+@test "acquire takes the lowest free slot when there is no contention" {
+    al create "$n" 3
+    bg a1 acquire "$n"
+    local p1=$BG
+    [ "$(await_slot a1)" = 1 ]
+    bg a2 acquire "$n"
+    [ "$(await_slot a2)" = 2 ]
+    kill -TERM "$p1"
+    wait_exit "$p1" 5
+    bg a3 acquire "$n"
+    [ "$(await_slot a3)" = 1 ]
+    bg a4 acquire "$n"
+    [ "$(await_slot a4)" = 3 ]
+}
+
+@test "acquire --json streams an acquired line, then a released line" {
+    al create "$n" 2
+    bg a --json acquire "$n"
+    local a=$BG
+    wait_until 10 grep -q . "$T/a.out" || fail "no output: $(cat "$T/a.err")"
+    [ "$(wc -l <"$T/a.out")" -eq 1 ]
+    jq -e --arg n "$n" '.event == "acquired" and .semaphore == $n and .slot == 1 and .max == 2' \
+        "$T/a.out" >/dev/null || fail "bad acquired line: $(cat "$T/a.out")"
+    kill -TERM "$a"
+    wait_exit "$a" 5
+    [ "$rc" -eq 0 ]
+    [ "$(wc -l <"$T/a.out")" -eq 2 ]
+    # every line is one JSON object
+    [ "$(jq -c . "$T/a.out" | wc -l)" -eq 2 ] || fail "not JSON lines: $(cat "$T/a.out")"
+    sed -n 2p "$T/a.out" | jq -e --arg n "$n" \
+        '.event == "released" and .semaphore == $n and .slot == 1' >/dev/null ||
+        fail "bad released line: $(cat "$T/a.out")"
+    [ ! -s "$T/a.err" ]
+}
+
+@test "acquire loses a removed slot: exit 4, 'lost slot' on stderr, a lost event with --json" {
+    al create "$n" 3
+    bg a1 acquire "$n"
+    local p1=$BG
+    [ "$(await_slot a1)" = 1 ]
+    bg a2 acquire "$n"
+    local p2=$BG
+    [ "$(await_slot a2)" = 2 ]
+    bg a3 --json acquire "$n"
+    local p3=$BG
+    wait_until 10 grep -q . "$T/a3.out"
+    jq -e '.slot == 3' "$T/a3.out" >/dev/null
+
+    local t0
+    t0=$(now)
+    al remove "$n" 2
+    wait_exit "$p2" 6
+    [ "$rc" -eq 4 ] || fail "acquire exited $rc"
+    at_most "$(since "$t0")" 3.5
+    grep -qE "^amqplock: lost slot 2 of $n: .+" "$T/a2.err" || fail "stderr: $(cat "$T/a2.err")"
+    [ "$(cat "$T/a2.out")" = 2 ]
+    wait_exit "$p3" 6
+    [ "$rc" -eq 4 ]
+    [ "$(wc -l <"$T/a3.out")" -eq 2 ]
+    sed -n 2p "$T/a3.out" | jq -e --arg n "$n" '.event == "lost" and .semaphore == $n
+        and .slot == 3 and (.reason | type == "string" and length > 0)' >/dev/null ||
+        fail "bad lost line: $(cat "$T/a3.out")"
+
+    # slot 1 is untouched, and no orphan is left
+    running "$p1"
+    [ "$(json_status "$n" '[.max, .held, .orphans]')" = '[1,[1],[]]' ]
+}
+
+# --- hold: signals -------------------------------------------------------------
+
+@test "USR1, USR2, HUP, QUIT and TERM sent to hold reach CMD; hold exits with CMD's status" {
+    al create "$n" 1
+    bg h hold "$n" -- perl "$H/trapper.pl" "$T/sig"
+    local h=$BG
+    wait_until 10 test -e "$T/sig.ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    [ "$(cat "$T/sig.ready")" = 1 ]
+    local s
+    for s in USR1 USR2 HUP QUIT; do
+        kill -s "$s" "$h"
+        wait_until 5 has_line "$T/sig" "$s" || fail "CMD did not get SIG$s: $(cat "$T/sig")"
+        running "$h"
+    done
+    slot_held "$n" 1
+    kill -TERM "$h"
+    wait_exit "$h" 5
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(paste -sd' ' "$T/sig")" = "USR1 USR2 HUP QUIT TERM" ]
+    [ ! -s "$T/h.out" ]
+    slot_free "$n" 1
+}
+
+@test "INT sent to hold reaches CMD; CMD's exit status (9) is hold's" {
+    al create "$n" 1
+    bg h hold "$n" -- perl "$H/trapper.pl" "$T/sig"
+    local h=$BG
+    wait_until 10 test -e "$T/sig.ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    kill -INT "$h"
+    wait_exit "$h" 5
+    [ "$rc" -eq 9 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(cat "$T/sig")" = INT ]
+    slot_free "$n" 1
+}
+
+@test "a CMD killed by the TERM or INT passed on makes hold exit 143 or 130" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK sig code
+    for sig in TERM INT; do
+        bg h hold "$n" -- sleep "$m"
+        wait_until 10 has_marker "$m" || fail "CMD did not start"
+        kill -s "$sig" "$BG"
+        wait_exit "$BG" 5
+        code=$((128 + $(kill -l "$sig")))
+        [ "$rc" -eq "$code" ] || fail "SIG$sig: hold exited $rc, not $code"
+        no_marker "$m"
+    done
+    slot_free "$n" 1
+}
+
+@test "a signal while waiting for a slot makes hold exit 128+N at once and run nothing" {
+    al create "$n" 1
+    bg a acquire "$n"
+    local a=$BG
+    [ "$(await_slot a)" = 1 ]
+    local sigs="INT TERM HUP QUIT USR1 USR2" s
+    declare -A pid
+    for s in $sigs; do
+        bg "w$s" hold "$n" -- touch "$T/ran-$s"
+        pid[$s]=$BG
+    done
+    for s in $sigs; do
+        wait_until 10 connected "${pid[$s]}" || fail "hold ($s) did not connect"
+    done
+    sleep 0.5
+    local t0 code
+    for s in $sigs; do
+        running "${pid[$s]}" || fail "hold ($s) ended while the slot is held: $(cat "$T/w$s.err")"
+        t0=$(now)
+        kill -s "$s" "${pid[$s]}"
+        wait_exit "${pid[$s]}" 5
+        at_most "$(since "$t0")" 2
+        code=$((128 + $(kill -l "$s")))
+        [ "$rc" -eq "$code" ] || fail "SIG$s while waiting: exit $rc, not $code"
+        [ ! -s "$T/w$s.out" ]
+    done
+    run ls "$T"
+    refute_output --partial ran-
+    running "$a"
+    [ "$(json_status "$n" .held)" = '[1]' ]
+}
+
+# --- hold: the watchdog ----------------------------------------------------------
+
+@test "kill -9 of hold frees its slot within a second, CMD and its children already gone" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    bg h hold "$n" -- sh -c 'sleep "$1" & sleep "$2"' sh "$m" "$((m + 1))"
+    local h=$BG
+    wait_until 10 has_marker "$m" || fail "CMD did not start: $(cat "$T/h.err")"
+    wait_until 10 has_marker "$((m + 1))"
+    slot_held "$n" 1
+
+    local t0 t1
+    t0=$(now)
+    kill -KILL "$h"
+    while :; do
+        t1=$(now)
+        slot_free "$n" 1 && break
+        at_most "$(since "$t0")" 3 # give up
+    done
+    # the status call that saw the slot free started within the second
+    at_most "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" 1.0
+    # no CMD runs without its slot
+    no_marker "$m" || fail "grandchild still runs with the slot free"
+    no_marker "$((m + 1))" || fail "CMD still runs with the slot free"
+}
+
+# --- hold: a lost slot -------------------------------------------------------------
+
+@test "a held slot removed: CMD and its children get TERM, hold exits 4 with 'lost slot'" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    bg h hold "$n" -- sh "$H/victim.sh" "$T" "$m"
+    local h=$BG
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    [ "$(cat "$T/ready")" = 1 ]
+    has_marker "$m"
+
+    local t0
+    t0=$(now)
+    run -0 al remove "$n"
+    # noticed within ~1-2 s
+    wait_until 4 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
+    at_most "$(since "$t0")" 3
+    wait_exit "$h" 8
+    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(cat "$T/signals")" = TERM ]
+    grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
+    [ ! -s "$T/h.out" ]
+    no_marker "$m" || fail "the grandchild survived"
+    gone "$(cat "$T/pid")" || fail "CMD survived"
+    # nothing left: no slot, no orphan holder
+    run queues_like "amqplock.$n-"
+    assert_output ""
+}
+
+@test "--lost-signal USR1 --grace 1: a CMD that ignores TERM gets USR1, then SIGKILL a second later" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    IGNORE_TERM=1 bg h hold --lost-signal USR1 --grace 1 "$n" -- sh "$H/victim.sh" "$T" "$m"
+    local h=$BG
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    has_marker "$m"
+    local cmd t1
+    cmd=$(cat "$T/pid")
+
+    al remove "$n"
+    wait_until 4 has_line "$T/signals" USR1 || fail "CMD got no USR1: $(cat "$T/h.err")"
+    t1=$(now)
+    # the grace was given, and not much more
+    wait_until 5 gone "$cmd" || fail "CMD survived"
+    at_least "$(since "$t1")" 0.5
+    at_most "$(since "$t1")" 3
+    wait_exit "$h" 8
+    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    # USR1 instead of TERM
+    [ "$(cat "$T/signals")" = USR1 ]
+    [ ! -e "$T/term_at" ]
+    grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err"
+    no_marker "$m" || fail "the grandchild survived"
+}
+
+@test "--grace 1: a CMD that survives the default lost signal TERM is killed a second later" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    IGNORE_TERM=1 bg h hold --grace 1 "$n" -- sh "$H/victim.sh" "$T" "$m"
+    local h=$BG
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    has_marker "$m"
+    local cmd t1
+    cmd=$(cat "$T/pid")
+
+    al remove "$n"
+    wait_until 4 test -s "$T/term_at" || fail "CMD got no TERM: $(cat "$T/h.err")"
+    t1=$(cat "$T/term_at")
+    wait_until 5 gone "$cmd" || fail "CMD survived"
+    at_least "$(since "$t1")" 0.5
+    at_most "$(since "$t1")" 3
+    wait_exit "$h" 8
+    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(cat "$T/signals")" = TERM ]
+    grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err"
+    no_marker "$m" || fail "the grandchild (which ignores TERM) survived"
+}
+
+@test "after a lost slot hold exits 4 even if nobody reaps the group's orphaned zombies" {
+    # As when amqplock runs as a container's pid 1: the grandchild, killed,
+    # stays a zombie in CMD's process group. Nothing of the group runs.
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    # CMD and the grandchild die together (SIGKILL after the grace): CMD
+    # cannot reap the grandchild, whose zombie goes to subreaper.pl.
+    IGNORE_TERM=1 perl "$H/subreaper.pl" "$T/al.pid" env --default-signal=INT,QUIT \
+        ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" hold --grace 1 "$n" -- sh "$H/victim.sh" "$T" "$m" \
+        >"$T/h.out" 2>"$T/h.err" </dev/null 3>&- &
+    local w=$!
+    keep "$w"
+    wait_until 10 test -s "$T/al.pid" || fail "no amqplock: $(cat "$T/h.err")"
+    keep "$(cat "$T/al.pid")"
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    has_marker "$m"
+
+    local t0
+    t0=$(now)
+    al remove "$n"
+    wait_until 4 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
+    wait_until 5 gone "$(cat "$T/pid")" || fail "CMD survived"
+    wait_until 2 no_marker "$m" || fail "the grandchild still runs"
+    # detection, 1 s of grace, and a little more
+    wait_exit "$w" 8
+    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    at_most "$(since "$t0")" 6
+    grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err"
+}
+
+@test "the broker closing hold's connection: CMD gets TERM, hold exits 4 with 'lost slot'" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/before"
+    bg h hold "$n" -- sh "$H/victim.sh" "$T" "$m"
+    local h=$BG
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/after"
+    local conn
+    conn=$(comm -13 "$T/before" "$T/after")
+    [ -n "$conn" ] && [ "$(wc -l <<<"$conn")" -eq 1 ] || fail "hold's connection? '$conn'"
+
+    local t0
+    t0=$(now)
+    rmqctl close_connection "$conn" "test" >/dev/null
+    wait_until 4 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
+    at_most "$(since "$t0")" 3
+    wait_exit "$h" 8
+    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(cat "$T/signals")" = TERM ]
+    grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
+    no_marker "$m"
+    slot_free "$n" 1
+}
+
+@test "a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 4" {
+    al create "$n" 1
+    new_mark
+    local m=$MARK
+    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
+    local proxy=$!
+    keep "$proxy"
+    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+    bg h --heartbeat 1 --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" \
+        hold "$n" -- sh "$H/victim.sh" "$T" "$m"
+    local h=$BG
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    sleep 1.5
+    running "$h"
+
+    local t0
+    t0=$(now)
+    kill -STOP "$proxy"
+    # a heartbeat's silence, and a little more
+    wait_until 6 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
+    at_most "$(since "$t0")" 4
+    wait_exit "$h" 10
+    kill -CONT "$proxy"
+    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(cat "$T/signals")" = TERM ]
+    grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
+    no_marker "$m"
+}
+
+# --- wait ------------------------------------------------------------------------
+
+@test "wait with no orphans returns 0 at once; --json gives ok, semaphore and waited_ms" {
+    al create "$n" 2
+    bg a acquire "$n"
+    await_slot a >/dev/null
+    run -0 --separate-stderr al wait -n "$n"
+    run -0 al wait "$n"
+    run -0 al wait -w 1 "$n"
+    run -0 --separate-stderr al --json wait "$n"
+    [[ $output != *$'\n'* ]] || fail "not one line: $output"
+    jq -e --arg n "$n" '.ok == true and .semaphore == $n
+        and (.waited_ms | type == "number" and . >= 0 and . < 5000)' <<<"$output" >/dev/null ||
+        fail "bad JSON: $output"
+}
+
+@test "wait with an orphan: -n and -w 1 give up (1 or -E), a waiting wait returns once it is gone" {
+    al create "$n" 2
+    holdq "amqplock.$n-2-B"
+    local q=$HOLDQ
+    [ "$(json_status "$n" .held)" = '[2]' ]
+    al remove "$n" 1
+    [ "$(json_status "$n" '[.max, .orphans]')" = '[1,[2]]' ]
+
+    run -1 al wait -n "$n"
+    run -42 al wait -n -E 42 "$n"
+    local t0
+    t0=$(now)
+    run -1 al wait -w 1 "$n"
+    at_least "$(since "$t0")" 0.9
+    at_most "$(since "$t0")" 3
+
+    bg w --json wait -w 10 "$n"
+    local w=$BG
+    sleep 1
+    running "$w"
+    t0=$(now)
+    kill "$q"
+    wait_exit "$w" 5
+    [ "$rc" -eq 0 ] || fail "wait exited $rc: $(cat "$T/w.err")"
+    at_most "$(since "$t0")" 2
+    [ "$(wc -l <"$T/w.out")" -eq 1 ]
+    jq -e --arg n "$n" '.ok == true and .semaphore == $n and (.waited_ms | type == "number")
+        and .waited_ms >= 900 and .waited_ms < 10000' "$T/w.out" >/dev/null ||
+        fail "bad JSON: $(cat "$T/w.out")"
+    run -0 al wait -n "$n"
+}
+
+@test "wait returns once an acquire on a removed slot has given it up" {
+    al create "$n" 2
+    bg a1 acquire "$n"
+    local p1=$BG
+    [ "$(await_slot a1)" = 1 ]
+    bg a2 acquire "$n"
+    local p2=$BG
+    [ "$(await_slot a2)" = 2 ]
+    kill -TERM "$p1"
+    wait_exit "$p1" 5
+    al remove "$n" 1
+    run -0 al wait -w 10 "$n"
+    [ "$(json_status "$n" .orphans)" = '[]' ]
+    wait_exit "$p2" 3
+    [ "$rc" -eq 4 ]
+    grep -qE "^amqplock: lost slot 2 of $n: .+" "$T/a2.err"
+    [ "$(json_status "$n" '[.max, .held, .orphans]')" = '[1,[],[]]' ]
+}
+
+@test "wait after destroy: every holder is an orphan" {
+    al create "$n" 2
+    holdq "amqplock.$n-1-B"
+    local q=$HOLDQ
+    bg a acquire "$n"
+    local a=$BG
+    [ "$(await_slot a)" = 2 ]
+    al destroy "$n"
+    run -3 al status "$n"
+
+    run -1 al wait -n "$n"
+    kill "$q"
+    run -0 al wait -w 10 "$n"
+    # the acquire gave its slot up
+    wait_exit "$a" 3
+    [ "$rc" -eq 4 ]
+    run -0 --separate-stderr al --json wait -n "$n"
+    jq -e --arg n "$n" '.ok == true and .semaphore == $n and (.waited_ms | type == "number")' \
+        <<<"$output" >/dev/null || fail "bad JSON: $output"
+}
+
+# --- contention ----------------------------------------------------------------------
+
+@test "24 concurrent hold -w 60 on 3 slots: at most 3 at once, never two on one slot, all exit 0" {
+    al create "$n" 3
+    local d=$T/cs
+    mkdir "$d"
+    export T_AMQPLOCK=$AMQPLOCK_BIN T_URL=$AMQPLOCK_URL
+    local i pids=()
+    for i in $(seq 1 24); do
+        bg "c$i" hold -w 60 "$n" -- sh "$H/critical.sh" "$d"
+        pids+=("$BG")
+    done
+    for i in $(seq 1 24); do
+        wait_exit "${pids[i - 1]}" 90
+        [ "$rc" -eq 0 ] || fail "hold $i exited $rc: $(cat "$T/c$i.err")"
+    done
+    [ ! -e "$d/bad" ] || fail "$(cat "$d/bad")"
+    [ "$(wc -l <"$d/log")" -eq 24 ]
+    local most
+    most=$(cut -d' ' -f1 "$d/log" | sort -n | tail -n 1)
+    [ "$most" -le 3 ] || fail "$most commands at once"
+    [ "$most" -ge 2 ] || fail "never more than one command at once"
+    [ "$(cut -d' ' -f2 "$d/log" | sort -u | paste -sd' ')" = "1 2 3" ] ||
+        fail "slots used: $(cut -d' ' -f2 "$d/log" | sort | uniq -c)"
+    [ "$(cat "$d/count")" -eq 0 ]
+    [ "$(json_status "$n" '[.held, .free]')" = '[[],[1,2,3]]' ]
+}
