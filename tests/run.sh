@@ -19,6 +19,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
+# A sanitizer build (make check SANITIZE=1) writes any report to a file
+# here, so that an error counts even where the test expected a failure.
+mkdir -p "$work/sanitizer"
+export ASAN_OPTIONS="log_path=$work/sanitizer/asan:detect_leaks=1:exitcode=86${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="log_path=$work/sanitizer/ubsan:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(tests/*.bats)
 
@@ -46,6 +52,13 @@ else
         echo "not ok - bats exited with status $status" >>"$tap"
     fi
 fi
+
+for report in "$work"/sanitizer/*; do
+    [ -e "$report" ] || continue
+    echo "# sanitizer report $report:"
+    sed 's/^/#   /' "$report"
+    echo "not ok - sanitizer report $(basename "$report")" >>"$tap"
+done
 
 passed=$(grep -E '^ok ' "$tap" | grep -vc ' # skip' || true)
 skipped=$(grep -E '^ok .* # skip' -c "$tap" || true)
