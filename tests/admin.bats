@@ -3,34 +3,10 @@
 # remove, max and status; their text and JSON output, the queues they
 # leave, the admin mutex, and the repair of a semaphore with a hole.
 #
-# Needs jq, and perl (core modules only) for hold_queues below.
+# Needs jq, and perl (core modules only) for tests/tools/holdq.pl.
 
 bats_require_minimum_version 1.5.0
 load helper
-
-# amqplock, bounded in time.
-al() {
-    timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
-}
-
-# One "amqplock: ..." line on stderr (after run --separate-stderr).
-assert_error_line() {
-    [[ $stderr == "amqplock: "?* && $stderr != *$'\n'* ]] ||
-        fail "expected one line 'amqplock: ...' on stderr, got: '$stderr'"
-}
-
-# assert_json FILTER [JQ ARGS...]: stdout is exactly one JSON object on one
-# line, and jq -e FILTER holds for it.
-assert_json() {
-    local filter=$1
-    shift
-    [[ -n $output && $output != *$'\n'* ]] || fail "stdout is not one line: '$output'"
-    [ "$(jq -c . <<<"$output" 2>/dev/null | wc -l)" -eq 1 ] ||
-        fail "stdout is not one JSON value: '$output'"
-    jq -e 'type == "object"' <<<"$output" >/dev/null || fail "not a JSON object: '$output'"
-    jq -e "$@" "$filter" <<<"$output" >/dev/null ||
-        fail "JSON '$output' does not satisfy: $filter"
-}
 
 # "name durable exclusive messages" of every queue of semaphore $1 under any
 # prefix (P$1, P$1-k-A, P$1-k-B), sorted. One rabbitmqctl call.
@@ -53,36 +29,10 @@ slot_lines() { # PREFIX NAME FROM TO
 # hold_queues QUEUE...: declares each QUEUE exclusive on one connection of
 # its own and keeps them (a slot holder, or another administrator's mutex)
 # until release_queues. A minimal AMQP 0-9-1 client in core perl.
-HOLD_PL='
-use strict; use IO::Socket::INET;
-my ($port, @queues) = @ARGV;
-my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $port) or die "connect: $!\n";
-sub rd { my ($n, $b) = (shift, ""); while (length $b < $n) { sysread($s, $b, $n - length $b, length $b) or die "eof\n" } $b }
-sub method { my ($ch, $c, $m, $args) = @_; my $p = pack("n2", $c, $m) . $args;
-    syswrite $s, pack("CnN", 1, $ch, length $p) . $p . "\xCE" }
-sub expect { my ($c, $m) = @_;
-    for (;;) { my ($t, $ch, $len) = unpack "CnN", rd(7); my $p = rd($len); rd(1);
-        next if $t != 1; my ($gc, $gm) = unpack "n2", $p; return $p if $gc == $c && $gm == $m;
-        die "expected method $c.$m, got $gc.$gm\n" } }
-sub ss { pack "C/a*", shift }
-syswrite $s, "AMQP\0\0\x09\x01";
-expect(10, 10);                                                   # start
-method(0, 10, 11, pack("N", 0) . ss("PLAIN") . pack("N/a*", "\0guest\0guest") . ss("en_US"));
-my (undef, $chmax, $fmax) = unpack "NnN", expect(10, 30);        # tune
-method(0, 10, 31, pack("nNn", $chmax, $fmax, 0));                 # tune-ok, no heartbeat
-method(0, 10, 40, ss("/") . ss("") . "\0");                       # open vhost /
-expect(10, 41);
-method(1, 20, 10, ss(""));                                        # channel.open
-expect(20, 11);
-for my $q (@queues) {                                             # queue.declare exclusive
-    method(1, 50, 10, pack("n", 0) . ss($q) . pack("CN", 4, 0)); expect(50, 11) }
-$| = 1; print "ready\n";
-sleep 1000 while 1;
-'
 hold_queues() {
     local out="$BATS_TEST_TMPDIR/hold.out" i
     : >"$out"
-    timeout 60 perl -e "$HOLD_PL" "$AMQPLOCK_TEST_PORT" "$@" >"$out" 2>&1 3>&- &
+    timeout 60 perl "$TOP/tests/tools/holdq.pl" "$AMQPLOCK_TEST_PORT" "$@" >"$out" 2>&1 3>&- &
     HOLD_PID=$!
     for i in $(seq 1 200); do
         grep -qx ready "$out" && return 0
@@ -100,12 +50,6 @@ release_queues() {
     fi
 }
 
-now() { date +%s.%N; }
-# seconds since $1, e.g. 1.234
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'; }
-# at_least X Y / at_most X Y: numeric comparisons of seconds
-at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
-at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
 
 setup() {
     n=$(unique_name)

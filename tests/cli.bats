@@ -8,11 +8,6 @@
 bats_require_minimum_version 1.5.0
 load helper
 
-# amqplock, bounded in time.
-al() {
-    timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
-}
-
 # amqplock with stdout on a full device.
 al_full() {
     al "$@" >/dev/full
@@ -24,25 +19,6 @@ al_without_amqplock_url() {
         unset AMQPLOCK_URL
         al "$@"
     )
-}
-
-# One "amqplock: ..." line on stderr (after run --separate-stderr).
-assert_error_line() {
-    [[ $stderr == "amqplock: "?* && $stderr != *$'\n'* ]] ||
-        fail "expected one line 'amqplock: ...' on stderr, got: '$stderr'"
-}
-
-# assert_json FILTER [JQ ARGS...]: stdout is exactly one JSON object on one
-# line, and jq -e FILTER holds for it.
-assert_json() {
-    local filter=$1
-    shift
-    [[ -n $output && $output != *$'\n'* ]] || fail "stdout is not one line: '$output'"
-    [ "$(jq -c . <<<"$output" 2>/dev/null | wc -l)" -eq 1 ] ||
-        fail "stdout is not one JSON value: '$output'"
-    jq -e 'type == "object"' <<<"$output" >/dev/null || fail "not a JSON object: '$output'"
-    jq -e "$@" "$filter" <<<"$output" >/dev/null ||
-        fail "JSON '$output' does not satisfy: $filter"
 }
 
 # usage_error ARGS...: amqplock ARGS exits 2 with nothing on stdout and one
@@ -60,9 +36,6 @@ json_usage_error() {
     assert_error_line
 }
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'; }
-at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
 
 # Never to be seen in any output.
 SECRET=Sup3rS3cret

@@ -6,17 +6,12 @@
 # closed by the broker, a silent broker), orphans, and a contention run.
 #
 # Needs jq, flock, pgrep, perl (core modules only) and env --default-signal
-# (coreutils 8.31 or later). Helper scripts live in tests/client-helpers/.
+# (coreutils 8.31 or later). Helper scripts live in tests/tools/.
 
 bats_require_minimum_version 1.5.0
 load helper
 
-H=$BATS_TEST_DIRNAME/client-helpers
-
-# amqplock in the foreground, bounded in time.
-al() {
-    timeout 30 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
-}
+H=$BATS_TEST_DIRNAME/tools
 
 # bg TAG ARGS...: amqplock ARGS in the background, stdout in $T/TAG.out and
 # stderr in $T/TAG.err, its pid in BG (the pid of amqplock itself, to send
@@ -34,12 +29,6 @@ bg() {
 # keep PID: kill PID in teardown.
 keep() { PIDS+=("$1"); }
 
-now() { echo "$EPOCHREALTIME"; }
-# seconds since $1, e.g. 1.234
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }'; }
-# at_least X Y / at_most X Y: numeric comparisons of seconds
-at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
-at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
 
 # wait_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or SECS
 # have passed (1).

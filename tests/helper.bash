@@ -59,3 +59,34 @@ start_silent_listener() {
     done
     SILENT_PORT=$(cat "$portfile")
 }
+
+# One "amqplock: ..." line on stderr (after run --separate-stderr).
+assert_error_line() {
+    [[ $stderr == "amqplock: "?* && $stderr != *$'\n'* ]] ||
+        fail "expected one line 'amqplock: ...' on stderr, got: '$stderr'"
+}
+
+# assert_json FILTER [JQ ARGS...]: stdout is exactly one JSON object on one
+# line, and jq -e FILTER holds for it.
+assert_json() {
+    local filter=$1
+    shift
+    [[ -n $output && $output != *$'\n'* ]] || fail "stdout is not one line: '$output'"
+    [ "$(jq -c . <<<"$output" 2>/dev/null | wc -l)" -eq 1 ] ||
+        fail "stdout is not one JSON value: '$output'"
+    jq -e 'type == "object"' <<<"$output" >/dev/null || fail "not a JSON object: '$output'"
+    jq -e "$@" "$filter" <<<"$output" >/dev/null ||
+        fail "JSON '$output' does not satisfy: $filter"
+}
+
+# amqplock in the foreground, bounded in time (30 s catches a hang).
+al() {
+    timeout 30 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@"
+}
+
+now() { echo "$EPOCHREALTIME"; }
+# seconds since $1, e.g. 1.234
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }'; }
+# at_least X Y / at_most X Y: numeric comparisons of seconds
+at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
+at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
