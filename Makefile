@@ -60,7 +60,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # Installs, with apt-get, whatever of the build and test dependencies is
 # missing. Does nothing when all are there.
 DEB_PKGS := gcc make pkg-config librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
-	bats-support bats-assert
+	bats-support bats-assert valgrind
 deps:
 	@tests/install-deps.sh $(DEB_PKGS)
 
@@ -79,6 +79,9 @@ fmt:
 	clang-format -i $(FMT_FILES)
 fmt-check:
 	clang-format --dry-run --Werror $(FMT_FILES)
+
+# libFuzzer targets: make fuzz (see fuzz/fuzz.mk).
+-include fuzz/fuzz.mk
 
 clean:
 	rm -rf build amqplock

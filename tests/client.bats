@@ -11,58 +11,6 @@
 bats_require_minimum_version 1.5.0
 load helper
 
-H=$BATS_TEST_DIRNAME/tools
-
-# bg TAG ARGS...: amqplock ARGS in the background, stdout in $T/TAG.out and
-# stderr in $T/TAG.err, its pid in BG (the pid of amqplock itself, to send
-# signals to). SIGINT and SIGQUIT are reset to their defaults: a shell
-# without job control would start it with them ignored. Killed in teardown.
-bg() {
-    local tag=$1
-    shift
-    env --default-signal=INT,QUIT ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@" \
-        >"$T/$tag.out" 2>"$T/$tag.err" </dev/null 3>&- &
-    BG=$!
-    PIDS+=("$BG")
-}
-
-# keep PID: kill PID in teardown.
-keep() { PIDS+=("$1"); }
-
-
-# wait_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or SECS
-# have passed (1).
-wait_until() {
-    local end
-    end=$(awk -v t="$EPOCHREALTIME" -v s="$1" 'BEGIN { printf "%.3f", t + s }')
-    shift
-    until "$@"; do
-        awk -v t="$EPOCHREALTIME" -v e="$end" 'BEGIN { exit !(t >= e) }' && return 1
-        sleep 0.05
-    done
-}
-
-# ended PID: the process is gone or a zombie.
-ended() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
-    [ -z "$st" ] || [ "$st" = Z ]
-}
-running() { ! ended "$1"; }
-# gone PID: no such process (not even a zombie)
-gone() { ! kill -0 "$1" 2>/dev/null; }
-
-# wait_exit PID SECS: waits at most SECS for the background process PID to
-# end (the test fails otherwise) and sets rc to its exit status.
-wait_exit() {
-    wait_until "$2" ended "$1" || fail "process $1 still runs after $2 s"
-    rc=0
-    wait "$1" || rc=$?
-}
-
-# has_line FILE REGEX (grep -E -x)
-has_line() { grep -qEx -- "$2" "$1" 2>/dev/null; }
-
 # await_slot TAG: waits for a background acquire TAG to print its slot and
 # prints it.
 await_slot() {
@@ -111,18 +59,8 @@ setup() {
 }
 
 teardown() {
-    local p m i
-    for p in "${PIDS[@]}"; do
-        kill -CONT "$p" 2>/dev/null || true
-        kill -TERM "$p" 2>/dev/null || true
-    done
-    for p in "${PIDS[@]}"; do
-        wait_until 3 ended "$p" || kill -KILL "$p" 2>/dev/null || true
-    done
-    for p in "${PIDS[@]}"; do
-        wait_until 2 ended "$p" || true
-        ended "$p" && { wait "$p" 2>/dev/null || true; }
-    done
+    local m i
+    stop_bg
     for m in "${MARKS[@]}"; do
         for i in $(marker_pids "$m"); do
             kill -KILL "$i" 2>/dev/null || true
