@@ -59,7 +59,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 
 # Installs, with apt-get, whatever of the build and test dependencies is
 # missing. Does nothing when all are there.
-DEB_PKGS := gcc make pkg-config librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
+DEB_PKGS := gcc make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
 	bats-support bats-assert valgrind
 deps:
 	@tests/install-deps.sh $(DEB_PKGS)

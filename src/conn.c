@@ -66,9 +66,19 @@ struct login {
 	char password[256];
 };
 
-static enum al_status read_password_file(const char *path, char *buf, size_t size)
+/* Like ssh with its keys: a secret that others can read is refused. */
+static enum al_status check_private(FILE *f, const char *what, const char *shown)
 {
 	struct stat st;
+
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+		return fail(AL_USAGE, "%s %s is accessible by group or others; chmod 600 it", what,
+			    shown);
+	return AL_OK;
+}
+
+static enum al_status read_password_file(const char *path, char *buf, size_t size)
+{
 	char shown[64];
 	FILE *f;
 	size_t len;
@@ -77,11 +87,9 @@ static enum al_status read_password_file(const char *path, char *buf, size_t siz
 	f = fopen(path, "r");
 	if (!f)
 		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(errno));
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
+	if (check_private(f, "password file", shown) != AL_OK) {
 		fclose(f);
-		return fail(AL_USAGE,
-			    "password file %s is accessible by group or others; chmod 600 it",
-			    shown);
+		return AL_USAGE;
 	}
 	if (!fgets(buf, (int)size, f)) {
 		buf[0] = '\0';
@@ -96,6 +104,23 @@ static enum al_status read_password_file(const char *path, char *buf, size_t siz
 		return fail(AL_USAGE, "password in %s is longer than %zu bytes", shown, size - 2);
 	buf[len] = '\0';
 	return AL_OK;
+}
+
+/* The client's private key (in --key, or with the certificate in --cert)
+ * is a secret like the password. */
+static enum al_status check_key_file(const char *path)
+{
+	char shown[64];
+	FILE *f;
+	enum al_status st;
+
+	quote_arg(path, shown, sizeof(shown));
+	f = fopen(path, "r");
+	if (!f)
+		return fail(AL_USAGE, "cannot read private key %s: %s", shown, strerror(errno));
+	st = check_private(f, "private key", shown);
+	fclose(f);
+	return st;
 }
 
 /* amqp_parse_url quietly puts "localhost" in for an empty host; an
@@ -133,6 +158,15 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 	 * broker has; like most clients we take it to mean the default "/". */
 	if (l->info.vhost[0] == '\0')
 		l->info.vhost = "/";
+	if ((o->cacert || o->cert || o->key || o->insecure) && !l->info.ssl)
+		return fail(AL_USAGE, "--cacert, --cert, --key and --insecure need an amqps:// URL");
+	if (o->key && !o->cert)
+		return fail(AL_USAGE, "--key needs --cert");
+	if (o->cert) {
+		enum al_status st = check_key_file(o->key ? o->key : o->cert);
+		if (st != AL_OK)
+			return st;
+	}
 	if (o->password_file) {
 		enum al_status st =
 			read_password_file(o->password_file, l->password, sizeof(l->password));
@@ -358,27 +392,43 @@ enum al_status conn_reset_channel(struct conn *c)
 	return AL_OK;
 }
 
+/* A TLS socket that checks the broker's certificate against the CA
+ * bundle and its host name, unless the user said --insecure. */
+static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp_socket_t **out)
+{
+	const char *ca = o->cacert;
+	amqp_socket_t *sock = amqp_ssl_socket_new(c->amqp);
+	char shown[64];
+
+	if (!sock)
+		return fail(AL_CONNECTION, "cannot set up TLS");
+	amqp_ssl_socket_set_verify_peer(sock, !o->insecure);
+	amqp_ssl_socket_set_verify_hostname(sock, !o->insecure);
+	if (!ca && access(SYSTEM_CA_BUNDLE, R_OK) == 0)
+		ca = SYSTEM_CA_BUNDLE;
+	if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
+		return fail(AL_USAGE, "cannot load CA certificates from %s",
+			    quote_arg(ca, shown, sizeof(shown)));
+	if (o->cert &&
+	    amqp_ssl_socket_set_key(sock, o->cert, o->key ? o->key : o->cert) != AMQP_STATUS_OK)
+		return fail(AL_USAGE, "cannot load the client certificate %s and its key",
+			    quote_arg(o->cert, shown, sizeof(shown)));
+	*out = sock;
+	return AL_OK;
+}
+
 static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 				  const struct amqp_connection_info *info, double deadline)
 {
-	amqp_socket_t *sock;
+	amqp_socket_t *sock = NULL;
 	struct timeval tv;
 	char shown[64];
 	int r;
 
 	if (info->ssl) {
-		const char *ca = o->cacert;
-
-		sock = amqp_ssl_socket_new(c->amqp);
-		if (!sock)
-			return fail(AL_CONNECTION, "cannot set up TLS");
-		amqp_ssl_socket_set_verify_peer(sock, 1);
-		amqp_ssl_socket_set_verify_hostname(sock, 1);
-		if (!ca && access(SYSTEM_CA_BUNDLE, R_OK) == 0)
-			ca = SYSTEM_CA_BUNDLE;
-		if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
-			return fail(AL_USAGE, "cannot load CA certificates from %s",
-				    quote_arg(ca, shown, sizeof(shown)));
+		enum al_status st = tls_socket(c, o, &sock);
+		if (st != AL_OK)
+			return st;
 	} else {
 		sock = amqp_tcp_socket_new(c->amqp);
 		if (!sock)
@@ -392,6 +442,20 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 	if (r == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "cannot connect to %s: timed out after %g s", c->where,
 			    o->connect_timeout);
+	if (r == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
+		return fail(AL_CONNECTION,
+			    "TLS with %s failed: its certificate is not signed by a trusted CA "
+			    "(see --cacert)",
+			    c->where);
+	if (r == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)
+		return fail(AL_CONNECTION,
+			    "TLS with %s failed: its certificate does not name the host %s",
+			    c->where, quote_arg(info->host, shown, sizeof(shown)));
+	if (r == AMQP_STATUS_SSL_ERROR || r == AMQP_STATUS_SSL_CONNECTION_FAILED)
+		return fail(AL_CONNECTION,
+			    "TLS with %s failed (not a TLS port, or the broker refused the "
+			    "client certificate?)",
+			    c->where);
 	/* rabbitmq-c leaves errno at EINPROGRESS when the non-blocking
 	 * connect itself failed; it did not keep the real reason. */
 	if (r == AMQP_STATUS_SOCKET_ERROR && errno && errno != EINPROGRESS)
@@ -437,6 +501,13 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 			return fail(AL_ACCESS,
 				    "login to %s as %s refused (wrong user or password?)", c->where,
 				    user);
+		/* With TLS 1.3 the broker checks a client certificate after
+		 * the handshake, so its refusal arrives here. */
+		if (r.library_error == AMQP_STATUS_SSL_ERROR)
+			return fail(AL_CONNECTION,
+				    "TLS with %s failed while logging in (client certificate "
+				    "refused?)",
+				    c->where);
 		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
 			    amqp_error_string2(r.library_error));
 	}

@@ -14,6 +14,9 @@ struct conn_opts {
 	const char *url;           /* amqp[s]://user:pass@host:port/vhost */
 	const char *password_file; /* NULL: the password in the URL */
 	const char *cacert;        /* amqps: CA bundle; NULL: the system's */
+	const char *cert;          /* amqps: client certificate (PEM), or NULL */
+	const char *key;           /* its private key; NULL: in the cert file */
+	bool insecure;             /* amqps: skip certificate and host checks */
 	unsigned heartbeat;        /* seconds; 0 disables heartbeats */
 	double connect_timeout;    /* seconds for TCP connect + TLS + login */
 	double rpc_timeout;        /* seconds for each reply from the broker */

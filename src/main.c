@@ -59,6 +59,9 @@ enum opt_id {
 	OPT_CONNECT_TIMEOUT,
 	OPT_RPC_TIMEOUT,
 	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_INSECURE,
 	OPT_ADMIN_WAIT,
 	OPT_OVERSHOOT,
 	OPT_LOST_SIGNAL,
@@ -81,6 +84,11 @@ static const struct opt_def opt_defs[] = {
 	 "read the password from the first line of FILE (mode 600)"},
 	{"cacert", OPT_CACERT, "FILE", GLOBAL,
 	 "CA certificates for amqps:// (default: the system's)"},
+	{"cert", OPT_CERT, "FILE", GLOBAL, "client certificate for amqps:// (PEM)"},
+	{"key", OPT_KEY, "FILE", GLOBAL,
+	 "its private key (default: in the --cert file; mode 600)"},
+	{"insecure", OPT_INSECURE, NULL, GLOBAL,
+	 "amqps:// without checking the broker's certificate (unsafe)"},
 	{"prefix", OPT_PREFIX, "P", GLOBAL,
 	 "queue-name prefix (default $AMQPLOCK_PREFIX, \"" DEFAULT_PREFIX "\")"},
 	{"json", OPT_JSON, NULL, GLOBAL, "print one JSON object per result on stdout"},
@@ -286,6 +294,15 @@ static enum al_status apply_option(struct cli *cli, int id, const char *arg, int
 	case OPT_CACERT:
 		cli->conn.cacert = arg;
 		return AL_OK;
+	case OPT_CERT:
+		cli->conn.cert = arg;
+		return AL_OK;
+	case OPT_KEY:
+		cli->conn.key = arg;
+		return AL_OK;
+	case OPT_INSECURE:
+		cli->conn.insecure = true;
+		return AL_OK;
 	case OPT_PREFIX:
 		cli->prefix = arg;
 		return AL_OK;
@@ -433,6 +450,10 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
 	s->conn = c;
 	s->overshoot = cli->overshoot;
 	s->admin_wait = cli->admin_wait;
+	/* Loud on every run, so that a forgotten --insecure does not go
+	 * unnoticed in a cron job's mail. */
+	if (cli->conn.insecure)
+		out_error_line("warning: --insecure: the broker's certificate is not verified");
 	st = conn_open(c, &cli->conn);
 	if (st != AL_OK)
 		conn_close(c);

@@ -18,16 +18,47 @@ die() { echo "broker.sh: $*" >&2; exit 1; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# The AMQP port is BASE; TLS is BASE+5000, Erlang distribution BASE+10000
+# and epmd BASE+20000.
 pick_ports() {
     local try base
     for try in $(seq 1 50); do
-        base=$((20000 + RANDOM % 9000))
-        if port_free "$base" && port_free $((base + 10000)) && port_free $((base + 20000)); then
+        base=$((20000 + RANDOM % 5000))
+        if port_free "$base" && port_free $((base + 5000)) && port_free $((base + 10000)) &&
+            port_free $((base + 20000)); then
             echo "$base"
             return 0
         fi
     done
     die "no free ports found"
+}
+
+# make_tls DIR: a test CA and certificates in DIR, made with openssl (EC
+# keys: quick). ca.pem signs server.pem (for the host name "localhost"
+# only, so that 127.0.0.1 is a wrong host name) and client.pem;
+# other-ca.pem signs other-client.pem, a client the broker must refuse.
+make_tls() {
+    local d=$1 ca
+    mkdir -p "$d"
+    (
+        cd "$d"
+        umask 077
+        for ca in ca other-ca; do
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+                -keyout "$ca.key" -out "$ca.pem" -days 30 -subj "/CN=amqplock test $ca" \
+                2>/dev/null
+        done
+        leaf() { # NAME CA SUBJECT [EXTENSIONS]
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+                -keyout "$1.key" -out "$1.csr" -subj "$3" 2>/dev/null
+            openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial \
+                -out "$1.pem" -days 30 ${4:+-extfile "$4"} 2>/dev/null
+        }
+        printf 'subjectAltName = DNS:localhost\n' >server.ext
+        leaf server ca /CN=localhost server.ext
+        leaf client ca /CN=amqplock-client
+        leaf other-client other-ca /CN=amqplock-other-client
+    )
 }
 
 node_env() {
@@ -46,8 +77,17 @@ start() {
     mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
     : >"$dir/rabbitmq-env.conf"
     # Loopback only, no plugins, and no disk alarm on a nearly full /tmp.
+    # A TLS listener too, that asks for (but does not require) a client
+    # certificate from the test CA.
+    make_tls "$dir/tls" || die "openssl could not make the test certificates"
     cat >"$dir/rabbitmq.conf" <<CONF
 listeners.tcp.1 = 127.0.0.1:$port
+listeners.ssl.1 = 127.0.0.1:$((port + 5000))
+ssl_options.cacertfile = $dir/tls/ca.pem
+ssl_options.certfile = $dir/tls/server.pem
+ssl_options.keyfile = $dir/tls/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
 disk_free_limit.absolute = 1MB
 loopback_users = none
 CONF
@@ -55,6 +95,8 @@ CONF
     cat >"$dir/env" <<ENV
 export AMQPLOCK_TEST_BROKER_DIR='$dir'
 export AMQPLOCK_TEST_PORT=$port
+export AMQPLOCK_TEST_TLS_PORT=$((port + 5000))
+export AMQPLOCK_TEST_TLS_DIR='$dir/tls'
 export AMQPLOCK_TEST_NODE='$node'
 export AMQPLOCK_URL='amqp://guest:guest@127.0.0.1:$port/'
 ENV
