@@ -212,6 +212,21 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 		    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
 }
 
+/* Sent only after we published during a resource alarm: the broker reads
+ * nothing more from us until the alarm clears, so rather than wait for
+ * the reply deadline we say why at once. Holders never publish, so they
+ * are not affected. */
+static enum al_status connection_blocked(struct conn *c, const amqp_connection_blocked_t *m)
+{
+	char text[128];
+
+	c->dead = true;
+	return fail(AL_BROKER,
+		    "the broker at %s is refusing work: %s (a resource alarm; try again once it "
+		    "clears)",
+		    c->where, printable(text, sizeof(text), m->reason.bytes, m->reason.len));
+}
+
 static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t *close)
 {
 	amqp_channel_close_ok_t ok = {0};
@@ -290,7 +305,9 @@ static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m,
 		if (f.channel == 0) {
 			if (f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
 				return connection_closed(c, f.payload.method.decoded);
-			continue; /* connection.blocked and the like */
+			if (f.payload.method.id == AMQP_CONNECTION_BLOCKED_METHOD)
+				return connection_blocked(c, f.payload.method.decoded);
+			continue;
 		}
 		if (f.channel != c->channel)
 			continue; /* late frames of a channel we gave up */
@@ -473,10 +490,28 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	amqp_rpc_reply_t r;
 	char user[64], vhost[64];
 
+	/* With the connection.blocked capability a broker under a resource
+	 * alarm says so when we publish, instead of going silent. The
+	 * library merges these with its own capabilities. */
+	amqp_table_entry_t capability = {
+		.key = amqp_cstring_bytes("connection.blocked"),
+		.value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1},
+	};
+	amqp_table_entry_t props[] = {
+		{.key = amqp_cstring_bytes("product"),
+		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
+			   .value.bytes = amqp_cstring_bytes("amqplock")}},
+		{.key = amqp_cstring_bytes("capabilities"),
+		 .value = {.kind = AMQP_FIELD_KIND_TABLE,
+			   .value.table = {.num_entries = 1, .entries = &capability}}},
+	};
+	amqp_table_t table = {.num_entries = 2, .entries = props};
+
 	quote_arg(info->user, user, sizeof(user));
 	amqp_set_handshake_timeout(c->amqp, &tv);
-	r = amqp_login(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
-		       AMQP_SASL_METHOD_PLAIN, info->user, info->password);
+	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
+				       &table, AMQP_SASL_METHOD_PLAIN, info->user,
+				       info->password);
 	if (r.reply_type == AMQP_RESPONSE_NORMAL)
 		return AL_OK;
 	c->dead = true;
