@@ -348,6 +348,27 @@ enum al_status conn_drain(struct conn *c)
 	return st;
 }
 
+enum al_status conn_keepalive(struct conn *c)
+{
+	struct timeval none = {0, 0};
+	amqp_frame_t f;
+	int r;
+
+	if (c->dead)
+		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+	amqp_maybe_release_buffers(c->amqp);
+	for (;;) {
+		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &none);
+		if (r == AMQP_STATUS_TIMEOUT)
+			return AL_OK;
+		if (r != AMQP_STATUS_OK)
+			return lost(c, r, "keeping the connection open");
+		if (f.frame_type == AMQP_FRAME_METHOD && f.channel == 0 &&
+		    f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
+			return connection_closed(c, f.payload.method.decoded);
+	}
+}
+
 int conn_fd(const struct conn *c)
 {
 	return c->dead ? -1 : amqp_get_sockfd(c->amqp);

@@ -74,6 +74,11 @@ enum al_status conn_poll(struct conn *c, amqp_method_t *m, bool *got);
  * that only needs its heartbeats taken care of. */
 enum al_status conn_drain(struct conn *c);
 
+/* Takes whatever has arrived and sends a heartbeat if one is due, needing
+ * no open channel: keeps a connection (and its exclusive queues) alive
+ * while nothing is asked of it. */
+enum al_status conn_keepalive(struct conn *c);
+
 /* The socket, for poll(2); -1 once the connection is dead. */
 int conn_fd(const struct conn *c);
 

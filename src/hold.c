@@ -278,7 +278,11 @@ static double silence_limit(const struct holding *h)
 	return h->s->conn->heartbeat ? (double)h->s->conn->heartbeat : h->s->conn->rpc_timeout;
 }
 
-static void lose(struct holding *h)
+/* keep_connection: the broker is fine but the slot is gone (removed).
+ * The connection, and with it the holder queue, then stays until the
+ * command has ended, so that `wait` (and an add of the slot) sees this
+ * holder until its command is really done. */
+static void lose(struct holding *h, bool keep_connection)
 {
 	char reason[512];
 
@@ -294,8 +298,9 @@ static void lose(struct holding *h)
 	}
 	if (h->o->lost)
 		h->o->lost(h->o->arg);
-	/* No goodbye: the broker may be the thing that went silent. */
-	conn_abort(h->s->conn);
+	/* Otherwise no goodbye: the broker may be what went silent. */
+	if (!keep_connection)
+		conn_abort(h->s->conn);
 }
 
 /* Takes what the broker sent, starts or times out a verification. */
@@ -307,7 +312,7 @@ static void check_slot(struct holding *h, bool readable)
 	if (readable) {
 		h->heard = now;
 		if (sem_held_poll(h->s, h->slot, &verified) != AL_OK) {
-			lose(h);
+			lose(h, !h->s->conn->dead);
 			return;
 		}
 		if (verified)
@@ -315,13 +320,13 @@ static void check_slot(struct holding *h, bool readable)
 	}
 	if (h->verify_sent && now - h->verify_sent > silence_limit(h)) {
 		fail(AL_LOST, "the broker did not answer a check within %g s", silence_limit(h));
-		lose(h);
+		lose(h, false);
 	} else if (h->s->conn->heartbeat && now - h->heard > silence_limit(h)) {
 		fail(AL_LOST, "the broker has been silent for %.1f s", now - h->heard);
-		lose(h);
+		lose(h, false);
 	} else if (!h->verify_sent && now >= h->next_verify) {
 		if (sem_verify_send(h->s, h->slot) != AL_OK) {
-			lose(h);
+			lose(h, false);
 			return;
 		}
 		h->verify_sent = now;
@@ -399,7 +404,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 				strerror(exec_errno));
 	}
 	for (;;) {
-		sig = wait_event(h.lost_at ? NULL : s->conn, next_wakeup(&h), &readable);
+		sig = wait_event(s->conn, next_wakeup(&h), &readable);
 		/* Every time round, not only on SIGCHLD: signalfd merges
 		 * pending signals. */
 		reap(&h);
@@ -413,6 +418,8 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			}
 		}
 		if (h.lost_at) {
+			if (!s->conn->dead && conn_keepalive(s->conn) != AL_OK)
+				conn_abort(s->conn);
 			if (wound_down(&h))
 				break;
 		} else if (h.child < 0) {

@@ -689,6 +689,20 @@ teardown() {
     [ "$(json_status "$n" '[.max, .held, .orphans]')" = '[1,[],[]]' ]
 }
 
+@test "a hold whose slot was removed counts as an orphan until its command has ended" {
+    al create "$n" 1
+    # the command takes 2 s to end after TERM
+    bg h hold "$n" -- perl -e '$SIG{TERM} = sub { sleep 2; open(my $f, ">", $ARGV[0]); exit 0 };
+        open(my $r, ">", "$ARGV[0].ready"); close $r; sleep 1 while 1' "$T/done"
+    local h=$BG
+    wait_until 10 test -e "$T/done.ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    al remove "$n" 1
+    run -0 al wait -w 20 "$n"
+    [ -e "$T/done" ] || fail "wait returned while the orphan's command still ran"
+    wait_exit "$h" 5
+    [ "$rc" -eq 4 ]
+}
+
 @test "wait after destroy: every holder is an orphan" {
     al create "$n" 2
     holdq "amqplock.$n-1-B"
