@@ -34,7 +34,7 @@ SRCS := $(PURE_SRCS) src/clock.c src/conn.c src/probe.c src/sem.c src/out.c src/
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps check unit demo fmt fmt-check clean
+.PHONY: all deps check unit demo mutants fmt fmt-check clean
 all: amqplock
 
 amqplock: $(OBJS)
@@ -74,7 +74,11 @@ demo: deps
 	$(MAKE) amqplock
 	tests/demo.sh
 
-FMT_FILES := $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h)
+# Deliberately broken builds, each of which some test must catch.
+mutants: deps
+	tests/mutants.sh
+
+FMT_FILES := $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c fuzz/*.h)
 fmt:
 	clang-format -i $(FMT_FILES)
 fmt-check:

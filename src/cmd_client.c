@@ -107,8 +107,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	int code = 0;
 
 	(void)argc, (void)argv;
-	/* stdout belongs to the command; amqplock speaks on stderr. */
-	out_init(cli->json ? OUT_JSON : OUT_TEXT, cli->quiet, stderr);
+	/* Output goes to stderr (main.c): stdout belongs to the command. */
 	if ((st = hold_signals_init()) != AL_OK || (st = hold_guard_start()) != AL_OK ||
 	    (st = take(cli, &cl, &o, &c, &s, &max)) != AL_OK)
 		return st;

@@ -123,35 +123,57 @@ static enum al_status check_key_file(const char *path)
 	return st;
 }
 
-/* amqp_parse_url quietly puts "localhost" in for an empty host; an
- * explicit URL without one is more likely a mistake than a wish. */
-static bool has_host(const char *url)
+/* What amqp_parse_url lets through but a URL on a command line more likely
+ * means by mistake: an empty host (it puts in "localhost"), a port with a
+ * sign, a space or a second colon (it reads a number where it can),
+ * spaces and control characters, and %00 (which cuts a user or vhost
+ * short). NULL if none, else why. */
+static const char *url_problem(const char *url)
 {
-	const char *p = strstr(url, "://"), *end, *at;
+	const char *p = strstr(url, "://"), *end, *at, *c, *bracket;
 
+	for (c = url; *c; c++)
+		if (*c <= ' ' || *c >= 0x7f)
+			return "a space or control character";
+	if (strstr(url, "%00"))
+		return "%00";
 	if (!p)
-		return false;
+		return "no scheme";
 	p += 3;
 	end = p + strcspn(p, "/?#");
 	for (at = p; at < end; at++)
 		if (*at == '@')
 			p = at + 1;
-	return p < end && *p != ':';
+	if (*p == '[') { /* [IPv6 address] */
+		bracket = memchr(p, ']', (size_t)(end - p));
+		p = bracket ? bracket + 1 : end;
+	} else if (p == end || *p == ':')
+		return "no host";
+	else
+		p += strcspn(p, ":/?#");
+	if (p < end && *p == ':') {
+		size_t digits = strspn(p + 1, "0123456789");
+
+		if (digits == 0 || digits > 5 || p + 1 + digits != end)
+			return "a bad port";
+	}
+	return NULL;
 }
 
 static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 {
 	static const char form[] = "expected amqp[s]://[user[:password]@]host[:port][/vhost]";
+	const char *why;
 
 	/* Never echo the URL back: it may hold a password. */
 	if (strlen(o->url) >= sizeof(l->url))
 		return fail(AL_USAGE, "broker URL is too long");
 	strcpy(l->url, o->url);
 	amqp_default_connection_info(&l->info);
+	if ((why = url_problem(o->url)))
+		return fail(AL_USAGE, "invalid broker URL: %s (%s)", why, form);
 	if (amqp_parse_url(l->url, &l->info) != AMQP_STATUS_OK)
 		return fail(AL_USAGE, "invalid broker URL (%s)", form);
-	if (!has_host(o->url))
-		return fail(AL_USAGE, "invalid broker URL: no host (%s)", form);
 	if (l->info.port <= 0 || l->info.port > 65535)
 		return fail(AL_USAGE, "invalid broker URL: bad port (%s)", form);
 	/* amqp_parse_url reads "amqp://host/" as the vhost "", which no
@@ -159,7 +181,8 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 	if (l->info.vhost[0] == '\0')
 		l->info.vhost = "/";
 	if ((o->cacert || o->cert || o->key || o->insecure) && !l->info.ssl)
-		return fail(AL_USAGE, "--cacert, --cert, --key and --insecure need an amqps:// URL");
+		return fail(AL_USAGE,
+			    "--cacert, --cert, --key and --insecure need an amqps:// URL");
 	if (o->key && !o->cert)
 		return fail(AL_USAGE, "--key needs --cert");
 	if (o->cert) {
@@ -531,8 +554,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	quote_arg(info->user, user, sizeof(user));
 	amqp_set_handshake_timeout(c->amqp, &tv);
 	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
-				       &table, AMQP_SASL_METHOD_PLAIN, info->user,
-				       info->password);
+				       &table, AMQP_SASL_METHOD_PLAIN, info->user, info->password);
 	if (r.reply_type == AMQP_RESPONSE_NORMAL)
 		return AL_OK;
 	c->dead = true;

@@ -85,8 +85,7 @@ static const struct opt_def opt_defs[] = {
 	{"cacert", OPT_CACERT, "FILE", GLOBAL,
 	 "CA certificates for amqps:// (default: the system's)"},
 	{"cert", OPT_CERT, "FILE", GLOBAL, "client certificate for amqps:// (PEM)"},
-	{"key", OPT_KEY, "FILE", GLOBAL,
-	 "its private key (default: in the --cert file; mode 600)"},
+	{"key", OPT_KEY, "FILE", GLOBAL, "its private key (default: in the --cert file; mode 600)"},
 	{"insecure", OPT_INSECURE, NULL, GLOBAL,
 	 "amqps:// without checking the broker's certificate (unsafe)"},
 	{"prefix", OPT_PREFIX, "P", GLOBAL,
@@ -271,8 +270,13 @@ static enum al_status signal_opt(const char *arg, int *out)
 	char q[64];
 	const char *why = parse_signal(arg, out);
 
-	if (!why && (*out == SIGKILL || *out == SIGSTOP || *out == SIGCHLD))
-		why = "cannot be used";
+	/* Only a signal whose default action ends a process: one that a
+	 * command ignores or stops on would leave it running, without its
+	 * slot, until the --grace SIGKILL. (32 and 33 belong to glibc.) */
+	if (!why && (*out == SIGKILL || *out == SIGSTOP || *out == SIGCHLD || *out == SIGCONT ||
+		     *out == SIGTSTP || *out == SIGTTIN || *out == SIGTTOU || *out == SIGURG ||
+		     *out == SIGWINCH || (*out > 31 && *out < SIGRTMIN)))
+		why = "cannot be used (it does not end a command)";
 	if (why)
 		return fail(AL_USAGE, "--lost-signal %s %s", quote_arg(arg, q, sizeof(q)), why);
 	return AL_OK;
@@ -388,8 +392,11 @@ static enum al_status parse_options(struct cli *cli, int argc, char **argv, unsi
 			r = fail(AL_USAGE,
 				 id == '?' ? "unknown option %s" : "option %s needs a value", q);
 		} else if (!((o = find_opt(id))->scope & scopes)) {
-			r = fail(AL_USAGE, "option --%s does not apply to %s", o->name,
-				 cmd ? cmd : "amqplock without a command");
+			r = cmd ? fail(AL_USAGE, "option --%s does not apply to %s", o->name, cmd)
+				: fail(AL_USAGE,
+				       "option --%s belongs after the command (amqplock COMMAND "
+				       "--%s ...)",
+				       o->name, o->name);
 		} else {
 			r = apply_option(cli, id, optarg, show);
 		}
@@ -499,6 +506,22 @@ static int show(int what, const struct command *cmd)
 	return AL_BROKER;
 }
 
+static int unknown_command(struct cli *cli, const char *name)
+{
+	char q[64];
+
+	fail(AL_USAGE, "unknown command %s (see amqplock --help)", quote_arg(name, q, sizeof(q)));
+	return usage_error(cli, NULL);
+}
+
+/* Where results and JSON errors go: stdout, unless it belongs to the
+ * command that hold runs; then every word of amqplock's, even a usage
+ * error, goes to stderr. */
+static FILE *result_stream(const struct command *cmd)
+{
+	return cmd && cmd->takes_command ? stderr : stdout;
+}
+
 int main(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
@@ -512,22 +535,22 @@ int main(int argc, char **argv)
 	/* Global options before the command. */
 	st = parse_options(&cli, argc, argv, GLOBAL, true, NULL, &show_what);
 	cmd_at = optind;
-	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, stdout);
+	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet,
+		 result_stream(cmd_at < argc ? find_command(argv[cmd_at]) : NULL));
 	if (st == AL_OK && show_what == SHOW_NOTHING && cmd_at < argc) {
 		if (strcmp(argv[cmd_at], "help") == 0) {
 			cmd = cmd_at + 1 < argc ? find_command(argv[cmd_at + 1]) : NULL;
 			if (cmd_at + 1 < argc && !cmd)
+				return unknown_command(&cli, argv[cmd_at + 1]);
+			if (cmd_at + 2 < argc) {
+				fail(AL_USAGE, "help takes one command");
 				return usage_error(&cli, NULL);
+			}
 			return show(SHOW_HELP, cmd);
 		}
 		cmd = find_command(argv[cmd_at]);
-		if (!cmd) {
-			char q[64];
-
-			fail(AL_USAGE, "unknown command %s (see amqplock --help)",
-			     quote_arg(argv[cmd_at], q, sizeof(q)));
-			return usage_error(&cli, NULL);
-		}
+		if (!cmd)
+			return unknown_command(&cli, argv[cmd_at]);
 	}
 	if (st == AL_OK && show_what != SHOW_NOTHING)
 		return show(show_what, NULL);
@@ -540,7 +563,7 @@ int main(int argc, char **argv)
 		;
 	st = parse_options(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL, false,
 			   cmd->name, &show_what);
-	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, stdout);
+	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, result_stream(cmd));
 	if (st == AL_OK && show_what != SHOW_NOTHING)
 		return show(show_what, cmd);
 	args = argv + cmd_at + optind;

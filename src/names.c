@@ -63,6 +63,10 @@ const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *n
 		return "is too long together with the prefix";
 	if (strncmp(sn->base, "amq.", 4) == 0)
 		return "may not start with \"amq.\" (reserved by RabbitMQ), prefix included";
+	/* The name alone was checked, but "p-" and "1-A" make "p-1-A" too. */
+	if (has_slot_suffix(sn->base, (size_t)n))
+		return "may not end in -<number>-A or -<number>-B (reserved for slot queues), "
+		       "prefix included";
 	sn->len = (size_t)n;
 	return NULL;
 }

@@ -7,7 +7,7 @@
 # killed with its hold never leaves), and records in DIR/bad any breach:
 # more live commands than DIR/bound allows, or its slot already taken by a
 # live command. Each entry appends "monotonic-time count slot pid" to
-# DIR/log. It stays 0-30 ms, then leaves. Its parent is the hold, so
+# DIR/log. It stays 20-80 ms, then leaves. Its parent is the hold, so
 # DIR/inside also tells a killer which amqplock process holds a slot.
 use strict;
 use warnings;
@@ -17,12 +17,20 @@ use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC sleep);
 my $d = shift or die "usage: crit.pl DIR\n";
 my $slot = $ENV{AMQPLOCK_SLOT} // 'unset';
 
+# A command counts as running until it is a zombie or has SIGKILL pending:
+# from then on it runs no more code of its own, even if a loaded machine
+# takes a while to tear it down. (When a hold is killed, the kernel closes
+# its socket and then sends the command its death signal; the broker
+# cannot hand the slot on faster than that.)
 sub running {
     my ($pid) = @_;
-    open(my $f, '<', "/proc/$pid/stat") or return 0;
-    my $stat = <$f> // '';
-    my ($state) = $stat =~ /\) (\S)/;
-    return defined $state && $state ne 'Z';
+    open(my $f, '<', "/proc/$pid/status") or return 0;
+    my %st = map { /^(\w+):\s*(.*)/ ? ($1, $2) : () } <$f>;
+    return 0 if ($st{State} // 'Z') =~ /^[ZX]/;
+    for my $pending (@st{qw(SigPnd ShdPnd)}) {
+        return 0 if defined $pending && hex($pending) & (1 << 8);    # SIGKILL
+    }
+    return 1;
 }
 
 sub slurp {
@@ -56,7 +64,7 @@ spew("$d/inside", join('', map {"$_\n"} @inside));
 spew("$d/log", sprintf("%.6f %d %s %d\n", clock_gettime(CLOCK_MONOTONIC), $count, $slot, $$), 1);
 flock($lock, LOCK_UN);
 
-sleep(rand(0.03));
+sleep(0.02 + rand(0.06));
 
 flock($lock, LOCK_EX) or die "flock: $!\n";
 @inside = grep { (split ' ')[0] != $$ } split /\n/, slurp("$d/inside", '');

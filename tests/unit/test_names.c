@@ -47,6 +47,14 @@ static void prefixes(void)
 	ok(sem_name_init(&sn, "", "amq.x") != NULL, "amq. without prefix is refused");
 	ok(sem_name_init(&sn, "amq.", "x") != NULL, "amq. as prefix is refused");
 	is_str(sem_name_init(&sn, "amqplock.", "amq.x"), NULL, "amq. after a prefix is fine");
+	ok(sem_name_init(&sn, "p-", "1-A") != NULL,
+	   "prefix p- and name 1-A make a slot queue name");
+	ok(sem_name_init(&sn, "amqplock.x-1-", "B") != NULL,
+	   "prefix and name together ending in -1-B are refused");
+	ok(sem_name_init(&sn, "x-", "12-B") != NULL, "prefix x- and name 12-B are refused");
+	is_str(sem_name_init(&sn, "p-", "1-C"), NULL, "prefix p- and name 1-C are fine");
+	is_str(sem_name_init(&sn, "p-1", "-AB"), NULL, "prefix p-1 and name -AB are fine");
+	is_str(sem_name_init(&sn, "my.p-", "x-1"), NULL, "prefix my.p- and name x-1 are fine");
 }
 
 static void queue_names(void)

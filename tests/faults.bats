@@ -1,0 +1,516 @@
+#!/usr/bin/env bats
+# The fault suite: amqplock's promises under contention, kill -9, admin
+# churn, silent partitions, broker restarts, dead ends on the network,
+# resource alarms and concurrent administrators. Every fault is real and on
+# loopback: the private broker, real signals, a real TCP relay (frozen with
+# SIGSTOP), a network namespace without routes. Each test bounds its waits
+# and cleans up after itself; measured times go to the TAP output as
+# "# ..." lines.
+#
+# Needs jq, flock, perl (core modules), unshare and ip (util-linux,
+# iproute2), and root for the namespace. Helper programs: tests/tools/.
+
+bats_require_minimum_version 1.5.0
+load helper
+
+setup() {
+    n=$(unique_name)
+    T=$BATS_TEST_TMPDIR
+    PIDS=()
+}
+
+teardown() {
+    touch "$T/stop"
+    stop_bg
+    pkill -KILL -f -- "crit.pl $T/" 2>/dev/null || true
+    if [ -n "${RESTORE_WATERMARK:-}" ]; then
+        rmqctl set_vm_memory_high_watermark "$RESTORE_WATERMARK" >/dev/null 2>&1 || true
+    fi
+    if [ -n "${APP_STOPPED:-}" ]; then
+        rmqctl start_app >/dev/null 2>&1 || true
+    fi
+    al destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
+}
+
+# note TEXT: a measurement, shown in the TAP output.
+note() { echo "# $*" >&3; }
+
+# --- 1. at most N holders ---------------------------------------------------------
+
+# contend DIR CLIENTS ENTRIES: CLIENTS loops of `hold -w 120 $n -- crit.pl DIR`
+# in the background, each going round until DIR/log has ENTRIES entries
+# (or DIR/stop exists); every hold's exit status goes to DIR/rc. Pids in
+# CLIENT_PIDS.
+contend() {
+    local d=$1 clients=$2 entries=$3 i
+    CLIENT_PIDS=()
+    for i in $(seq 1 "$clients"); do
+        (
+            while [ ! -e "$d/stop" ] && [ "$(wc -l <"$d/log")" -lt "$entries" ]; do
+                rc=0
+                timeout 150 "$AMQPLOCK_BIN" hold -w 120 "$n" -- perl "$H/crit.pl" "$d" \
+                    2>>"$d/err" </dev/null || rc=$?
+                echo "$rc" >>"$d/rc"
+            done
+        ) 2>/dev/null 3>&- &
+        CLIENT_PIDS+=("$!")
+        PIDS+=("$!")
+    done
+}
+
+# finish_contention SECS: waits for every client loop to end.
+finish_contention() {
+    local p
+    for p in "${CLIENT_PIDS[@]}"; do
+        wait_until "$1" ended "$p" || fail "client loop $p still runs after $1 s"
+    done
+}
+
+# critical_dir BOUND: a fresh directory for crit.pl, allowing BOUND inside.
+critical_dir() {
+    local d=$T/crit
+    mkdir -p "$d"
+    : >"$d/log"
+    : >"$d/rc"
+    echo "$1" >"$d/bound"
+    echo "$d"
+}
+
+# set_bound DIR N: under the same lock as crit.pl
+set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
+
+# check_contention DIR ENTRIES MOST: no breach recorded, at least ENTRIES
+# turns, and MOST commands were inside at once at some point (the test
+# really contended).
+check_contention() {
+    local d=$1
+    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+    local turns most
+    turns=$(wc -l <"$d/log")
+    most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
+    note "$turns turns in $(awk '{ if (!a) a = $1; b = $1 } END { printf "%.1f", b - a }' "$d/log") s, at most $most inside at once"
+    [ "$turns" -ge "$2" ] || fail "only $turns turns"
+    [ "$most" -eq "$3" ] || fail "at most $most inside at once, expected $3"
+    # no critical section is left running
+    [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
+}
+
+# exit_counts DIR: "count status" lines of the holds' exit statuses
+exit_counts() { sort -n "$1/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' '; }
+
+@test "at most N: 50 hold -w on 3 slots, 500 turns, never more than 3 inside, never two on a slot" {
+    al create "$n" 3
+    local d
+    d=$(critical_dir 3)
+    contend "$d" 50 500
+    finish_contention 240
+    check_contention "$d" 500 3
+    note "hold exits: $(exit_counts "$d")"
+    [ -z "$(grep -vx 0 "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+}
+
+@test "at most N while holders are killed with kill -9 at random" {
+    al create "$n" 3
+    local d
+    d=$(critical_dir 3)
+    contend "$d" 50 500
+    perl "$H/killer.pl" "$d" 3>&- &
+    PIDS+=("$!")
+    finish_contention 240
+    touch "$d/stop"
+    check_contention "$d" 500 3
+    local kills
+    kills=$(wc -l <"$d/killed")
+    note "$kills holds killed; hold exits: $(exit_counts "$d")"
+    [ "$kills" -ge 20 ] || fail "only $kills holds were killed"
+    [ -z "$(grep -vxE '0|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+    wait_until 5 test "$(al --json status "$n" | jq -c .held)" = '[]' ||
+        fail "slots still held: $(al status "$n")"
+}
+
+@test "at most max(old, new) while an administrator adds and removes slots" {
+    al create "$n" 3
+    local d
+    d=$(critical_dir 3)
+    contend "$d" 50 500
+    (
+        # Raise the bound before adding slots; lower it only once `wait`
+        # says the holders above the new max have left.
+        cur=3
+        while [ ! -e "$d/stop" ]; do
+            new=$((RANDOM % 5 + 1))
+            if [ "$new" -gt "$cur" ]; then
+                set_bound "$d" "$new"
+                "$AMQPLOCK_BIN" max --admin-wait 60 "$n" "$new" >/dev/null 2>>"$d/admin.err" ||
+                    echo "max $new failed" >>"$d/bad"
+            elif [ "$new" -lt "$cur" ]; then
+                "$AMQPLOCK_BIN" max --admin-wait 60 "$n" "$new" >/dev/null 2>>"$d/admin.err" ||
+                    echo "max $new failed" >>"$d/bad"
+                "$AMQPLOCK_BIN" wait -w 60 "$n" 2>>"$d/admin.err" ||
+                    echo "wait after max $new failed" >>"$d/bad"
+                set_bound "$d" "$new"
+            fi
+            echo "$new" >>"$d/maxes"
+            cur=$new
+            sleep 0.2
+        done
+    ) 3>&- &
+    local admin=$!
+    PIDS+=("$admin")
+    finish_contention 240
+    touch "$d/stop"
+    wait_until 60 ended "$admin" || fail "the administrator did not stop"
+    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+    local turns most changes
+    turns=$(wc -l <"$d/log")
+    most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
+    changes=$(wc -l <"$d/maxes")
+    note "$turns turns, $changes resizes, at most $most inside at once; hold exits: $(exit_counts "$d")"
+    [ "$turns" -ge 500 ]
+    [ "$changes" -ge 10 ] || fail "only $changes resizes"
+    [ "$most" -ge 4 ] || fail "never more than $most inside: the added slots were not used"
+    # a hold on a removed slot loses it (4); nothing else may fail
+    [ -z "$(grep -vxE '0|4' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+}
+
+# start_trappers N [OPTIONS...]: N holds hi of $n (i = 1..N) with OPTIONS,
+# each running trapper.pl, which writes the signals it gets to $T/sigi;
+# their pids in hs (hs[i-1]). Returns once every command runs.
+start_trappers() {
+    local count=$1 i
+    shift
+    hs=()
+    for i in $(seq 1 "$count"); do
+        bg "h$i" "$@" hold -w 10 "$n" -- perl "$H/trapper.pl" "$T/sig$i"
+        hs+=("$BG")
+    done
+    for i in $(seq 1 "$count"); do
+        wait_until 10 test -e "$T/sig$i.ready" || fail "CMD $i did not start: $(cat "$T/h$i.err")"
+    done
+}
+
+# --- 2. dead holders free their slot -------------------------------------------------
+
+@test "kill -9 of 5 holds at once: every slot free within 1 s and every command gone" {
+    al create "$n" 5
+    local i hs=()
+    for i in 1 2 3 4 5; do
+        bg "h$i" hold -w 10 "$n" -- perl -e 'open(my $f, ">", $ARGV[0]); close $f; sleep 1 while 1' \
+            "$T/ready$i"
+        hs+=("$BG")
+    done
+    for i in 1 2 3 4 5; do
+        wait_until 10 test -e "$T/ready$i" || fail "CMD $i did not start: $(cat "$T/h$i.err")"
+    done
+    [ "$(al --json status "$n" | jq -c .free)" = '[]' ]
+    local t0
+    t0=$(now)
+    kill -KILL "${hs[@]}"
+    wait_until 5 test "$(al --json status "$n" | jq -c .held)" = '[]' || fail "slots still held"
+    local took
+    took=$(since "$t0")
+    note "5 slots free $took s after kill -9"
+    at_most "$took" 1
+    wait_until 3 test -z "$(pgrep -f -- "$T/ready" || true)" || fail "commands outlived their hold"
+}
+
+@test "rabbitmqctl close_all_connections: every CMD signalled, every hold exits 4" {
+    al create "$n" 3
+    local i hs
+    start_trappers 3
+    rmqctl close_all_connections "fault suite" >/dev/null
+    for i in 1 2 3; do
+        wait_exit "${hs[$((i - 1))]}" 10
+        [ "$rc" -eq 4 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
+        [ "$(cat "$T/sig$i")" = TERM ]
+        grep -q "closed the connection" "$T/h$i.err" || fail "stderr: $(cat "$T/h$i.err")"
+    done
+    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+}
+
+# --- 3. silent partitions ------------------------------------------------------------
+
+# The relay, frozen with SIGSTOP, is a partition as the holder sees it:
+# no FIN, no RST, just silence. 20 holders, each on a 1-slot semaphore of
+# its own, reach the broker through one relay; 20 waiters connect
+# directly. The relay is frozen and each pair is timed.
+@test "silent partitions, 20 at once with --heartbeat 2: every CMD is signalled before its slot is re-granted" {
+    local reps=20 i
+    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
+    local proxy=$!
+    keep "$proxy"
+    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+    local url="amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/"
+    # the command writes the monotonic time it got TERM, or when it started
+    local stamp='use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC);
+        sub stamp { open(my $f, ">", $_[0]); printf $f "%.6f\n", clock_gettime(CLOCK_MONOTONIC); close $f }'
+    for i in $(seq 1 "$reps"); do
+        al create "$n-$i" 1 >/dev/null
+        bg "h$i" --heartbeat 2 --url "$url" hold "$n-$i" -- perl -e "$stamp"'
+            $SIG{TERM} = sub { stamp($ARGV[0] . ".term"); exit 0 };
+            stamp($ARGV[0] . ".ready"); sleep 1 while 1' "$T/h$i"
+    done
+    for i in $(seq 1 "$reps"); do
+        wait_until 15 test -e "$T/h$i.ready" || fail "holder $i did not start: $(cat "$T/h$i.err")"
+    done
+    for i in $(seq 1 "$reps"); do
+        bg "w$i" hold -w 30 "$n-$i" -- perl -e "$stamp"' stamp($ARGV[0] . ".got")' "$T/w$i"
+    done
+    sleep 1
+    local frozen
+    frozen=$(perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e 'printf "%.6f", clock_gettime(CLOCK_MONOTONIC)')
+    kill -STOP "$proxy"
+    local i bad=0 margins=""
+    for i in $(seq 1 "$reps"); do
+        wait_until 30 test -e "$T/w$i.got" || fail "waiter $i got no slot: $(cat "$T/w$i.err")"
+        [ -e "$T/h$i.term" ] || { bad=$((bad + 1)); continue; }
+        margins="$margins $(awk '{ printf "%.3f", $1 }' "$T/w$i.got") $(cat "$T/h$i.term")"
+        awk -v g="$(cat "$T/w$i.got")" -v t="$(cat "$T/h$i.term")" 'BEGIN { exit !(t < g) }' ||
+            bad=$((bad + 1))
+    done
+    kill -CONT "$proxy"
+    # TERM-to-regrant margins, and silence-to-TERM for the record
+    note "$(awk -v list="$margins" -v f="$frozen" 'BEGIN {
+        n = split(list, a, " "); min = 1e9; late = 0
+        for (i = 1; i < n; i += 2) {
+            m = a[i] - a[i + 1]; if (m < min) min = m; s += m; k++
+            t = a[i + 1] - f; st += t; if (t > late) late = t
+        }
+        printf "%d pairs: TERM %.2f s (mean), %.2f s (latest) into the partition; slot re-granted %.2f s (mean), %.2f s (least) after TERM",
+            k, st / k, late, s / k, min }')"
+    [ "$bad" -eq 0 ] || fail "$bad of $reps slots re-granted before their holder's CMD was signalled"
+    for i in $(seq 1 "$reps"); do
+        al destroy "$n-$i" >/dev/null 2>&1 || true
+    done
+}
+
+# --- 4. broker restarts -----------------------------------------------------------------
+
+@test "the broker's app stopped and started: CMDs signalled, holds exit 4, slots survive, new holds work" {
+    al create "$n" 3
+    local i hs
+    start_trappers 3
+    APP_STOPPED=1
+    local t0
+    t0=$(now)
+    rmqctl stop_app >/dev/null
+    for i in 1 2 3; do
+        wait_exit "${hs[$((i - 1))]}" 15
+        [ "$rc" -eq 4 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
+        [ "$(cat "$T/sig$i")" = TERM ]
+        grep -qE "^amqplock: lost slot [1-3] of $n: .+" "$T/h$i.err" || fail "stderr: $(cat "$T/h$i.err")"
+    done
+    note "3 holds ended $(since "$t0") s after stop_app began"
+    # while it is down: connection errors, at once
+    run -6 al --connect-timeout 2 status "$n"
+    rmqctl start_app >/dev/null
+    APP_STOPPED=
+    wait_until 30 al status "$n" || fail "broker not back"
+    [ "$(al max "$n")" = 3 ]
+    [ "$(queues_like "amqplock.$n-")" = "amqplock.$n-1-A true false
+amqplock.$n-2-A true false
+amqplock.$n-3-A true false" ]
+    run -0 al hold -n "$n" -- true
+    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+}
+
+# --- 5. bounded waits -------------------------------------------------------------------------
+
+# every_command URL: runs each command against URL with --connect-timeout 1;
+# each must exit 6 within 2.5 s, and hold must run nothing.
+every_command() {
+    local url=$1 c t0 took
+    local -a cmds=("create $n 2" "destroy $n" "add $n" "remove $n" "max $n" "max $n 3" "status $n"
+        "wait $n" "acquire $n" "acquire -n $n" "hold $n -- touch $T/ran" "hold -w 5 $n -- touch $T/ran")
+    for c in "${cmds[@]}"; do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        run --separate-stderr timeout 20 "$AMQPLOCK_BIN" --url "$url" --connect-timeout 1 $c
+        took=$(since "$t0")
+        [ "$status" -eq 6 ] || fail "$c: exit $status, stderr '$stderr'"
+        assert_error_line
+        at_most "$took" 2.5
+    done
+    [ ! -e "$T/ran" ] || fail "hold ran its command"
+}
+
+@test "a listener that never speaks: every command exits 6 within --connect-timeout, hold runs nothing" {
+    start_silent_listener
+    keep "$SILENT_PID"
+    every_command "amqp://guest:guest@127.0.0.1:$SILENT_PORT/"
+    every_command "amqps://guest:guest@localhost:$SILENT_PORT/"
+}
+
+@test "a closed port: every command exits 6 at once, hold runs nothing" {
+    every_command "amqp://guest:guest@127.0.0.1:$(closed_port)/"
+}
+
+@test "an unroutable address (a network namespace without routes): every command exits 6" {
+    unshare -n true 2>/dev/null || skip "no network namespaces here"
+    # Inside the namespace nothing but its own loopback exists: 192.0.2.1
+    # (TEST-NET-1) has no route.
+    run unshare -n bash -c '
+        ip link set lo up
+        for c in "status x" "create x 1" "hold x -- touch '"$T"'/ran" "acquire -w 3 x"; do
+            t0=$EPOCHREALTIME
+            timeout 20 "$0" --url amqp://guest:guest@192.0.2.1:5672/ --connect-timeout 1 $c \
+                2>"'"$T"'/err"
+            rc=$?
+            echo "$c: $rc $(awk -v a="$t0" -v b="$EPOCHREALTIME" "BEGIN { print b - a }") $(cat "'"$T"'/err")"
+        done' "$AMQPLOCK_BIN"
+    echo "$output"
+    [ "$(grep -c ': 6 ' <<<"$output")" -eq 4 ] || fail "$output"
+    grep -q "unreachable" <<<"$output"
+    [ ! -e "$T/ran" ]
+}
+
+@test "a broker frozen mid-operation (relay stopped during create): exit 6 within --rpc-timeout, no holes" {
+    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
+    local proxy=$!
+    keep "$proxy"
+    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+    local url="amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/"
+    bg c --url "$url" --rpc-timeout 2 --heartbeat 0 create "$n" 5000
+    local c=$BG
+    wait_until 10 test "$(rmqctl -q list_queues name --no-table-headers | grep -c "^amqplock.$n-")" -gt 20 ||
+        fail "create made no progress: $(cat "$T/c.err")"
+    local t0
+    t0=$(now)
+    kill -STOP "$proxy"
+    wait_exit "$c" 10
+    local took
+    took=$(since "$t0")
+    note "create gave up $took s after the broker fell silent (--rpc-timeout 2)"
+    [ "$rc" -eq 6 ] || fail "create exited $rc: $(cat "$T/c.err")"
+    grep -q "no reply" "$T/c.err" || fail "stderr: $(cat "$T/c.err")"
+    at_most "$took" 4
+    kill -KILL "$proxy"
+    # The broker drops the dead connection and its admin mutex; the slots
+    # made so far are 1..k without a hole, and a repair can finish the job.
+    wait_until 30 al max --admin-wait 1 "$n" 10 2>"$T/max.err" ||
+        fail "max 10 failed: $(cat "$T/max.err")"
+    local k
+    k=$(rmqctl -q list_queues name --no-table-headers | grep -c "^amqplock.$n-.*-A$")
+    [ "$k" -eq 10 ] || fail "$k slot queues after max 10"
+    [ "$(queues_like "amqplock.$n-" | awk '{ print $1 }' | tr '\n' ' ')" = \
+        "$(seq 1 10 | sed "s/.*/amqplock.$n-&-A/" | tr '\n' ' ')" ]
+}
+
+# --- 6. resource alarms ---------------------------------------------------------------------------
+
+@test "a memory alarm: running holds keep their slots undisturbed; new acquires fail at once, clearly" {
+    al create "$n" 3
+    local i hs
+    start_trappers 2 --heartbeat 2
+    RESTORE_WATERMARK=$(rmqctl -q eval 'vm_memory_monitor:get_vm_memory_high_watermark().')
+    rmqctl set_vm_memory_high_watermark 0.0000001 >/dev/null
+    # new clients: a clear message and a quick answer, nothing run
+    local c t0 took
+    for c in "acquire -n $n" "hold -w 5 $n -- touch $T/ran" "add $n"; do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        run --separate-stderr al $c
+        took=$(since "$t0")
+        [ "$status" -eq 8 ] || fail "$c: exit $status, stderr '$stderr'"
+        assert_error_line
+        [[ $stderr == *"resource alarm"* ]] || fail "$c: '$stderr'"
+        at_most "$took" 3
+    done
+    [ ! -e "$T/ran" ]
+    # the holders go on through more than the broker's eviction time
+    # (2.5-3 heartbeats of 2 s) of alarm
+    sleep 7
+    for i in 1 2; do
+        running "${hs[$((i - 1))]}" || fail "hold $i ended: $(cat "$T/h$i.err")"
+        [ ! -s "$T/sig$i" ] || fail "CMD $i got $(cat "$T/sig$i")"
+    done
+    [ "$(queues_like "amqplock.$n-" | grep -c -- '-B true')" -eq 0 ]
+    [ "$(queues_like "amqplock.$n-" | grep -c -- '-B false true')" -eq 2 ]
+    rmqctl set_vm_memory_high_watermark "$RESTORE_WATERMARK" >/dev/null
+    RESTORE_WATERMARK=
+    # and they end normally
+    for i in 1 2; do
+        kill -TERM "${hs[$((i - 1))]}"
+        wait_exit "${hs[$((i - 1))]}" 5
+        [ "$rc" -eq 0 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
+    done
+}
+
+# --- 7. concurrent administrators -----------------------------------------------------------------
+
+# watch_holes: samples the broker's queue list from inside the broker
+# (rabbitmqctl eval: a process outside is far too slow) every 2 ms, and
+# records in $T/bad any sample where the slot queues of $n are not 1..k.
+# It runs until the queue of a semaphore "$n-stop" appears: end_watch_holes.
+watch_holes() {
+    local erl
+    erl=$(sed -e "s|@PREFIX@|amqplock.$n-|" -e "s|@READY@|$T/watch.ready|" <<'ERL'
+P = <<"@PREFIX@">>, PL = byte_size(P), Stop = <<P/binary, "stop-1-A">>,
+Slots = fun(Names) -> lists:sort([binary_to_integer(K) || N <- Names, byte_size(N) > PL,
+    binary:part(N, 0, PL) =:= P,
+    [K, <<"A">>] <- [binary:split(binary:part(N, PL, byte_size(N) - PL), <<"-">>)]]) end,
+Loop = fun L(Count, Bad) ->
+    Names = [element(4, amqqueue:get_name(Q)) || Q <- rabbit_amqqueue:list()],
+    case lists:member(Stop, Names) orelse Count >= 100000 of
+        true -> io:format("~b samples~n", [Count]), [io:format("hole: ~w~n", [S]) || S <- Bad], ok;
+        false ->
+            S = Slots(Names),
+            Count =:= 0 andalso file:write_file("@READY@", <<"ready">>),
+            timer:sleep(2),
+            L(Count + 1, case S =:= lists:seq(1, length(S)) of true -> Bad; false -> [S | Bad] end)
+    end
+end,
+Loop(0, []).
+ERL
+)
+    rmqctl -q eval "$erl" >"$T/watch.out" 2>&1 3>&- &
+    WATCH_PID=$!
+    PIDS+=("$WATCH_PID")
+    wait_until 30 test -e "$T/watch.ready" || fail "the watcher did not start: $(cat "$T/watch.out")"
+}
+
+end_watch_holes() {
+    al create "$n-stop" 1 >/dev/null
+    wait_until 30 ended "$WATCH_PID" || fail "the watcher did not stop"
+    al destroy "$n-stop" >/dev/null
+    note "$(head -n 1 "$T/watch.out") of the queue list during the run"
+    grep -q '^[0-9]* samples$' "$T/watch.out" || fail "watcher: $(cat "$T/watch.out")"
+    grep '^hole' "$T/watch.out" >>"$T/bad" || true
+}
+
+@test "20 concurrent administrators: slots always 1..max without holes; the result is the sum" {
+    al create "$n" 10
+    local i ops=()
+    for i in $(seq 1 20); do
+        case $((i % 3)) in
+        0) ops+=("add $n 2") ;;
+        1) ops+=("remove $n 1") ;;
+        2) ops+=("max $n") ;;
+        esac
+    done
+    # 6 x add 2, 7 x remove 1, 7 reads: 10 + 12 - 7 = 15
+    watch_holes
+    local ps=()
+    for i in "${!ops[@]}"; do
+        # shellcheck disable=SC2086
+        timeout 120 "$AMQPLOCK_BIN" --json ${ops[$i]} --admin-wait 100 >"$T/op$i.out" 2>"$T/op$i.err" 3>&- &
+        ps+=("$!")
+    done
+    local rcs=0
+    for i in "${!ps[@]}"; do
+        wait "${ps[$i]}" || { rcs=1; echo "op ${ops[$i]} failed: $(cat "$T/op$i.err")" >>"$T/bad"; }
+    done
+    end_watch_holes
+    [ ! -s "$T/bad" ] || fail "$(cat "$T/bad")"
+    [ "$rcs" -eq 0 ]
+    # every change applied whole: each reports its own step, and they sum up
+    local sum
+    sum=$(cat "$T"/op*.out | jq -s 'map(select(.previous != null) | .max - .previous) | add')
+    [ "$sum" -eq 5 ] || fail "changes add up to $sum"
+    [ "$(cat "$T"/op*.out | jq -s 'map(select(.previous != null) | .max - .previous) | sort | unique')" \
+        = "$(jq -n '[-1, 2]')" ] || fail "a change was not applied whole: $(cat "$T"/op*.out)"
+    [ "$(al max "$n")" = 15 ]
+    [ "$(queues_like "amqplock.$n-" | awk '{ print $1 }' | tr '\n' ' ')" = \
+        "$(seq 1 15 | sed "s/.*/amqplock.$n-&-A/" | tr '\n' ' ')" ]
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tests/mutants.sh [NAME...]: proves that the tests can fail. Each mutant
+# below is amqplock with one promise deliberately broken by a perl
+# substitution on one source file. It is built in a scratch copy and the
+# tests meant to catch it run against it on a private broker. A mutant is
+# "caught" when at least one of those tests fails; one that passes them all
+# "survived", which is a hole in the tests, and the script then fails.
+# Not part of `make check` (it takes minutes): run `make mutants`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# name | file | perl expression | bats file | test filter (regex)
+mutants() {
+    cat <<'EOF'
+shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most N: 50 hold
+no-watchdog|src/hold.c|s/prctl\(PR_SET_PDEATHSIG, SIGKILL\);//; s/(enum al_status hold_guard_start\(void\)\n\{)/$1\n\treturn AL_OK;/|faults.bats|^kill -9 of 5 holds
+late-signal|src/hold.c|s/return h->s->conn->heartbeat \? \(double\)/return h->s->conn->heartbeat ? 3.0 * (double)/|faults.bats|^silent partitions
+lost-exits-0|src/hold.c|s/return h\.lost_at \? AL_LOST : AL_OK;/return AL_OK;/|faults.bats|^the broker's app stopped
+no-connect-deadline|src/conn.c|s/now_seconds\(\) \+ o->connect_timeout;/now_seconds() + 30;/|faults.bats|^a listener that never speaks
+no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
+alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
+no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s\)\n\{)/$1\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
+lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\n\treturn NULL;/|hostile.bats|.
+leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
+password-shown|src/conn.c|s/"%s:%d", host, l\.info\.port/"%s:%s:%d", l.info.password, host, l.info.port/|secrets.bats|password
+url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
+no-host-check|src/conn.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|host name
+EOF
+}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-mutants.XXXXXX")
+cleanup() {
+    tests/broker.sh stop "$work/broker"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+tests/broker.sh start "$work/broker" || exit 1
+# shellcheck disable=SC1091
+. "$work/broker/env"
+export AMQPLOCK_TEST_WORK="$work"
+
+caught=0 survived=0
+while IFS='|' read -r name file expr suite filter; do
+    if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+        continue
+    fi
+    dir=$work/$name
+    mkdir -p "$dir"
+    cp -r Makefile src "$dir/"
+    if ! perl -0pi -e "$expr" "$dir/$file" || cmp -s "$file" "$dir/$file"; then
+        echo "mutant $name: the substitution changed nothing in $file"
+        survived=$((survived + 1))
+        continue
+    fi
+    if ! make -s -C "$dir" amqplock WERROR=0 OPT='-O0 -g' >"$dir/build.log" 2>&1; then
+        echo "mutant $name: does not build"
+        sed 's/^/    /' "$dir/build.log" | tail -5
+        survived=$((survived + 1))
+        continue
+    fi
+    AMQPLOCK_BIN=$dir/amqplock bats --tap --filter "$filter" "tests/$suite" >"$dir/tap" 2>&1
+    failed=$(grep -c '^not ok' "$dir/tap")
+    ran=$(grep -cE '^(not )?ok' "$dir/tap")
+    if [ "$failed" -gt 0 ]; then
+        caught=$((caught + 1))
+        echo "mutant $name: caught by $failed of $ran tests in $suite:"
+        grep '^not ok' "$dir/tap" | sed 's/^not ok [0-9]* /    /'
+    else
+        survived=$((survived + 1))
+        echo "mutant $name: SURVIVED $ran tests in $suite"
+    fi
+done < <(mutants)
+echo "$caught caught, $survived survived"
+[ "$survived" -eq 0 ] && [ "$caught" -gt 0 ]

@@ -1,0 +1,607 @@
+#!/usr/bin/env bats
+# Secrets and TLS against a live broker. No password in any output (text,
+# --json, -v; wrong password, failures after login, usage errors); the
+# password file and the private key refused when group or others can read
+# them, before any connection; the password file's first line; the URL and
+# password kept out of CMD's environment and out of every cmdline; amqps://
+# verifying the broker's certificate and host name by default, its
+# failures (exit 6), --insecure, client certificates, and the TLS options'
+# usage errors.
+#
+# Needs jq, perl (core modules only) and the broker of tests/broker.sh with
+# its TLS listener and certificates (AMQPLOCK_TEST_TLS_PORT,
+# AMQPLOCK_TEST_TLS_DIR). Makes a broker user of its own with a
+# distinctive password (setup_file), and deletes it again.
+
+bats_require_minimum_version 1.5.0
+load helper
+
+# The broker user and its password are kept in a file, not exported: an
+# exported password would be in every process's environment, CMD's too.
+setup_file() {
+    # Passwords are "s3cr3t-XYZ-<10 digits>": no honest output contains
+    # "s3cr3t" or the digits.
+    local user=amqplock-sec-$$ pw
+    pw=s3cr3t-XYZ-$(printf '%05d%05d' "$RANDOM" "$RANDOM")
+    rmqctl add_user "$user" "$pw" >/dev/null 2>&1 ||
+        fail "could not add the broker user $user"
+    rmqctl set_permissions -p / "$user" '.*' '.*' '.*' >/dev/null 2>&1 ||
+        fail "could not give $user permissions"
+    (umask 077 && echo "$user $pw" >"$BATS_FILE_TMPDIR/user")
+}
+
+teardown_file() {
+    local user pw
+    read -r user pw <"$BATS_FILE_TMPDIR/user" || return 0
+    rmqctl delete_user "$user" >/dev/null 2>&1 || true
+}
+
+setup() {
+    read -r SEC_USER SEC_PW <"$BATS_FILE_TMPDIR/user"
+    n=$(unique_name)
+    T=$BATS_TEST_TMPDIR
+    PIDS=()
+    # tests unset AMQPLOCK_URL; teardown puts it back
+    MAIN_URL=$AMQPLOCK_URL
+    TLS=$AMQPLOCK_TEST_TLS_DIR
+    # a wrong password, as distinctive as the right one
+    BAD_PW=s3cr3t-XYZ-$(printf '%05d%05d' "$RANDOM" "$RANDOM")
+    # the right password, and a wrong one, for the private broker
+    GOOD_URL=amqp://$SEC_USER:$SEC_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/
+    BAD_URL=amqp://$SEC_USER:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/
+}
+
+teardown() {
+    stop_bg
+    export AMQPLOCK_URL=$MAIN_URL
+    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+}
+
+# amqps:// URL for guest: tls_url [HOST [PORT]] (default localhost, the TLS
+# listener).
+tls_url() { echo "amqps://guest:guest@${1:-localhost}:${2:-$AMQPLOCK_TEST_TLS_PORT}/"; }
+
+# private FILE TEXT...: FILE holds the lines TEXT, mode 600.
+private() {
+    local f=$1
+    shift
+    (umask 077 && printf '%s\n' "$@" >"$f")
+    chmod 600 "$f"
+}
+
+# no_secret: after run --separate-stderr, neither stdout nor stderr shows
+# any part of a password (its "s3cr3t" stem or its random digits).
+no_secret() {
+    local text pw
+    for text in "$output" "${stderr-}"; do
+        for pw in "$SEC_PW" "$BAD_PW"; do
+            [[ $text != *s3cr3t* && $text != *"${pw#s3cr3t-XYZ-}"* ]] ||
+                fail "a password shows in the output: '$text'"
+        done
+    done
+}
+
+# execd_sleep PID: PID runs "sleep 300"
+execd_sleep() { [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" = "sleep 300 " ]; }
+
+# stderr_has TEXT: stderr (after run --separate-stderr) contains TEXT.
+stderr_has() {
+    [[ $stderr == *"$1"* ]] || fail "stderr lacks '$1': '$stderr'"
+}
+
+# The error names of the exit codes.
+error_name() {
+    case $1 in
+    2) echo usage ;;
+    3) echo not_found ;;
+    6) echo connection ;;
+    7) echo access ;;
+    *) echo "?" ;;
+    esac
+}
+
+# fails_quietly CODE ARGS...: amqplock ARGS exits CODE and shows no
+# password. Without -v stderr is one "amqplock: ..." line; with --json the
+# error object is on stdout, except for hold, which keeps stdout for CMD:
+# its object is on stderr and stdout is empty.
+fails_quietly() {
+    local code=$1 json=0 verbose=0 hold=0 a
+    shift
+    for a in "$@"; do
+        case $a in
+        --json) json=1 ;;
+        -v) verbose=1 ;;
+        hold) hold=1 ;;
+        --) break ;;
+        esac
+    done
+    run --separate-stderr al "$@"
+    no_secret
+    [ "$status" -eq "$code" ] || fail "exit $status, not $code; stderr: '$stderr'"
+    [[ $'\n'$stderr == *$'\n'"amqplock: "?* ]] || fail "no error line on stderr: '$stderr'"
+    if [ $hold = 1 ] && [ $json = 1 ]; then
+        [ -z "$output" ] || fail "hold wrote to stdout: '$output'"
+        # move the JSON lines of stderr to output
+        local line err=()
+        output=
+        while IFS= read -r line; do
+            if [[ $line == "amqplock: "* ]]; then err+=("$line"); else output+=$line; fi
+        done <<<"$stderr"
+        stderr=$(printf '%s\n' "${err[@]}")
+    fi
+    if [ $json = 1 ]; then
+        # as assert_json, with one jq
+        [[ -n $output && $output != *$'\n'* ]] || fail "stdout is not one line: '$output'"
+        jq -e -s --arg e "$(error_name "$code")" 'length == 1 and (.[0] | type == "object"
+            and .ok == false and .error == $e and (.message | type == "string"))' \
+            <<<"$output" >/dev/null 2>&1 || fail "not one error object '$(error_name "$code")': '$output'"
+    else
+        [ -z "$output" ] || fail "stdout: '$output'"
+    fi
+    [ $verbose = 1 ] || assert_error_line
+}
+
+# The commands tried with a wrong password: none may do anything.
+bad_login_commands() {
+    printf '%s\n' "status $n" "create $n 1" "hold $n -- touch $T/ran" "acquire -n $n" "max $n"
+}
+
+# --- no password in any output ---------------------------------------------
+
+@test "a wrong password in the URL: exit 7, one error line, the password nowhere (text, --json, -v)" {
+    local c mode i=0 traced=("-v" "--json -v")
+    # every command in text and --json, and traced (-v, --json -v in turn)
+    while read -r c; do
+        for mode in "" --json "${traced[i++ % 2]}"; do
+            # shellcheck disable=SC2086
+            fails_quietly 7 $mode -u "$BAD_URL" $c
+        done
+    done < <(bad_login_commands)
+    # guest with a wrong password alike
+    fails_quietly 7 -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
+    fails_quietly 7 --json -v -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
+    # nothing was done
+    [ ! -e "$T/ran" ]
+    run -3 al status "$n"
+}
+
+@test "a wrong password from --password-file, AMQPLOCK_URL or AMQP_URL: exit 7, the password nowhere" {
+    private "$T/pw" "$BAD_PW"
+    local c mode i=0
+    local modes=("" --json -v "--json -v")
+    # every command, each source, the modes in turn
+    while read -r c; do
+        mode=${modes[i++ % 4]}
+        # the file's password replaces the URL's (right) one
+        # shellcheck disable=SC2086
+        fails_quietly 7 $mode -u "$GOOD_URL" --password-file "$T/pw" $c
+        mode=${modes[i++ % 4]}
+        # shellcheck disable=SC2086
+        AMQPLOCK_URL=$BAD_URL fails_quietly 7 $mode $c
+        # AMQP_URL when AMQPLOCK_URL is not set
+        mode=${modes[i++ % 4]}
+        unset AMQPLOCK_URL
+        # shellcheck disable=SC2086
+        AMQP_URL=$BAD_URL fails_quietly 7 $mode $c
+        export AMQPLOCK_URL=$MAIN_URL
+    done < <(bad_login_commands)
+    [ ! -e "$T/ran" ]
+    run -3 al status "$n"
+}
+
+@test "after a good login a failure (exit 3) shows no password, nor does a success, with -v and --json" {
+    private "$T/pw" "$SEC_PW"
+    local m c mode i=0
+    local modes=("" --json -v "--json -v")
+    m=$(unique_name missing)
+    # every command in two of the modes, the modes in turn; the password
+    # from the URL, the file or AMQPLOCK_URL in turn
+    for c in "status $m" "max $m" "max $m 3" "destroy $m" "add $m" "acquire -n $m" \
+        "hold $m -- touch $T/ran"; do
+        mode=${modes[i % 4]}
+        # shellcheck disable=SC2086
+        fails_quietly 3 $mode -u "$GOOD_URL" $c
+        mode=${modes[(i + 2) % 4]}
+        case $((i++ % 2)) in
+        0)
+            # shellcheck disable=SC2086
+            fails_quietly 3 $mode -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+                --password-file "$T/pw" $c
+            ;;
+        1)
+            # shellcheck disable=SC2086
+            AMQPLOCK_URL=$GOOD_URL fails_quietly 3 $mode $c
+            ;;
+        esac
+    done
+    [ ! -e "$T/ran" ]
+
+    # and a whole life of a semaphore, traced: the password in the URL,
+    # then from the file
+    local how
+    for how in "-v -u $GOOD_URL" \
+        "--json -v --password-file $T/pw -u amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/"; do
+        # shellcheck disable=SC2086
+        run -0 --separate-stderr al $how create "$n" 2
+        no_secret
+        # shellcheck disable=SC2086
+        run -0 --separate-stderr al $how status "$n"
+        no_secret
+        # shellcheck disable=SC2086
+        run -0 --separate-stderr al $how hold "$n" -- echo held
+        no_secret
+        assert_output held
+        # shellcheck disable=SC2086
+        run -0 --separate-stderr al $how destroy "$n"
+        no_secret
+    done
+}
+
+@test "usage errors about the URL or the options do not echo the password (exit 2)" {
+    local u i=0 p=127.0.0.1:$AMQPLOCK_TEST_PORT
+    for u in "amqp://guest:$BAD_PW@127.0.0.1:99999/" "amqp://guest:$BAD_PW@127.0.0.1:0/" \
+        "amqp://guest:$BAD_PW@127.0.0.1:port/" "amqp://guest:$BAD_PW@/" \
+        "amqp://guest:$BAD_PW@:$AMQPLOCK_TEST_PORT/" "http://guest:$BAD_PW@$p/" \
+        "guest:$BAD_PW@$p" "amqp://guest:$BAD_PW@$p/$(printf 'v%.0s' $(seq 1100))"; do
+        case $((i++ % 3)) in
+        0) fails_quietly 2 -u "$u" status "$n" ;;
+        1) fails_quietly 2 -v --json -u "$u" create "$n" 1 ;;
+        2) AMQPLOCK_URL=$u fails_quietly 2 --json hold "$n" -- touch "$T/ran" ;;
+        esac
+        AMQPLOCK_URL=$u fails_quietly 2 -v acquire -n "$n"
+    done
+    # bad options and arguments next to a URL with a password
+    fails_quietly 2 -u "$BAD_URL" --bogus status "$n"
+    fails_quietly 2 --json -u "$BAD_URL" status 'bad name!'
+    fails_quietly 2 -u "$BAD_URL" --connect-timeout x status "$n"
+    fails_quietly 2 -u "$BAD_URL" --cacert "$TLS/ca.pem" status "$n"
+    fails_quietly 2 --json -u "$BAD_URL" create "$n" 0
+    fails_quietly 2 -u "$BAD_URL" hold "$n"
+    [ ! -e "$T/ran" ]
+}
+
+# --- the password file -------------------------------------------------------
+
+@test "a password file readable by group or others, or missing, is refused (exit 2) before connecting" {
+    local closed mode
+    closed=amqp://$SEC_USER@127.0.0.1:$(closed_port)/
+    private "$T/pw" "$SEC_PW"
+    for mode in 640 604 644 660; do
+        chmod "$mode" "$T/pw"
+        # a closed port: exit 2 means nothing was tried on the network
+        run -2 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
+        refute_output
+        assert_error_line
+        stderr_has "chmod 600"
+        no_secret
+        run -2 --separate-stderr al --json -u "$closed" --password-file "$T/pw" status "$n"
+        assert_json '.ok == false and .error == "usage" and (.message | contains("chmod 600"))'
+        assert_error_line
+    done
+    # nor against the real broker
+    run -2 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+        --password-file "$T/pw" create "$n" 1
+    assert_error_line
+    run -3 al status "$n"
+
+    for mode in 600 400; do
+        chmod "$mode" "$T/pw"
+        # accepted: it goes on to connect, and fails at the closed port
+        run -6 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
+        assert_error_line
+        run -3 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+            --password-file "$T/pw" status "$n"
+        assert_error_line
+    done
+
+    # a missing or unreadable file is exit 2 too, before connecting
+    run -2 --separate-stderr al -u "$closed" --password-file "$T/no-such-file" status "$n"
+    refute_output
+    assert_error_line
+    run -2 --separate-stderr al --json -u "$closed" --password-file "$T/no-such-file" status "$n"
+    assert_json '.ok == false and .error == "usage"'
+    mkdir -m 700 "$T/dir"
+    run -2 --separate-stderr al -u "$closed" --password-file "$T/dir" status "$n"
+    assert_error_line
+}
+
+@test "the password file's first line is the password (CRLF too), and it overrides the URL's" {
+    local u=amqp://$SEC_USER:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/
+    al create "$n" 1
+
+    # the first line counts, a second line is ignored
+    private "$T/pw" "$SEC_PW" "$BAD_PW"
+    run -0 al -u "$u" --password-file "$T/pw" status "$n"
+    private "$T/pw" "$BAD_PW" "$SEC_PW"
+    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
+
+    # a CRLF line ending, or none
+    printf '%s\r\n' "$SEC_PW" >"$T/pw"
+    run -0 al -u "$u" --password-file "$T/pw" status "$n"
+    printf '%s\r\nmore\r\n' "$SEC_PW" >"$T/pw"
+    run -0 al -u "$u" --password-file "$T/pw" status "$n"
+    printf '%s' "$SEC_PW" >"$T/pw"
+    run -0 al -u "$u" --password-file "$T/pw" status "$n"
+
+    # the file wins over the URL either way; a URL without a password works
+    private "$T/pw" "$SEC_PW"
+    run -0 al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" --password-file "$T/pw" \
+        status "$n"
+    AMQPLOCK_URL=$u run -0 al --password-file "$T/pw" status "$n"
+    private "$T/pw" "$BAD_PW"
+    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
+    AMQPLOCK_URL=$GOOD_URL fails_quietly 7 --password-file "$T/pw" status "$n"
+    # an empty file is an empty password, not the URL's
+    : >"$T/pw"
+    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
+}
+
+@test "--key (the client's private key) readable by group or others is refused (exit 2, chmod 600)" {
+    local closed u mode
+    closed=$(tls_url localhost "$(closed_port)")
+    u=$(tls_url)
+    cp "$TLS/client.key" "$T/client.key"
+    cat "$TLS/client.pem" "$TLS/client.key" >"$T/both.pem"
+    for mode in 644 640 604; do
+        chmod "$mode" "$T/client.key" "$T/both.pem"
+        run -2 --separate-stderr al -u "$closed" --cacert "$TLS/ca.pem" \
+            --cert "$TLS/client.pem" --key "$T/client.key" status "$n"
+        refute_output
+        assert_error_line
+        stderr_has "chmod 600"
+        run -2 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+            --cert "$TLS/client.pem" --key "$T/client.key" create "$n" 1
+        assert_error_line
+        stderr_has "chmod 600"
+        # the key inside the --cert file is a secret too
+        run -2 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" --cert "$T/both.pem" \
+            create "$n" 1
+        assert_error_line
+        stderr_has "chmod 600"
+    done
+    run -3 al status "$n"
+    # at 600 they are used
+    chmod 600 "$T/client.key" "$T/both.pem"
+    run -0 al -u "$u" --cacert "$TLS/ca.pem" --cert "$TLS/client.pem" --key "$T/client.key" \
+        create "$n" 1
+    run -0 al -u "$u" --cacert "$TLS/ca.pem" --cert "$T/both.pem" status "$n"
+}
+
+# --- the URL and the password kept from CMD and from cmdlines ---------------
+
+@test "CMD's environment, /proc environ and cmdline hold neither AMQPLOCK_URL, AMQP_URL nor the password" {
+    al create "$n" 1
+    local other=amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/
+    # shellcheck disable=SC2016
+    local dump='env; echo ---; tr "\0" "\n" </proc/$$/environ; echo; echo ---; tr "\0" " " </proc/$$/cmdline'
+    # the URL from AMQPLOCK_URL (AMQP_URL set too), from AMQP_URL alone,
+    # and from -u with both set
+    AMQPLOCK_URL=$GOOD_URL AMQP_URL=$other run -0 --separate-stderr al hold "$n" -- sh -c "$dump"
+    no_secret
+    [ "$(grep -cx 'AMQPLOCK_SLOT=1' <<<"$output")" -eq 2 ] || fail "env dump: '$output'"
+    [ "$(grep -cx "AMQPLOCK_SEMAPHORE=$n" <<<"$output")" -eq 2 ] || fail "env dump: '$output'"
+    refute_output --partial AMQPLOCK_URL
+    refute_output --partial AMQP_URL
+    refute_output --partial "$SEC_USER"
+
+    unset AMQPLOCK_URL
+    AMQP_URL=$GOOD_URL run -0 --separate-stderr al hold "$n" -- sh -c "$dump"
+    export AMQPLOCK_URL=$MAIN_URL
+    no_secret
+    [ "$(grep -cx 'AMQPLOCK_SLOT=1' <<<"$output")" -eq 2 ] || fail "env dump: '$output'"
+    refute_output --partial AMQPLOCK_URL
+    refute_output --partial AMQP_URL
+
+    AMQPLOCK_URL=$other AMQP_URL=$other run -0 --separate-stderr al -u "$GOOD_URL" hold "$n" -- \
+        sh -c "$dump"
+    no_secret
+    [ "$(grep -cx 'AMQPLOCK_SLOT=1' <<<"$output")" -eq 2 ] || fail "env dump: '$output'"
+    refute_output --partial AMQPLOCK_URL
+    refute_output --partial AMQP_URL
+
+    # printenv, one name at a time
+    AMQPLOCK_URL=$GOOD_URL AMQP_URL=$other run -0 al hold "$n" -- \
+        sh -c 'printenv AMQPLOCK_URL; printenv AMQP_URL; printenv AMQPLOCK_SLOT'
+    assert_output 1
+}
+
+@test "while hold runs, the password from --password-file is in no process's cmdline, nor in CMD's environ" {
+    al create "$n" 1
+    private "$T/pw" "$SEC_PW"
+    # grep -f: the pattern is not on grep's own command line
+    printf '%s\n' "$SEC_PW" "${SEC_PW#s3cr3t-XYZ-}" >"$T/pattern"
+    AMQPLOCK_URL=amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/ AMQP_URL=$GOOD_URL \
+        bg h --password-file "$T/pw" hold "$n" -- \
+        sh -c 'echo $$ >"$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh "$T/cmd.pid"
+    local h=$BG cmd
+    wait_until 10 test -s "$T/cmd.pid" || fail "CMD did not start: $(cat "$T/h.err")"
+    cmd=$(cat "$T/cmd.pid")
+    wait_until 5 execd_sleep "$cmd" || fail "CMD did not exec sleep"
+    [ "$(al --json status "$n" | jq -c .held)" = '[1]' ]
+
+    # CMD's environment as it was given to it
+    tr '\0' '\n' <"/proc/$cmd/environ" >"$T/cmd.environ"
+    grep -qx 'AMQPLOCK_SLOT=1' "$T/cmd.environ" || fail "CMD's environ: $(cat "$T/cmd.environ")"
+    ! grep -qE '^(AMQPLOCK_URL|AMQP_URL)=' "$T/cmd.environ" || fail "a URL in CMD's environ"
+    ! grep -qFf "$T/pattern" "$T/cmd.environ" || fail "the password in CMD's environ"
+
+    # amqplock's own cmdline, CMD's, and everyone else's
+    running "$h"
+    ! grep -qFf "$T/pattern" "/proc/$h/cmdline" || fail "the password in amqplock's cmdline"
+    local hits
+    hits=$(grep -lFf "$T/pattern" /proc/[0-9]*/cmdline 2>/dev/null || true)
+    [ -z "$hits" ] || fail "the password in a cmdline: $hits"
+
+    kill -TERM "$h"
+    wait_exit "$h" 5
+    [ "$rc" -eq 143 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    ! grep -qFf "$T/pattern" "$T/h.out" "$T/h.err" || fail "the password in hold's output"
+}
+
+# --- amqps:// ----------------------------------------------------------------
+
+@test "amqps:// with --cacert and the host name localhost: create, status, hold, acquire, destroy" {
+    local u
+    u=$(tls_url)
+    run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" create "$n" 2
+    [ -z "$stderr" ] || fail "stderr: '$stderr'"
+    run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" --json status "$n"
+    assert_json '.max == 2 and .held == [] and .free == [1,2]'
+
+    run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" hold "$n" -- \
+        sh -c 'echo "$AMQPLOCK_SLOT"'
+    assert_output 1
+    run -0 al -u "$u" --cacert "$TLS/ca.pem" hold "$n" -- true
+    [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
+
+    # a slot held through TLS is seen held over plain AMQP, and given back
+    bg a -u "$u" --cacert "$TLS/ca.pem" acquire "$n"
+    local a=$BG
+    wait_until 10 has_line "$T/a.out" 1 || fail "no slot: $(cat "$T/a.out" "$T/a.err")"
+    [ "$(al --json status "$n" | jq -c .held)" = '[1]' ]
+    kill -TERM "$a"
+    wait_exit "$a" 5
+    [ "$rc" -eq 0 ] || fail "acquire exited $rc: $(cat "$T/a.err")"
+    [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
+
+    # the password through TLS: a wrong one is exit 7 and not shown
+    fails_quietly 7 -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
+        --cacert "$TLS/ca.pem" status "$n"
+    fails_quietly 7 --json -v -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
+        --cacert "$TLS/ca.pem" status "$n"
+
+    run -0 al -u "$u" --cacert "$TLS/ca.pem" destroy "$n"
+    run -3 al status "$n"
+}
+
+@test "amqps:// without --cacert (the system bundle), or with another CA's: exit 6, no trusted CA" {
+    run -6 --separate-stderr al -u "$(tls_url)" create "$n" 1
+    refute_output
+    assert_error_line
+    stderr_has "trusted CA"
+    run -6 --separate-stderr al --json -u "$(tls_url)" status "$n"
+    assert_json '.ok == false and .error == "connection" and (.message | contains("trusted CA"))'
+
+    # --cacert of a CA that did not sign the broker's certificate
+    run -6 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/other-ca.pem" create "$n" 1
+    refute_output
+    assert_error_line
+    stderr_has "not signed by a trusted CA"
+    run -3 al status "$n"
+}
+
+@test "amqps:// to 127.0.0.1, which the certificate does not name: exit 6 even with the right CA" {
+    run -6 --separate-stderr al -u "$(tls_url 127.0.0.1)" --cacert "$TLS/ca.pem" create "$n" 1
+    refute_output
+    assert_error_line
+    stderr_has "does not name the host"
+    stderr_has "127.0.0.1"
+    run -6 --separate-stderr al --json -u "$(tls_url 127.0.0.1)" --cacert "$TLS/ca.pem" status "$n"
+    assert_json '.ok == false and .error == "connection" and (.message | contains("does not name the host"))'
+    run -3 al status "$n"
+}
+
+@test "amqps:// to the plain AMQP port: exit 6 with a TLS message" {
+    local t0
+    t0=$(now)
+    run -6 --separate-stderr al -u "$(tls_url localhost "$AMQPLOCK_TEST_PORT")" \
+        --cacert "$TLS/ca.pem" status "$n"
+    refute_output
+    assert_error_line
+    stderr_has "TLS"
+    at_most "$(since "$t0")" 6
+}
+
+@test "amqps:// to a silent listener with --connect-timeout 1: exit 6 within 3 s" {
+    start_silent_listener
+    PIDS+=("$SILENT_PID")
+    [ -n "$SILENT_PORT" ] || fail "no silent listener"
+    local t0
+    t0=$(now)
+    run -6 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
+        --connect-timeout 1 status "$n"
+    at_most "$(since "$t0")" 3
+    refute_output
+    assert_error_line
+    t0=$(now)
+    run -6 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
+        --connect-timeout 1 hold "$n" -- touch "$T/ran"
+    at_most "$(since "$t0")" 3
+    [ ! -e "$T/ran" ]
+}
+
+@test "--insecure skips the checks (127.0.0.1 works) but warns on stderr naming --insecure" {
+    al create "$n" 1
+    run -0 --separate-stderr al -u "$(tls_url 127.0.0.1)" --insecure status "$n"
+    assert_line --regexp '^max +1$'
+    [[ $stderr == "amqplock: "*--insecure* && $stderr != *$'\n'* ]] ||
+        fail "expected one warning line naming --insecure, got: '$stderr'"
+    # without a CA that trusts the broker too, and through hold
+    run -0 --separate-stderr al -u "$(tls_url 127.0.0.1)" --cacert "$TLS/other-ca.pem" \
+        --insecure hold "$n" -- echo ran
+    assert_output ran
+    stderr_has "--insecure"
+    [ "$(al --json status "$n" | jq -c .held)" = '[]' ]
+}
+
+@test "a client certificate from the broker's CA is accepted; one from another CA is refused (exit 6)" {
+    local u
+    u=$(tls_url)
+    run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+        --cert "$TLS/client.pem" --key "$TLS/client.key" create "$n" 1
+    run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+        --cert "$TLS/client.pem" --key "$TLS/client.key" hold "$n" -- true
+    [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1]]' ]
+
+    local m
+    m=$(unique_name other)
+    run -6 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+        --cert "$TLS/other-client.pem" --key "$TLS/other-client.key" create "$m" 1
+    refute_output
+    assert_error_line
+    run -6 --separate-stderr al --json -u "$u" --cacert "$TLS/ca.pem" \
+        --cert "$TLS/other-client.pem" --key "$TLS/other-client.key" status "$n"
+    assert_json '.ok == false and .error == "connection"'
+    run -6 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+        --cert "$TLS/other-client.pem" --key "$TLS/other-client.key" hold "$n" -- touch "$T/ran"
+    [ ! -e "$T/ran" ]
+    run -3 al status "$m"
+}
+
+@test "TLS options: --key without --cert, or any with amqp://, and a missing --cacert are exit 2" {
+    local closed_tls closed_plain
+    closed_tls=$(tls_url localhost "$(closed_port)")
+    closed_plain=amqp://guest:guest@127.0.0.1:$(closed_port)/
+
+    run -2 --separate-stderr al -u "$closed_tls" --cacert "$TLS/ca.pem" --key "$TLS/client.key" \
+        status "$n"
+    refute_output
+    assert_error_line
+    stderr_has "--cert"
+    run -2 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/ca.pem" --key "$TLS/client.key" \
+        create "$n" 1
+    assert_error_line
+
+    local opt
+    for opt in "--cacert $TLS/ca.pem" "--cert $TLS/client.pem" \
+        "--cert $TLS/client.pem --key $TLS/client.key" "--key $TLS/client.key" --insecure; do
+        # shellcheck disable=SC2086
+        run -2 --separate-stderr al -u "$closed_plain" $opt status "$n"
+        refute_output
+        assert_error_line
+        stderr_has "amqps://"
+        # shellcheck disable=SC2086
+        run -2 --separate-stderr al --json $opt create "$n" 1
+        assert_json '.ok == false and .error == "usage"'
+    done
+
+    run -2 --separate-stderr al -u "$closed_tls" --cacert "$T/no-such-ca.pem" status "$n"
+    refute_output
+    assert_error_line
+    run -2 --separate-stderr al -u "$(tls_url)" --cacert "$T/no-such-ca.pem" create "$n" 1
+    assert_error_line
+    run -2 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/ca.pem" \
+        --cert "$T/no-such-cert.pem" --key "$TLS/client.key" create "$n" 1
+    assert_error_line
+    run -3 al status "$n"
+}
