@@ -86,6 +86,8 @@ fmt-check:
 
 # libFuzzer targets: make fuzz (see fuzz/fuzz.mk).
 -include fuzz/fuzz.mk
+# Benchmarks against the AMQP floor, flock and etcd: make bench.
+-include bench/bench.mk
 
 clean:
 	rm -rf build amqplock

@@ -73,11 +73,19 @@ static void check_url(const char *url, bool insecure)
 		check(strcmp(msg, "broker URL is too long") == 0 ||
 		      starts_with(msg, "invalid broker URL (expected ") ||
 		      starts_with(msg, "invalid broker URL: no host (expected ") ||
-		      starts_with(msg, "invalid broker URL: bad port (expected ") ||
+		      starts_with(msg, "invalid broker URL: no scheme (expected ") ||
+		      starts_with(msg, "invalid broker URL: a bad port (expected ") ||
+		      starts_with(msg, "invalid broker URL: %00 (expected ") ||
+		      starts_with(msg,
+				  "invalid broker URL: a space or control character (expected ") ||
 		      starts_with(msg, "--cacert, --cert, --key and --insecure need"));
 		return;
 	}
 	check(strlen(url) < 1024);
+	/* What amqp_parse_url would take but a URL may not hold. */
+	check(!strstr(url, "%00"));
+	for (const char *p = url; *p; p++)
+		check(*p > ' ' && *p < 0x7f);
 	check(starts_with(url, "amqp://") || starts_with(url, "amqps://"));
 	if (insecure)
 		check(starts_with(url, "amqps://"));

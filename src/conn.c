@@ -175,7 +175,7 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 	if (amqp_parse_url(l->url, &l->info) != AMQP_STATUS_OK)
 		return fail(AL_USAGE, "invalid broker URL (%s)", form);
 	if (l->info.port <= 0 || l->info.port > 65535)
-		return fail(AL_USAGE, "invalid broker URL: bad port (%s)", form);
+		return fail(AL_USAGE, "invalid broker URL: a bad port (%s)", form);
 	/* amqp_parse_url reads "amqp://host/" as the vhost "", which no
 	 * broker has; like most clients we take it to mean the default "/". */
 	if (l->info.vhost[0] == '\0')
@@ -302,14 +302,37 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 
 /* The next method for the channel, waiting at most `wait` seconds
  * (0: only what has already arrived). *none is set if nothing came. */
-static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m, bool *none)
+/* Far from the ids conn_reset_channel cycles through (1..1000). */
+#define NOTIFY_CHANNEL 1001
+
+/* A frame on the notification channel, read while waiting for another. */
+static void take_notification(struct conn *c, const amqp_frame_t *f)
+{
+	amqp_channel_close_ok_t ok = {0};
+
+	if (f->frame_type != AMQP_FRAME_METHOD)
+		return;
+	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
+		c->notified = true;
+	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+		/* Refused (say, by permissions): waiting falls back to polling. */
+		amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+		c->notify_channel = 0;
+		trace("notifications refused; polling instead");
+	}
+}
+
+/* The next method for `channel`, waiting at most `wait` seconds (0: only
+ * what has already arrived). *none is set if nothing came. */
+static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait,
+				     amqp_method_t *m, bool *none)
 {
 	amqp_frame_t f;
 	struct timeval tv;
 	int r;
 
 	*none = false;
-	if (c->dead || c->channel == 0)
+	if (c->dead || channel == 0)
 		return fail(AL_BROKER, "internal error: no open channel");
 	amqp_maybe_release_buffers(c->amqp);
 	for (;;) {
@@ -332,13 +355,27 @@ static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m,
 				return connection_blocked(c, f.payload.method.decoded);
 			continue;
 		}
-		if (f.channel != c->channel)
+		if (f.channel == c->notify_channel && channel != c->notify_channel) {
+			take_notification(c, &f);
+			continue;
+		}
+		if (f.channel != channel)
 			continue; /* late frames of a channel we gave up */
+		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD &&
+		    channel == c->notify_channel) {
+			take_notification(c, &f);
+			return AL_BROKER;
+		}
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
 			return channel_closed(c, f.payload.method.decoded);
 		*m = f.payload.method;
 		return AL_OK;
 	}
+}
+
+static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m, bool *none)
+{
+	return next_method_on(c, c->channel, wait, m, none);
 }
 
 enum al_status conn_recv(struct conn *c, amqp_method_t *m)
@@ -408,6 +445,77 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
 		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
 			    c->where, (unsigned)m->id);
 	}
+	return AL_OK;
+}
+
+enum al_status conn_subscribe(struct conn *c, const char *queue)
+{
+	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), and
+	 * gone a minute after its last consumer. */
+	amqp_table_entry_t expires = {
+		.key = amqp_cstring_bytes("x-expires"),
+		.value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000},
+	};
+	amqp_channel_open_t open = {0};
+	amqp_queue_declare_t declare = {.queue = amqp_cstring_bytes(queue),
+					.durable = 1,
+					.arguments = {.num_entries = 1, .entries = &expires}};
+	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue), .no_ack = 1};
+	static const amqp_method_number_t replies[] = {AMQP_CHANNEL_OPEN_OK_METHOD,
+						       AMQP_QUEUE_DECLARE_OK_METHOD,
+						       AMQP_BASIC_CONSUME_OK_METHOD};
+	amqp_method_t m;
+	bool none;
+	size_t i;
+	int r;
+
+	if (c->dead)
+		return AL_CONNECTION;
+	if (c->notify_channel)
+		return AL_OK;
+	c->notify_channel = NOTIFY_CHANNEL;
+	/* One round trip for the three. */
+	if ((r = amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_QUEUE_DECLARE_METHOD,
+				  &declare)) ||
+	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_CONSUME_METHOD, &consume)))
+		return lost(c, r, "subscribing to releases");
+	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		enum al_status st = next_method_on(c, c->notify_channel, c->rpc_timeout, &m, &none);
+
+		if (st != AL_OK || m.id != replies[i])
+			return c->dead ? st : AL_BROKER; /* polling will do */
+	}
+	trace("waiting on %s", queue);
+	return AL_OK;
+}
+
+void conn_unsubscribe(struct conn *c)
+{
+	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
+
+	if (c->dead || !c->notify_channel)
+		return;
+	/* Its close-ok, like any late frame, is skipped by next_method_on. */
+	amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
+	c->notify_channel = 0;
+}
+
+enum al_status conn_notify(struct conn *c, const char *queue)
+{
+	static const amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_EXPIRATION_FLAG,
+		.expiration = {1, (void *)"0"},
+	};
+	int r;
+
+	if (c->dead || c->channel == 0)
+		return fail(AL_BROKER, "internal error: no open channel");
+	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue), 0,
+			       0, &props, amqp_empty_bytes);
+	if (r != AMQP_STATUS_OK)
+		return lost(c, r, "announcing a release");
+	c->published++;
 	return AL_OK;
 }
 
@@ -635,8 +743,15 @@ void conn_close(struct conn *c)
 {
 	if (!c->amqp)
 		return;
-	if (!c->dead)
+	if (!c->dead) {
+		/* Polite but brief: a broker that blocks us for a resource
+		 * alarm (after a release's notification) would not answer,
+		 * and closing the socket ends the connection anyway. */
+		struct timeval bye = to_timeval(c->rpc_timeout < 1 ? c->rpc_timeout : 1);
+
+		amqp_set_rpc_timeout(c->amqp, &bye);
 		amqp_connection_close(c->amqp, AMQP_REPLY_SUCCESS);
+	}
 	amqp_destroy_connection(c->amqp);
 	c->amqp = NULL;
 	c->channel = 0;

@@ -26,7 +26,11 @@ struct conn {
 	amqp_connection_state_t amqp;
 	amqp_channel_t channel; /* open channel, 0 if none */
 	uint64_t published;     /* last publisher-confirm tag on channel */
-	unsigned heartbeat;     /* as negotiated */
+	/* The channel of conn_subscribe's consumer (0: none), and whether a
+	 * message has come to it since notified was last cleared. */
+	amqp_channel_t notify_channel;
+	bool notified;
+	unsigned heartbeat; /* as negotiated */
 	double rpc_timeout;
 	bool dead; /* the connection is unusable; only conn_close remains */
 	/* The last channel-level refusal, set when conn_recv returns one. */
@@ -89,6 +93,21 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
  * through the default exchange: the broker answers basic.return (no such
  * queue) then basic.ack, or basic.ack alone. Tag: ++c->published. */
 enum al_status conn_publish_probe(struct conn *c, const char *queue);
+
+/* Consumes from the shared queue `queue` (declared if need be) on a
+ * channel of its own. The broker hands each message to one consumer in
+ * turn; from then on every conn_* call that reads sets `notified` when one
+ * comes. On failure (e.g. no permission) the connection is still usable;
+ * only a dead connection matters to the caller. */
+enum al_status conn_subscribe(struct conn *c, const char *queue);
+
+/* Ends conn_subscribe's subscription without waiting (its queue goes
+ * with it). */
+void conn_unsubscribe(struct conn *c);
+
+/* Publishes an empty message to `queue` through the default exchange,
+ * expiring at once unless a consumer takes it; waits for nothing. */
+enum al_status conn_notify(struct conn *c, const char *queue);
 
 /* Records a message for the channel refusal in reply_code, e.g.
  * "declaring amqplock.jobs-1-A: ACCESS_REFUSED - ...", and returns st. */

@@ -95,15 +95,29 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 	double start = now_seconds(), deadline = o->wait < 0 ? INFINITY : start + o->wait;
 	double delay = FIRST_RETRY, until;
 	enum al_status st;
-	bool readable;
+	bool readable, watching = false;
 	int sig;
 
 	*signo = 0;
 	for (;;) {
 		status_clear();
+		/* Cleared before the attempt: a release announced during it
+		 * cuts the next pause short. */
+		s->conn->notified = false;
 		st = sem_acquire(s, slot, max);
 		if (st != AL_BUSY || o->nonblock || now_seconds() >= deadline)
 			break;
+		/* A waiter hears of clean releases at once. Holders that die
+		 * say nothing, so polling with back-off goes on as well. A
+		 * release between the attempt above and the subscription
+		 * is caught by trying again straight after it. */
+		if (!watching) {
+			watching = true;
+			if (sem_watch_releases(s) != AL_OK && s->conn->dead)
+				return AL_CONNECTION;
+			if (s->conn->notify_channel)
+				continue;
+		}
 		until = fmin(now_seconds() + jitter(delay), deadline);
 		do {
 			sig = wait_event(s->conn, until, &readable);
@@ -114,13 +128,17 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 					    "interrupted by SIG%s while waiting for a slot of %s",
 					    sigabbrev_np(sig), s->label);
 			}
-			/* Nothing is expected here but heartbeats; taking
+			/* Heartbeats and release notifications; taking
 			 * them keeps the connection alive. */
 			if (readable && (st = conn_drain(s->conn)) != AL_OK)
 				return st;
-		} while (now_seconds() < until);
+		} while (!s->conn->notified && now_seconds() < until);
+		if (s->conn->notified)
+			trace("a slot of %s was released; trying again", s->label);
 		delay = fmin(delay * 2, LONGEST_RETRY);
 	}
+	/* A holder has no use for other clients' releases. */
+	conn_unsubscribe(s->conn);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock) {
 		status_clear();
 		fail(AL_BUSY, "timed out after %g s waiting for a slot of %s (all %u held)",
@@ -430,5 +448,11 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	}
 	guard_stop();
 	*code = h.code;
-	return h.lost_at ? AL_LOST : AL_OK;
+	if (h.lost_at)
+		return AL_LOST;
+	/* Waiters hear of it at once; a failure here changes nothing, as
+	 * the connection's close gives the slot back anyway. */
+	if (!s->conn->dead)
+		sem_released(s, slot);
+	return AL_OK;
 }

@@ -1,6 +1,7 @@
 #include "sem.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,15 +381,51 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 	return st;
 }
 
-enum al_status sem_verify_send(struct sem *s, unsigned slot)
+/* One queue per semaphore that its waiters consume from: the broker gives
+ * each release's message to one waiter, in turn, so a release wakes one
+ * waiter rather than all of them. '#' cannot occur in a name, so the
+ * queue is nobody's slot or mutex. */
+static void waiters_queue(const struct sem *s, char *buf)
+{
+	snprintf(buf, QUEUE_NAME_MAX + 1, "%s#waiters", s->name.base);
+}
+
+enum al_status sem_watch_releases(struct sem *s)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+
+	waiters_queue(s, queue);
+	return conn_subscribe(s->conn, queue);
+}
+
+/* Sends one request about a queue of slot k without waiting for the
+ * reply. */
+static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
 	void *method;
 
-	sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-	method = queue_request(&r, DECLARE_PASSIVE, queue);
+	sem_name_slot(&s->name, k, kind, queue);
+	method = queue_request(&r, op, queue);
 	return conn_send(s->conn, r.id, method);
+}
+
+/* The holder queue goes first, so that a woken waiter finds the slot
+ * free: the broker handles a channel's methods in order. Neither waits for
+ * a reply; the connection's close does. */
+enum al_status sem_released(struct sem *s, unsigned slot)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+
+	waiters_queue(s, queue);
+	return st == AL_OK ? conn_notify(s->conn, queue) : st;
+}
+
+enum al_status sem_verify_send(struct sem *s, unsigned slot)
+{
+	return slot_send(s, DECLARE_PASSIVE, slot, SLOT_QUEUE);
 }
 
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)

@@ -63,6 +63,15 @@ struct sem_status {
  * held as long as the connection lives. */
 enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max);
 
+/* Waiting for a slot: asks to be told of clean releases of this
+ * semaphore (sem_released); conn->notified is then set when one comes.
+ * Without it (refused, say), waiting still polls. */
+enum al_status sem_watch_releases(struct sem *s);
+
+/* Gives slot back and tells waiting clients so, before the connection
+ * closes; costs no round trip. */
+enum al_status sem_released(struct sem *s, unsigned slot);
+
 /* While holding: asks the broker whether the slot still exists (a passive
  * declare, never a publish, so a broker alarm cannot block it). The answer
  * is taken by sem_held_poll. */

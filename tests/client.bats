@@ -245,6 +245,23 @@ teardown() {
 
 # --- acquire -------------------------------------------------------------------
 
+@test "a clean release wakes a waiting hold at once (it hears of it, not only by polling)" {
+    al create "$n" 1
+    bg a acquire "$n"
+    local a=$BG
+    [ "$(await_slot a)" = 1 ]
+    bg w -v hold -w 30 "$n" -- touch "$T/ran"
+    local w=$BG
+    wait_until 10 grep -q "waiting on amqplock.$n#waiters" "$T/w.err" || fail "no subscription: $(cat "$T/w.err")"
+    # long enough for its polling to have backed off to the longest pause
+    sleep 2
+    kill -TERM "$a"
+    wait_exit "$w" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/w.err")"
+    [ -e "$T/ran" ]
+    grep -q "was released; trying again" "$T/w.err" || fail "not woken: $(cat "$T/w.err")"
+}
+
 @test "concurrent acquires get distinct slots, a 4th with -n gets none, INT TERM and HUP release" {
     al create "$n" 3
     bg a1 acquire "$n"

@@ -45,7 +45,7 @@ else
     # shellcheck disable=SC1091
     . "$work/broker/env"
     export AMQPLOCK_TEST_WORK="$work"
-    bats --tap "${suites[@]}" | tee "$work/bats.tap"
+    bats --tap --timing "${suites[@]}" | tee "$work/bats.tap"
     status=${PIPESTATUS[0]}
     cat "$work/bats.tap" >>"$tap"
     if [ "$status" -ne 0 ] && ! grep -q '^not ok ' "$work/bats.tap"; then
