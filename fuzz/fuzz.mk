@@ -5,7 +5,7 @@
 #
 #   make fuzz         installs clang and its fuzzer runtime if missing, builds
 #                     every target and runs each for FUZZ_SECONDS (default 60)
-#   make fuzz-smoke   the same, 10 s per target (what CI runs)
+#   make fuzz-smoke   the same, FUZZ_SMOKE_SECONDS (10) per target (CI: 5)
 #   make fuzz-build   only builds build/fuzz/fuzz_*
 #
 # Each run starts from the committed seeds in fuzz/corpus/<target>/ and
@@ -41,8 +41,9 @@ fuzz: fuzz-deps
 	$(MAKE) --no-print-directory fuzz-build
 	fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+FUZZ_SMOKE_SECONDS ?= 10
 fuzz-smoke:
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 fuzz-build: $(FUZZ_BINS)
 
