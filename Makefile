@@ -22,15 +22,15 @@ OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 endif
 
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lm
+PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -DAMQPLOCK_VERSION='"$(VERSION)"' \
 	$(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 
-# The sources that do not need the broker libraries at link time: names and
-# numbers, tested on their own by tests/unit.
-PURE_SRCS := src/names.c src/parse.c src/status.c
-SRCS := $(PURE_SRCS) src/clock.c src/conn.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/main.c
+# The sources that do not need the broker libraries at link time: names,
+# numbers and time arithmetic, tested on their own by tests/unit.
+PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c
+SRCS := $(PURE_SRCS) src/conn.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/main.c
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
@@ -60,7 +60,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # Installs, with apt-get, whatever of the build and test dependencies is
 # missing. Does nothing when all are there.
 DEB_PKGS := gcc make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
-	bats-support bats-assert valgrind
+	bats-support bats-assert valgrind groff-base zsh fish bash-completion
 deps:
 	@tests/install-deps.sh $(DEB_PKGS)
 
@@ -74,11 +74,41 @@ demo: deps
 	$(MAKE) amqplock
 	tests/demo.sh
 
+# make install [PREFIX=/usr/local] [DESTDIR=...] [BINDIR=...] [MANDIR=...]
+# installs the binary, the man page and the bash, zsh and fish completions.
+# The bash and fish completion directories are the ones pkg-config reports
+# (bash-completion.pc, fish.pc) when they lie under PREFIX, as with
+# PREFIX=/usr; for another PREFIX, or without the .pc files, the same
+# layout under PREFIX, where both shells look too for PREFIX=/usr/local.
+# Any of the *DIR variables can be given to override that.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+pc_dir_under_prefix = $(filter $(PREFIX)/%,$(shell $(PKG_CONFIG) --variable=completionsdir $(1) 2>/dev/null))
+BASH_COMPLETION_DIR ?= $(or $(call pc_dir_under_prefix,bash-completion),$(PREFIX)/share/bash-completion/completions)
+FISH_COMPLETION_DIR ?= $(or $(call pc_dir_under_prefix,fish),$(PREFIX)/share/fish/vendor_completions.d)
+ZSH_COMPLETION_DIR ?= $(PREFIX)/share/zsh/site-functions
+INSTALLED = $(BINDIR)/amqplock $(MANDIR)/man1/amqplock.1 $(BASH_COMPLETION_DIR)/amqplock \
+	$(ZSH_COMPLETION_DIR)/_amqplock $(FISH_COMPLETION_DIR)/amqplock.fish
+
+.PHONY: install uninstall
+install: amqplock
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(BASH_COMPLETION_DIR)' \
+		'$(DESTDIR)$(ZSH_COMPLETION_DIR)' '$(DESTDIR)$(FISH_COMPLETION_DIR)'
+	install -m 755 amqplock '$(DESTDIR)$(BINDIR)/amqplock'
+	install -m 644 man/amqplock.1 '$(DESTDIR)$(MANDIR)/man1/amqplock.1'
+	install -m 644 completions/amqplock.bash '$(DESTDIR)$(BASH_COMPLETION_DIR)/amqplock'
+	install -m 644 completions/_amqplock '$(DESTDIR)$(ZSH_COMPLETION_DIR)/_amqplock'
+	install -m 644 completions/amqplock.fish '$(DESTDIR)$(FISH_COMPLETION_DIR)/amqplock.fish'
+
+uninstall:
+	rm -f $(INSTALLED:%='$(DESTDIR)%')
+
 # Deliberately broken builds, each of which some test must catch.
 mutants: deps
 	tests/mutants.sh
 
-FMT_FILES := $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c fuzz/*.h)
+FMT_FILES := $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c fuzz/*.h bench/*.c)
 fmt:
 	clang-format -i $(FMT_FILES)
 fmt-check:
@@ -88,6 +118,8 @@ fmt-check:
 -include fuzz/fuzz.mk
 # Benchmarks against the AMQP floor, flock and etcd: make bench.
 -include bench/bench.mk
+# A three-node RabbitMQ cluster on loopback and its suite: make check-cluster.
+-include tests/cluster/cluster.mk
 
 clean:
 	rm -rf build amqplock

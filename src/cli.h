@@ -10,11 +10,15 @@
 
 struct cli {
 	struct conn_opts conn;
+	bool urls_given; /* conn.url comes from --url options */
 	const char *prefix;
 	bool json, quiet;
 	/* admin commands, status, wait */
 	double admin_wait;
 	unsigned overshoot;
+	/* create, add, max N */
+	enum slot_type slot_type;
+	bool slot_type_given;
 	/* acquire, hold, wait */
 	bool nonblock;
 	double wait; /* seconds; < 0: forever */

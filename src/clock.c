@@ -28,3 +28,21 @@ double jitter(double d)
 {
 	return d / 2 + d * ((double)rand() / ((double)RAND_MAX + 1));
 }
+
+double sooner(double a, double b)
+{
+	return a < b ? a : b;
+}
+
+int poll_ms(double seconds)
+{
+	double ms = seconds * 1000;
+	int whole;
+
+	if (!(ms > 0))
+		return 0;
+	if (ms > 3600000)
+		return 3600000;
+	whole = (int)ms;
+	return whole < ms ? whole + 1 : whole;
+}

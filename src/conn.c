@@ -160,22 +160,69 @@ static const char *url_problem(const char *url)
 	return NULL;
 }
 
-static enum al_status parse_login(const struct conn_opts *o, struct login *l)
+/* The URLs of a list are separated by spaces: a URL never holds one (it
+ * would be %20). Other white space stays in, to be refused. */
+#define URL_SEPARATOR " "
+
+/* The nth (0-based) URL of the list into buf; false if there is none. */
+static bool nth_url(const char *list, unsigned nth, char *buf, size_t size, bool *too_long)
+{
+	size_t len;
+
+	*too_long = false;
+	for (;;) {
+		list += strspn(list, URL_SEPARATOR);
+		len = strcspn(list, URL_SEPARATOR);
+		if (len == 0)
+			return false;
+		if (nth-- == 0)
+			break;
+		list += len;
+	}
+	if (len >= size) {
+		*too_long = true;
+		len = 0;
+	}
+	memcpy(buf, list, len);
+	buf[len] = '\0';
+	return true;
+}
+
+static unsigned count_urls(const char *list)
+{
+	char buf[2];
+	bool too_long;
+	unsigned n = 0;
+
+	while (nth_url(list, n, buf, sizeof(buf), &too_long))
+		n++;
+	return n;
+}
+
+/* The nth URL of o->url (one of n), checked, and the login it gives. */
+static enum al_status parse_login(const struct conn_opts *o, unsigned nth, unsigned n,
+				  struct login *l)
 {
 	static const char form[] = "expected amqp[s]://[user[:password]@]host[:port][/vhost]";
 	const char *why;
+	char which[48] = "";
+	bool too_long;
 
-	/* Never echo the URL back: it may hold a password. */
-	if (strlen(o->url) >= sizeof(l->url))
-		return fail(AL_USAGE, "broker URL is too long");
-	strcpy(l->url, o->url);
+	if (n == 0)
+		return fail(AL_USAGE, "no broker URL given (%s)", form);
+	/* Never echo the URL back: it may hold a password. Say which one. */
+	if (n > 1)
+		snprintf(which, sizeof(which), " (%u of %u)", nth + 1, n);
+	nth_url(o->url, nth, l->url, sizeof(l->url), &too_long);
+	if (too_long)
+		return fail(AL_USAGE, "broker URL%s is too long", which);
 	amqp_default_connection_info(&l->info);
-	if ((why = url_problem(o->url)))
-		return fail(AL_USAGE, "invalid broker URL: %s (%s)", why, form);
+	if ((why = url_problem(l->url)))
+		return fail(AL_USAGE, "invalid broker URL%s: %s (%s)", which, why, form);
 	if (amqp_parse_url(l->url, &l->info) != AMQP_STATUS_OK)
-		return fail(AL_USAGE, "invalid broker URL (%s)", form);
+		return fail(AL_USAGE, "invalid broker URL%s (%s)", which, form);
 	if (l->info.port <= 0 || l->info.port > 65535)
-		return fail(AL_USAGE, "invalid broker URL: a bad port (%s)", form);
+		return fail(AL_USAGE, "invalid broker URL%s: a bad port (%s)", which, form);
 	/* amqp_parse_url reads "amqp://host/" as the vhost "", which no
 	 * broker has; like most clients we take it to mean the default "/". */
 	if (l->info.vhost[0] == '\0')
@@ -202,9 +249,13 @@ static enum al_status parse_login(const struct conn_opts *o, struct login *l)
 
 enum al_status conn_check_opts(const struct conn_opts *o)
 {
+	unsigned n = count_urls(o->url), i = 0;
 	struct login l;
-	enum al_status st = parse_login(o, &l);
+	enum al_status st;
 
+	do
+		st = parse_login(o, i, n, &l);
+	while (st == AL_OK && ++i < n);
 	explicit_bzero(&l, sizeof(l));
 	return st;
 }
@@ -700,7 +751,8 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	return fail(AL_BROKER, "cannot log in to %s", c->where);
 }
 
-enum al_status conn_open(struct conn *c, const struct conn_opts *o)
+/* One try: the nth broker of the list of n, within --connect-timeout. */
+static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth, unsigned n)
 {
 	double deadline = now_seconds() + o->connect_timeout;
 	struct login l;
@@ -710,7 +762,7 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o)
 
 	memset(c, 0, sizeof(*c));
 	c->rpc_timeout = o->rpc_timeout;
-	st = parse_login(o, &l);
+	st = parse_login(o, nth, n, &l);
 	if (st != AL_OK)
 		goto out;
 	printable(host, sizeof(host), l.info.host, strlen(l.info.host));
@@ -736,6 +788,39 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o)
 		trace("connected, heartbeat %u s", c->heartbeat);
 out:
 	explicit_bzero(&l, sizeof(l));
+	return st;
+}
+
+/* The brokers are tried in the order given (a cluster's clients then
+ * agree on a first choice), each within its own --connect-timeout. */
+enum al_status conn_open(struct conn *c, const struct conn_opts *o)
+{
+	unsigned n = count_urls(o->url), i;
+	char last[256];
+	enum al_status st;
+
+	/* Every URL is checked before any is tried: a typo in the last one
+	 * is a usage error even while the first one answers. */
+	if ((st = conn_check_opts(o)) != AL_OK) {
+		memset(c, 0, sizeof(*c));
+		c->dead = true;
+		return st;
+	}
+	for (i = 0;; i++) {
+		st = open_one(c, o, i, n);
+		/* Only a broker that cannot be reached sends us on to the next:
+		 * a login refused by one would be refused by the others. */
+		if (st != AL_CONNECTION || i + 1 >= n)
+			break;
+		trace("%s; trying the next broker", status_message());
+		status_clear();
+		conn_close(c);
+	}
+	if (st == AL_CONNECTION && n > 1) {
+		snprintf(last, sizeof(last), "%s", status_message());
+		status_clear();
+		fail(AL_CONNECTION, "none of the %u brokers answered; the last: %s", n, last);
+	}
 	return st;
 }
 

@@ -79,7 +79,7 @@ static int wait_event(struct conn *c, double until, bool *readable)
 		fds[1].fd = conn_fd(c);
 	if ((sig = take_signal()) != 0)
 		return sig;
-	timeout_ms = left <= 0 ? 0 : left > 3600 ? 3600000 : (int)ceil(left * 1000);
+	timeout_ms = poll_ms(left);
 	if (poll(fds, 2, timeout_ms) > 0) {
 		if (fds[1].revents && readable)
 			*readable = true;
@@ -118,7 +118,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 			if (s->conn->notify_channel)
 				continue;
 		}
-		until = fmin(now_seconds() + jitter(delay), deadline);
+		until = sooner(now_seconds() + jitter(delay), deadline);
 		do {
 			sig = wait_event(s->conn, until, &readable);
 			if (sig && sig != SIGCHLD) {
@@ -135,7 +135,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 		} while (!s->conn->notified && now_seconds() < until);
 		if (s->conn->notified)
 			trace("a slot of %s was released; trying again", s->label);
-		delay = fmin(delay * 2, LONGEST_RETRY);
+		delay = sooner(delay * 2, LONGEST_RETRY);
 	}
 	/* A holder has no use for other clients' releases. */
 	conn_unsubscribe(s->conn);
@@ -360,10 +360,10 @@ static double next_wakeup(const struct holding *h)
 		return now_seconds() + GROUP_POLL_INTERVAL;
 	t = h->verify_sent ? h->verify_sent + silence_limit(h) : h->next_verify;
 	if (h->s->conn->heartbeat)
-		t = fmin(t, h->heard + silence_limit(h));
+		t = sooner(t, h->heard + silence_limit(h));
 	/* Let the library send our heartbeats on time. */
 	if (h->s->conn->heartbeat)
-		t = fmin(t, now_seconds() + h->s->conn->heartbeat / 4.0);
+		t = sooner(t, now_seconds() + h->s->conn->heartbeat / 4.0);
 	return t;
 }
 

@@ -39,7 +39,8 @@ enum scope {
 	SCAN = 1 << 2,  /* looks past max for strays or orphans */
 	WAIT = 1 << 3,  /* waits for a slot or for orphans */
 	HOLD = 1 << 4,  /* runs a command */
-	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD,
+	GROW = 1 << 5,  /* may declare slot queues */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW,
 };
 
 enum opt_id {
@@ -66,6 +67,7 @@ enum opt_id {
 	OPT_OVERSHOOT,
 	OPT_LOST_SIGNAL,
 	OPT_GRACE,
+	OPT_SLOT_TYPE,
 };
 
 struct opt_def {
@@ -78,7 +80,8 @@ struct opt_def {
 
 static const struct opt_def opt_defs[] = {
 	{"url", OPT_URL, "URL", GLOBAL,
-	 "broker, amqp[s]://user:pass@host:port/vhost\n"
+	 "broker, amqp[s]://user:pass@host:port/vhost; give several\n"
+	 "(or a space-separated list) to try them in order\n"
 	 "(default $AMQPLOCK_URL, $AMQP_URL, " DEFAULT_URL ")"},
 	{"password-file", OPT_PASSWORD_FILE, "FILE", GLOBAL,
 	 "read the password from the first line of FILE (mode 600)"},
@@ -103,6 +106,9 @@ static const struct opt_def opt_defs[] = {
 	 "wait up to SECS for another administrator to finish (default 30)"},
 	{"overshoot", OPT_OVERSHOOT, "N", SCAN,
 	 "look N slots past max for stray slots and orphan holders (default 128)"},
+	{"slot-type", OPT_SLOT_TYPE, "TYPE", GROW,
+	 "classic or quorum (replicated in a cluster); default: create\n"
+	 "classic, others the type of the slots there are"},
 	{"nonblock", OPT_NONBLOCK, NULL, WAIT, "try once; do not wait"},
 	{"wait", OPT_WAIT, "SECS", WAIT, "give up after SECS (fractions allowed; 0 = -n)"},
 	{"conflict-exit-code", OPT_CONFLICT_EXIT, "N", WAIT,
@@ -119,14 +125,15 @@ static const struct opt_def opt_defs[] = {
 
 static const struct command commands[] = {
 	{"create", cmd_create, 2, 2, "NAME SLOTS", "create a semaphore with SLOTS slots",
-	 ADMIN | SCAN, false},
+	 ADMIN | SCAN | GROW, false},
 	{"destroy", cmd_destroy, 1, 1, "NAME", "delete every slot of a semaphore", ADMIN | SCAN,
 	 false},
-	{"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN, false},
+	{"add", cmd_add, 1, 2, "NAME [COUNT]", "add COUNT slots (default 1)", ADMIN | SCAN | GROW,
+	 false},
 	{"remove", cmd_remove, 1, 2, "NAME [COUNT]", "remove the COUNT highest slots (default 1)",
 	 ADMIN | SCAN, false},
 	{"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
-	 ADMIN | SCAN, false},
+	 ADMIN | SCAN | GROW, false},
 	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN, false},
 	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
 	 false},
@@ -284,13 +291,41 @@ static enum al_status signal_opt(const char *arg, int *out)
 
 enum { SHOW_NOTHING, SHOW_HELP, SHOW_VERSION };
 
+/* --url given several times: the brokers of a cluster, tried in order
+ * (conn.c). The first --url replaces the environment's list. */
+static enum al_status add_url(struct cli *cli, const char *arg)
+{
+	static char list[8192];
+	size_t used = cli->urls_given ? strlen(list) : 0;
+	int n;
+
+	if (arg[strspn(arg, " ")] == '\0')
+		return fail(AL_USAGE, "invalid broker URL: empty");
+	n = snprintf(list + used, sizeof(list) - used, "%s%s", used ? " " : "", arg);
+	if (n < 0 || (size_t)n >= sizeof(list) - used)
+		return fail(AL_USAGE, "the --url options are too long together");
+	cli->urls_given = true;
+	cli->conn.url = list;
+	return AL_OK;
+}
+
 static enum al_status apply_option(struct cli *cli, int id, const char *arg, int *show)
 {
 	unsigned n;
+	char q[64];
 
 	switch (id) {
 	case OPT_URL:
-		cli->conn.url = arg;
+		return add_url(cli, arg);
+	case OPT_SLOT_TYPE:
+		if (strcmp(arg, "classic") == 0)
+			cli->slot_type = SLOT_CLASSIC;
+		else if (strcmp(arg, "quorum") == 0)
+			cli->slot_type = SLOT_QUORUM;
+		else
+			return fail(AL_USAGE, "--slot-type %s: expected classic or quorum",
+				    quote_arg(arg, q, sizeof(q)));
+		cli->slot_type_given = true;
 		return AL_OK;
 	case OPT_PASSWORD_FILE:
 		cli->conn.password_file = arg;
@@ -457,6 +492,8 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
 	s->conn = c;
 	s->overshoot = cli->overshoot;
 	s->admin_wait = cli->admin_wait;
+	s->slot_type = cli->slot_type;
+	s->slot_type_given = cli->slot_type_given;
 	/* Loud on every run, so that a forgotten --insecure does not go
 	 * unnoticed in a cron job's mail. */
 	if (cli->conn.insecure)

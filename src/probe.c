@@ -8,35 +8,51 @@
  * buffers fill while nobody reads. */
 #define PROBE_BATCH 1024u
 
-static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
-				  unsigned first, unsigned count, bool *exists)
+/* The probe a basic.return answers. The broker handles a channel's
+ * publishes in order, so returns come in the order of their probes: the
+ * search goes on from the last match. */
+static struct probe *returned(const struct sem_name *sn, struct probe *p, size_t n, size_t *next,
+			      const amqp_basic_return_t *r)
+{
+	size_t i;
+
+	for (i = *next; i < n; i++) {
+		if (sem_name_parse_slot(sn, r->routing_key.bytes, r->routing_key.len, p[i].kind) ==
+		    p[i].slot) {
+			*next = i + 1;
+			return &p[i];
+		}
+	}
+	return NULL;
+}
+
+static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, struct probe *p,
+				  size_t n)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	bool single_acks[PROBE_BATCH] = {false};
 	uint64_t base = c->published, confirmed = base, last;
+	struct probe *answered;
 	enum al_status st;
 	amqp_method_t m;
-	unsigned i;
+	size_t i, next = 0;
 
-	for (i = 0; i < count; i++) {
-		exists[i] = true;
-		sem_name_slot(sn, first + i, kind, queue);
+	for (i = 0; i < n; i++) {
+		p[i].exists = true;
+		sem_name_slot(sn, p[i].slot, p[i].kind, queue);
 		if ((st = conn_publish_probe(c, queue)) != AL_OK)
 			return st;
 	}
 	last = c->published;
 	/* A missing queue's basic.return comes before the basic.ack of the
 	 * same probe, so every return is in when the last tag is confirmed.
-	 * Returns are matched by routing key: acks may be merged. */
+	 * Acks may be merged. */
 	while (confirmed < last) {
 		if ((st = conn_recv(c, &m)) != AL_OK)
 			return conn_refused(c, st, "probing", queue);
 		if (m.id == AMQP_BASIC_RETURN_METHOD) {
-			amqp_basic_return_t *r = m.decoded;
-			unsigned slot = sem_name_parse_slot(sn, r->routing_key.bytes,
-							    r->routing_key.len, kind);
-			if (slot >= first && slot - first < count)
-				exists[slot - first] = false;
+			if ((answered = returned(sn, p, n, &next, m.decoded)) != NULL)
+				answered->exists = false;
 		} else if (m.id == AMQP_BASIC_ACK_METHOD) {
 			amqp_basic_ack_t *a = m.decoded;
 
@@ -56,15 +72,32 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, enu
 	return AL_OK;
 }
 
+enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct probe *p, size_t n)
+{
+	enum al_status st = AL_OK;
+	size_t done, batch;
+
+	for (done = 0; done < n && st == AL_OK; done += batch) {
+		batch = n - done < PROBE_BATCH ? n - done : PROBE_BATCH;
+		st = probe_batch(c, sn, p + done, batch);
+	}
+	return st;
+}
+
 enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
 			   unsigned first, unsigned count, bool *exists)
 {
+	struct probe p[PROBE_BATCH];
 	enum al_status st = AL_OK;
-	unsigned done, n;
+	unsigned done, n, i;
 
 	for (done = 0; done < count && st == AL_OK; done += n) {
 		n = count - done < PROBE_BATCH ? count - done : PROBE_BATCH;
-		st = probe_batch(c, sn, kind, first + done, n, exists + done);
+		for (i = 0; i < n; i++)
+			p[i] = (struct probe){.kind = kind, .slot = first + done + i};
+		st = probe_batch(c, sn, p, n);
+		for (i = 0; st == AL_OK && i < n; i++)
+			exists[done + i] = p[i].exists;
 	}
 	return st;
 }

@@ -3,15 +3,26 @@
 #define AMQPLOCK_PROBE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "conn.h"
 #include "names.h"
 
-/* Sets exists[i] for the kind queue of slot first + i, i < count. A probe
- * is a mandatory publish with confirms: it says whether a queue by that
- * name exists, not who holds it, and it never leaves a message behind.
- * Probes go out in batches and their answers are read afterwards, so the
- * cost is a few round trips whatever count is. */
+/* One question: does the kind queue of slot exist? */
+struct probe {
+	enum slot_kind kind;
+	unsigned slot;
+	bool exists; /* the answer */
+};
+
+/* Answers p[0..n-1]. A probe is a mandatory publish with confirms: it says
+ * whether a queue by that name exists, not who holds it, and it never
+ * leaves a message behind. Probes go out in batches and their answers are
+ * read afterwards, so the cost is a few round trips whatever n is. */
+enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct probe *p, size_t n);
+
+/* The same for the kind queues of slots first..first+count-1: exists[i]
+ * answers for slot first + i. */
 enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
 			   unsigned first, unsigned count, bool *exists);
 

@@ -1,6 +1,5 @@
 #include "sem.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,15 +7,21 @@
 #include "clock.h"
 #include "probe.h"
 
-/* Probing for max starts with this many slots and doubles: a small
- * semaphore costs one round trip, a large one a few. */
-#define FIRST_PROBE_BATCH   16u
-#define LARGEST_PROBE_BATCH 1024u
+/* Reading max starts by probing this many slots: a small semaphore is
+ * answered in one round trip. Holder queues are then scanned in windows
+ * that double, up to the largest. */
+#define FIRST_WINDOW   16u
+#define LARGEST_WINDOW 1024u
+/* Slots probed in one round of the narrowing search for max. */
+#define SEARCH_POINTS 64u
 
-enum al_status sem_max(struct sem *s, unsigned *max)
+/* Administrators count slots one by one from 1 (under their mutex): the
+ * first missing slot queue ends the semaphore, so a hole made behind
+ * amqplock's back is found, and the strays above it swept. */
+static enum al_status count_slots(struct sem *s, unsigned *max)
 {
-	bool exists[LARGEST_PROBE_BATCH];
-	unsigned first = 1, batch = FIRST_PROBE_BATCH, i;
+	bool exists[LARGEST_WINDOW];
+	unsigned first = 1, batch = FIRST_WINDOW, i;
 	enum al_status st;
 
 	for (;;) {
@@ -37,14 +42,84 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 			}
 		}
 		first += batch;
-		if (batch < LARGEST_PROBE_BATCH)
+		if (batch < LARGEST_WINDOW)
 			batch *= 2;
 	}
 }
 
+/* Slot lo exists (or is 0) and slot hi does not: probes up to
+ * SEARCH_POINTS slots spread between them per round trip and keeps the
+ * boundary between the last one found and the first one missing. */
+static enum al_status narrow(struct sem *s, unsigned lo, unsigned hi, unsigned *max)
+{
+	struct probe p[SEARCH_POINTS];
+	enum al_status st;
+	unsigned gap, n, i;
+
+	while (hi - lo > 1) {
+		gap = hi - lo - 1;
+		n = gap < SEARCH_POINTS ? gap : SEARCH_POINTS;
+		for (i = 0; i < n; i++)
+			p[i] = (struct probe){.kind = SLOT_QUEUE,
+					      .slot = lo + 1 +
+						      (unsigned)((unsigned long)gap * i / n)};
+		if ((st = probe_queues(s->conn, &s->name, p, n)) != AL_OK)
+			return st;
+		for (i = 0; i < n && p[i].exists; i++)
+			lo = p[i].slot;
+		if (i < n)
+			hi = p[i].slot;
+	}
+	*max = lo;
+	trace("%s has %u slots", s->name.base, *max);
+	return AL_OK;
+}
+
+/* max from the answers for slots 1..FIRST_WINDOW: if they all exist,
+ * probes 2, 4, 8 ... times as far in one round trip, then narrows. */
+static enum al_status max_after_window(struct sem *s, const struct probe *window, unsigned *max)
+{
+	struct probe p[16];
+	unsigned lo = 0, hi = SLOTS_MAX + 1, k, i, n = 0;
+	enum al_status st;
+
+	for (i = 0; i < FIRST_WINDOW && window[i].exists; i++)
+		lo = window[i].slot;
+	if (i < FIRST_WINDOW)
+		return narrow(s, lo, window[i].slot, max);
+	for (k = 2 * FIRST_WINDOW; k < SLOTS_MAX; k *= 2)
+		p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = k};
+	p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = SLOTS_MAX};
+	if ((st = probe_queues(s->conn, &s->name, p, n)) != AL_OK)
+		return st;
+	for (i = 0; i < n && p[i].exists; i++)
+		lo = p[i].slot;
+	if (i < n)
+		hi = p[i].slot;
+	return narrow(s, lo, hi, max);
+}
+
+/* Readers search for max rather than count: amqplock keeps the slot
+ * queues 1..max without holes at every moment (declares go up, deletes
+ * come down, one administrator at a time), so a few round trips answer
+ * for any size. */
+enum al_status sem_max(struct sem *s, unsigned *max)
+{
+	struct probe window[FIRST_WINDOW];
+	enum al_status st;
+	unsigned i;
+
+	for (i = 0; i < FIRST_WINDOW; i++)
+		window[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
+	if ((st = probe_queues(s->conn, &s->name, window, FIRST_WINDOW)) != AL_OK)
+		return st;
+	return max_after_window(s, window, max);
+}
+
 /* The queue requests amqplock makes, each with the reply it expects. */
 enum queue_op {
-	DECLARE_SLOT,      /* durable, shared */
+	DECLARE_SLOT,      /* durable, shared: classic */
+	DECLARE_QUORUM,    /* durable, shared: quorum */
 	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
 	DECLARE_PASSIVE,   /* does it exist? */
 	DELETE_QUEUE,
@@ -54,6 +129,11 @@ struct queue_request {
 	amqp_method_number_t id, ok;
 	amqp_queue_declare_t declare;
 	amqp_queue_delete_t del;
+};
+
+static amqp_table_entry_t quorum_type = {
+	.key = {sizeof("x-queue-type") - 1, "x-queue-type"},
+	.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = {sizeof("quorum") - 1, "quorum"}},
 };
 
 static void *queue_request(struct queue_request *r, enum queue_op op, const char *queue)
@@ -68,7 +148,9 @@ static void *queue_request(struct queue_request *r, enum queue_op op, const char
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
 	r->ok = AMQP_QUEUE_DECLARE_OK_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
-	r->declare.durable = op == DECLARE_SLOT;
+	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM;
+	if (op == DECLARE_QUORUM)
+		r->declare.arguments = (amqp_table_t){.num_entries = 1, .entries = &quorum_type};
 	r->declare.exclusive = op == DECLARE_EXCLUSIVE;
 	r->declare.passive = op == DECLARE_PASSIVE;
 	return &r->declare;
@@ -152,7 +234,8 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 	unsigned done;
 
 	trace("declaring slots %u..%u", from, from + count - 1);
-	st = pipeline(s, DECLARE_SLOT, from, count, false, &done);
+	st = pipeline(s, s->slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT, from, count,
+		      false, &done);
 	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
 		delete_slots_down(s, from + done - 1, done);
 	return st;
@@ -232,7 +315,7 @@ static enum al_status lock_admin(struct sem *s)
 				    "another administrator is changing %s (waited %g s for %s)",
 				    s->label, s->admin_wait, s->name.base);
 		/* The last pause ends at the deadline, for one more try. */
-		pause = fmin(jitter(delay), deadline - now_seconds());
+		pause = sooner(jitter(delay), deadline - now_seconds());
 		trace("admin mutex %s is busy; retrying in %.0f ms", s->name.base, pause * 1000);
 		sleep_seconds(pause);
 		if (delay < 0.5)
@@ -241,6 +324,65 @@ static enum al_status lock_admin(struct sem *s)
 	if (st == AL_OK)
 		trace("holding admin mutex %s", s->name.base);
 	return st;
+}
+
+static const char *type_name(enum slot_type t)
+{
+	return t == SLOT_QUORUM ? "quorum" : "classic";
+}
+
+/* The type of existing slot k, found by declaring it again as a quorum
+ * queue: the broker accepts that for a quorum queue and refuses it (406,
+ * inequivalent arguments) for a classic one. Only under the admin mutex,
+ * where slot k cannot go away meanwhile. */
+static enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	void *method;
+	enum al_status st;
+	amqp_method_t m;
+
+	sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
+	method = queue_request(&r, DECLARE_QUORUM, queue);
+	s->conn->reply_code = 0;
+	if ((st = conn_send(s->conn, r.id, method)) == AL_OK)
+		st = conn_expect(s->conn, r.ok, &m);
+	if (st == AL_OK) {
+		*type = SLOT_QUORUM;
+		return AL_OK;
+	}
+	if (!s->conn->dead && s->conn->reply_code == AMQP_PRECONDITION_FAILED) {
+		*type = SLOT_CLASSIC;
+		return conn_reset_channel(s->conn);
+	}
+	return conn_refused(s->conn, st, "checking the type of", queue);
+}
+
+/* New slots take the type of the slots there are (slot 1 and slot max
+ * must agree); a --slot-type that says otherwise is refused, as is a
+ * semaphore whose slots were mixed by hand. */
+static enum al_status keep_slot_type(struct sem *s, unsigned max)
+{
+	enum slot_type first, last;
+	enum al_status st;
+
+	if ((st = slot_type_of(s, 1, &first)) != AL_OK)
+		return st;
+	last = first;
+	if (max > 1 && (st = slot_type_of(s, max, &last)) != AL_OK)
+		return st;
+	if (first != last)
+		return fail(AL_BROKER,
+			    "the slots of %s are of mixed types (slot 1 %s, slot %u %s); "
+			    "recreate it",
+			    s->label, type_name(first), max, type_name(last));
+	trace("%s has %s slots", s->name.base, type_name(first));
+	if (s->slot_type_given && s->slot_type != first)
+		return fail(AL_USAGE, "%s has %s slots: --slot-type %s would mix types", s->label,
+			    type_name(first), type_name(s->slot_type));
+	s->slot_type = first;
+	return AL_OK;
 }
 
 static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max, unsigned *target)
@@ -266,7 +408,8 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	enum al_status st;
 	unsigned max, target = 0;
 
-	if ((st = sem_max(s, &max)) != AL_OK || (st = sweep_strays(s, max, &out->swept)) != AL_OK)
+	if ((st = count_slots(s, &max)) != AL_OK ||
+	    (st = sweep_strays(s, max, &out->swept)) != AL_OK)
 		return st;
 	out->previous = out->max = max;
 	if (op == SEM_CREATE && max > 0)
@@ -274,6 +417,9 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	if (op != SEM_CREATE && max == 0)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 	if ((st = target_max(op, n, max, &target)) != AL_OK)
+		return st;
+	if (max > 0 && (target > max || s->slot_type_given) &&
+	    (st = keep_slot_type(s, max)) != AL_OK)
 		return st;
 	if (target > max)
 		st = declare_slots(s, max + 1, target - max);
@@ -300,32 +446,99 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	return st;
 }
 
-/* Runs queue_call on slot's queue of the given kind. */
-static enum al_status slot_call(struct sem *s, enum queue_op op, unsigned slot, enum slot_kind kind,
-				enum al_status expected)
+/* Sends one request about a queue of slot k without waiting for the
+ * reply. */
+static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
 {
 	char queue[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	void *method;
 
-	sem_name_slot(&s->name, slot, kind, queue);
-	return queue_call(s, op, queue, expected);
+	sem_name_slot(&s->name, k, kind, queue);
+	method = queue_request(&r, op, queue);
+	return conn_send(s->conn, r.id, method);
 }
 
-/* The free slots among 1..max, by probing their holder queues. */
-static enum al_status free_slots(struct sem *s, unsigned max, struct slot_list *free_list)
+/* The lowest free slots from `first` to max: holder queues probed in
+ * windows that double, up to the first window with a free slot. */
+static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
+				 struct slot_list *free_list)
 {
+	bool held[LARGEST_WINDOW];
+	unsigned window = 2 * FIRST_WINDOW, n, i;
+	enum al_status st = AL_OK;
+
+	for (; st == AL_OK && first <= max && free_list->len == 0; first += n) {
+		n = max - first + 1 < window ? max - first + 1 : window;
+		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, first, n, held);
+		for (i = 0; st == AL_OK && i < n; i++)
+			if (!held[i])
+				st = append(free_list, first + i);
+		if (window < LARGEST_WINDOW)
+			window *= 2;
+	}
+	return st;
+}
+
+/* The first look at a semaphore: slots and holders 1..FIRST_WINDOW in one
+ * round trip, then max, and the lowest free slots. */
+static enum al_status look(struct sem *s, unsigned *max, struct slot_list *free_list)
+{
+	struct probe p[2 * FIRST_WINDOW];
 	enum al_status st;
-	bool *held = calloc(max, sizeof(*held));
 	unsigned i;
 
-	if (!held)
-		return fail(AL_BROKER, "out of memory");
 	free_list->len = 0;
-	st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, held);
-	for (i = 0; st == AL_OK && i < max; i++)
-		if (!held[i])
+	for (i = 0; i < FIRST_WINDOW; i++) {
+		p[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
+		p[FIRST_WINDOW + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
+	}
+	if ((st = probe_queues(s->conn, &s->name, p, 2 * FIRST_WINDOW)) != AL_OK ||
+	    (st = max_after_window(s, p, max)) != AL_OK)
+		return st;
+	for (i = 0; st == AL_OK && i < FIRST_WINDOW && i < *max; i++)
+		if (!p[FIRST_WINDOW + i].exists)
 			st = append(free_list, i + 1);
-	free(held);
+	if (st == AL_OK && free_list->len == 0)
+		st = free_slots(s, FIRST_WINDOW + 1, *max, free_list);
 	return st;
+}
+
+/* Claims slot k: declares its holder queue exclusive and, in the same
+ * round trip, checks that the slot still exists (a remove may have taken
+ * it since it was probed). The check is a passive declare, which works
+ * under a broker alarm; a probe would not. After a failure the broker
+ * drops the rest of the channel's requests. AL_BUSY if another client
+ * was first or the slot is gone. */
+static enum al_status claim(struct sem *s, unsigned k)
+{
+	char holder[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	amqp_method_t m;
+
+	sem_name_slot(&s->name, k, HOLDER_QUEUE, holder);
+	if ((st = slot_send(s, DECLARE_EXCLUSIVE, k, HOLDER_QUEUE)) != AL_OK ||
+	    (st = slot_send(s, DECLARE_PASSIVE, k, SLOT_QUEUE)) != AL_OK)
+		return st;
+	st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
+	if (st != AL_OK) {
+		if (st == AL_BUSY && !s->conn->dead)
+			return conn_reset_channel(s->conn) == AL_OK ? AL_BUSY : AL_CONNECTION;
+		return conn_refused(s->conn, st, "declaring", holder);
+	}
+	st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
+	if (st == AL_NOT_FOUND && !s->conn->dead) {
+		trace("slot %u was removed meanwhile", k);
+		if (conn_reset_channel(s->conn) != AL_OK ||
+		    queue_call(s, DELETE_QUEUE, holder, AL_OK) != AL_OK)
+			return AL_CONNECTION;
+		return AL_BUSY;
+	}
+	if (st != AL_OK) {
+		sem_name_slot(&s->name, k, SLOT_QUEUE, holder);
+		return conn_refused(s->conn, st, "checking", holder);
+	}
+	return AL_OK;
 }
 
 enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
@@ -335,14 +548,12 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 	unsigned races = 0, k;
 
 	for (;;) {
-		if ((st = sem_max(s, max)) != AL_OK)
+		if ((st = look(s, max, &candidates)) != AL_OK)
 			break;
 		if (*max == 0) {
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 			break;
 		}
-		if ((st = free_slots(s, *max, &candidates)) != AL_OK)
-			break;
 		if (candidates.len == 0) {
 			st = fail(AL_BUSY, "all %u slots of %s are held", *max, s->label);
 			break;
@@ -352,21 +563,9 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 		 * losers from colliding again. */
 		k = candidates.slot[races ? (size_t)rand() % candidates.len : 0];
 		trace("claiming slot %u of %u", k, *max);
-		st = slot_call(s, DECLARE_EXCLUSIVE, k, HOLDER_QUEUE, AL_BUSY);
-		if (st == AL_OK) {
-			/* A remove may have taken the slot between probe and
-			 * claim: hold only a slot that still exists. A passive
-			 * declare works under a broker alarm; a probe would
-			 * not. */
-			st = slot_call(s, DECLARE_PASSIVE, k, SLOT_QUEUE, AL_NOT_FOUND);
-			if (st == AL_OK) {
-				*slot = k;
-				break;
-			}
-			if (st == AL_NOT_FOUND)
-				st = slot_call(s, DELETE_QUEUE, k, HOLDER_QUEUE, AL_OK) == AL_OK
-					     ? AL_BUSY
-					     : AL_CONNECTION;
+		if ((st = claim(s, k)) == AL_OK) {
+			*slot = k;
+			break;
 		}
 		if (st != AL_BUSY)
 			break;
@@ -398,29 +597,44 @@ enum al_status sem_watch_releases(struct sem *s)
 	return conn_subscribe(s->conn, queue);
 }
 
-/* Sends one request about a queue of slot k without waiting for the
- * reply. */
-static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
+/* The clients waiting for a release of this semaphore: the consumers of
+ * its waiters queue, 0 if there is none. One round trip. A 404 leaves the
+ * channel closed, which is fine just before the connection's close. */
+static enum al_status count_waiters(struct sem *s, const char *queue, uint32_t *waiters)
 {
-	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
-	void *method;
+	void *method = queue_request(&r, DECLARE_PASSIVE, queue);
+	enum al_status st;
+	amqp_method_t m;
 
-	sem_name_slot(&s->name, k, kind, queue);
-	method = queue_request(&r, op, queue);
-	return conn_send(s->conn, r.id, method);
+	*waiters = 0;
+	if ((st = conn_send(s->conn, r.id, method)) != AL_OK)
+		return st;
+	st = conn_expect(s->conn, r.ok, &m);
+	if (st == AL_OK)
+		*waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
+	return st == AL_NOT_FOUND && !s->conn->dead ? AL_OK : st;
 }
 
-/* The holder queue goes first, so that a woken waiter finds the slot
- * free: the broker handles a channel's methods in order. Neither waits for
- * a reply; the connection's close does. */
+/* With nobody waiting, the connection's close gives the slot back: the
+ * broker deletes a connection's exclusive queues when it ends, so a
+ * holder without waiters pays one round trip here and nothing more. With
+ * waiters, the holder queue is deleted first, so that the waiter the
+ * broker wakes finds the slot free: a channel's methods are handled in
+ * order. Neither waits for a reply; the connection's close does. */
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	enum al_status st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+	enum al_status st;
+	uint32_t waiters;
 
 	waiters_queue(s, queue);
-	return st == AL_OK ? conn_notify(s->conn, queue) : st;
+	if ((st = count_waiters(s, queue, &waiters)) != AL_OK || waiters == 0)
+		return st;
+	trace("%u clients wait for a slot of %s; telling one", (unsigned)waiters, s->label);
+	if ((st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE)) != AL_OK)
+		return st;
+	return conn_notify(s->conn, queue);
 }
 
 enum al_status sem_verify_send(struct sem *s, unsigned slot)

@@ -11,6 +11,14 @@
 #include "conn.h"
 #include "names.h"
 
+/* The queue type of slot queues. Quorum queues are replicated across a
+ * cluster's nodes; holder queues stay exclusive classic queues (a quorum
+ * queue cannot be exclusive). */
+enum slot_type {
+	SLOT_CLASSIC, /* durable, no arguments */
+	SLOT_QUORUM,  /* durable, x-queue-type quorum */
+};
+
 struct sem {
 	struct conn *conn;
 	struct sem_name name;
@@ -20,6 +28,10 @@ struct sem {
 	unsigned overshoot;
 	/* Seconds to wait for another administrator's mutex; 0: try once. */
 	double admin_wait;
+	/* The type of slots a create makes. Other changes keep the type of
+	 * the slots there are; slot_type_given makes them refuse another. */
+	enum slot_type slot_type;
+	bool slot_type_given;
 };
 
 enum sem_admin_op {

@@ -442,3 +442,43 @@ teardown() {
     run -0 al --prefix '' destroy "$n"
     assert_output "destroyed $n: had 2 slots"
 }
+
+# --- slot types -----------------------------------------------------------------
+
+# "name type" of the slot queues of $1, in slot order.
+slot_types() {
+    rmqctl -q list_queues name type --no-table-headers 2>/dev/null |
+        awk -v p="amqplock.$1-" 'index($1, p) == 1 && $1 ~ /-A$/ { print $1, $2 }' | sort -V
+}
+
+@test "--slot-type quorum: create, add and max N keep quorum slots; probes leave no message" {
+    run -0 al create --slot-type quorum "$n" 2
+    run -0 al add "$n"
+    run -0 al max "$n" 4
+    run slot_types "$n"
+    assert_output "$(for i in 1 2 3 4; do echo "amqplock.$n-$i-A quorum"; done)"
+    run -0 al hold "$n" -- true
+    run -0 al --json status "$n"
+    assert_json '.max == 4 and (.free | length) == 4'
+    # durable, and no probe's message left behind
+    output=$(rmqctl -q list_queues name durable messages --no-table-headers 2>/dev/null)
+    [ "$(grep -c "^amqplock\.$n-[0-9]*-A[[:space:]]*true[[:space:]]*0\$" <<<"$output")" -eq 4 ]
+}
+
+@test "mixing slot types is refused (exit 2) and changes nothing; a bad type is a usage error" {
+    al create "$n" 2
+    run -2 --separate-stderr al add --slot-type quorum "$n"
+    assert_error_line
+    [[ $stderr == *"has classic slots"* ]]
+    run -2 al max "$n" 5 --slot-type quorum
+    run slot_types "$n"
+    assert_output "$(printf '%s\n' "amqplock.$n-1-A classic" "amqplock.$n-2-A classic")"
+    run -0 al add --slot-type classic "$n"
+    run -2 --separate-stderr al create --slot-type fast "$n-x" 1
+    [[ $stderr == *"expected classic or quorum"* ]]
+    run -2 al remove --slot-type quorum "$n"
+    run -0 al destroy "$n"
+    al create --slot-type quorum "$n" 1
+    run -2 --separate-stderr al add --slot-type classic "$n"
+    [[ $stderr == *"has quorum slots"* ]]
+}

@@ -428,6 +428,30 @@ teardown() {
     AMQPLOCK_URL=$GOOD_URL run -6 al -u "$closed" max "$n"
 }
 
+# Several brokers: tried in the order given, a dead one skipped.
+@test "several --url (or a list in AMQPLOCK_URL): the first that answers is used, in order" {
+    al create "$n" 2
+    local closed="amqp://guest:guest@127.0.0.1:$(closed_port)/"
+    run -0 --separate-stderr al -v --url "$closed" --url "$GOOD_URL" max "$n"
+    assert_output 2
+    [[ $stderr == *"trying the next broker"* ]]
+    AMQPLOCK_URL="$closed $GOOD_URL" run -0 al max "$n"
+    assert_output 2
+    # the first that answers wins: the dead one after it is never tried
+    run -0 --separate-stderr al -v -u "$GOOD_URL" -u "$closed" max "$n"
+    [[ $stderr != *"trying the next"* ]]
+    run -0 al -u "$closed" -u "$GOOD_URL" hold "$n" -- true
+    # none answers: exit 6, one line naming how many were tried
+    run -6 --separate-stderr al -u "$closed" -u "$closed" max "$n"
+    assert_error_line
+    [[ $stderr == *"none of the 2 brokers answered"* ]]
+    # a bad URL anywhere in the list is a usage error before any is tried
+    run -2 --separate-stderr al -u "$GOOD_URL" -u 'amqp://:1/' max "$n"
+    assert_error_line
+    [[ $stderr == *"(2 of 2)"* ]]
+    AMQPLOCK_URL="$GOOD_URL amqp://h:99999/" run -2 al max "$n"
+}
+
 # --- names at the edge that are valid ------------------------------------------------------
 
 @test "names of 200 bytes, of every allowed character, and close to the reserved endings work" {

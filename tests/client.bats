@@ -309,6 +309,29 @@ teardown() {
     [ "$(await_slot a4)" = 3 ]
 }
 
+# Readers search for max (16 slots, then 32, 64 ..., then points between)
+# and scan holders in windows that double: sizes and held slots around those
+# edges must give the same answers as counting.
+@test "max, status and acquire agree with the slots at the edges of the search" {
+    local size prev=1 want
+    al create "$n" 1
+    for size in 1 15 16 17 32 33 65 129 300; do
+        [ "$size" -eq "$prev" ] || al add "$n" $((size - prev)) >/dev/null
+        prev=$size
+        run -0 al max "$n"
+        assert_output "$size"
+        run -0 al --json status "$n"
+        assert_json ".max == $size and (.free | length) == $size and .free[-1] == $size"
+    done
+    # every slot but 40 held: acquire must look past the first windows
+    holdq $(seq 1 300 | grep -vx 40 | sed "s/.*/amqplock.$n-&-B/")
+    run -0 al --json status "$n"
+    assert_json '.free == [40] and (.held | length) == 299'
+    bg a1 acquire "$n"
+    [ "$(await_slot a1)" = 40 ]
+    run -1 al hold -n "$n" -- true
+}
+
 @test "acquire --json streams an acquired line, then a released line" {
     al create "$n" 2
     bg a --json acquire "$n"

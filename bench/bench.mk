@@ -1,0 +1,30 @@
+# make bench: amqplock against the AMQP floor, flock(1) and etcd's lock, on
+# a private RabbitMQ and a private etcd (bench/run.sh). Prints a table and
+# writes bench/RESULTS.md. Included by the top-level Makefile.
+
+BENCH_DEB_PKGS := gcc make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server \
+	etcd-server etcd-client time perl util-linux coreutils procps
+BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(shell $(PKG_CONFIG) --cflags librabbitmq 2>/dev/null) \
+	$(CFLAGS)
+BENCH_LIBS = $(shell $(PKG_CONFIG) --libs librabbitmq 2>/dev/null)
+
+.PHONY: bench bench-tools bench-clean
+bench:
+	@tests/install-deps.sh $(BENCH_DEB_PKGS)
+	$(MAKE) amqplock bench-tools
+	bench/run.sh
+
+bench-tools: bench/floor bench/timeit bench/stamp
+
+# The AMQP floor: same library, same flags, same header compatibility.
+bench/floor: bench/floor.c src/amqp_compat.h build/flags
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/floor.c $(ALL_LDFLAGS) $(BENCH_LIBS)
+
+bench/timeit: bench/timeit.c build/flags
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/timeit.c $(ALL_LDFLAGS) -lm
+
+bench-clean:
+	rm -f bench/floor bench/timeit bench/stamp
+
+bench/stamp: bench/stamp.c build/flags
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/stamp.c $(ALL_LDFLAGS)

@@ -1,0 +1,468 @@
+#!/usr/bin/env bash
+# bench/run.sh: the benchmark behind `make bench` (bench/bench.mk installs
+# what is missing and builds ./amqplock, bench/floor and bench/timeit first).
+#
+# Starts a private RabbitMQ (tests/broker.sh) and a private etcd, both on
+# random loopback ports with all their files under one temporary directory,
+# then measures:
+#   1. `amqplock hold NAME -- true` on a 1-slot semaphore against
+#      bench/floor (connect, login, channel.open, one exclusive
+#      queue.declare, connection.close: the least an AMQP client can do for
+#      a hold), `flock FILE true` and `etcdctl lock NAME true`;
+#   2. `amqplock max NAME` at 1, 100 and 1000 slots;
+#   3. acquiring once, as `amqplock hold -n NAME -- true`, at 1 slot, at 1000
+#      slots with none held and at 1000 slots with 999 held (by
+#      tests/tools/holdq.pl on one connection);
+#   4. `amqplock status NAME` at 1000 slots (0 and 999 held);
+#   5. `amqplock create NAME 1000` and `destroy NAME` against 1000 durable
+#      declares (and deletes) sent one at a time by bench/floor;
+#   6. hand-off latency on a 1-slot semaphore with 20 waiters, after clean
+#      releases and after kill -9 of the holder (bench/handoff.pl);
+#   7. peak RSS of `amqplock hold NAME -- true` (/usr/bin/time -v).
+# 1-4 are medians of BENCH_ROUNDS (default 40) whole-process runs per
+# command after 3 warm-up rounds, the commands compared taking turns in one
+# loop (bench/timeit) so that machine noise hits all of them; 5 has
+# BENCH_SLOW_ROUNDS (default 4) rounds in a fixed order.
+#
+# Prints a table and writes it, with a description of the machine, to
+# bench/RESULTS.md. The targets beside the figures are benchmark figures,
+# not assertions: the exit status only says whether everything could be
+# measured. Every wait is bounded; the servers, every process started here
+# and the temporary directory are gone at the end, also after a failure or
+# an interrupt.
+set -euo pipefail
+
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+cd "$TOP"
+B=$TOP/bench
+AL=$TOP/amqplock
+ROUNDS=${BENCH_ROUNDS:-40}
+SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-4}
+HANDOFF_ROUNDS=${BENCH_HANDOFF_ROUNDS:-3}
+HANDOFF_WAITERS=20
+KILL_WAITERS=${BENCH_KILL_WAITERS:-15}
+RSS_RUNS=10
+RESULTS=$B/RESULTS.md
+
+export ETCDCTL_API=3
+unset AMQP_URL AMQPLOCK_PREFIX ETCDCTL_ENDPOINTS
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+die() {
+    printf 'bench: %s\n' "$*" >&2
+    exit 1
+}
+
+for f in "$AL" "$B/floor" "$B/timeit" "$B/stamp"; do
+    [ -x "$f" ] || die "$f is missing: run 'make bench'"
+done
+for c in etcd etcdctl flock perl /usr/bin/time timeout; do
+    command -v "$c" >/dev/null || die "$c is missing: run 'make bench'"
+done
+
+START=$SECONDS
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-bench.XXXXXX")
+CUR=          # the measurement running in the background
+ETCD_PID=
+HOLDQ_PID=
+BROKER_STARTED=
+
+# ended PID: gone, or a zombie.
+ended() {
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
+    [ -z "$st" ] || [ "$st" = Z ]
+}
+
+# stop_pid PID SIG SECS [reap]: sends SIG, waits up to SECS for the process
+# to end, then SIGKILL (and 2 s more); with "reap", reaps it. Not "reap" in
+# the exit trap: bash's wait can block for good on a child that a trapped
+# signal interrupted a wait for.
+stop_pid() {
+    local pid=$1 sig=$2 secs=$3 i
+    [ -n "$pid" ] || return 0
+    kill "-$sig" "$pid" 2>/dev/null || true
+    for ((i = 0; i < secs * 10; i++)); do
+        ended "$pid" && break
+        sleep 0.1
+    done
+    if ! ended "$pid"; then
+        kill -KILL "$pid" 2>/dev/null || true
+        for ((i = 0; i < 20; i++)); do
+            ended "$pid" && break
+            sleep 0.1
+        done
+    fi
+    if [ "${4:-}" = reap ] && ended "$pid"; then
+        wait "$pid" 2>/dev/null || true
+    fi
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM HUP
+    set +e
+    [ "$rc" -eq 0 ] || log "failed (status $rc); cleaning up"
+    stop_pid "$CUR" TERM 10
+    stop_pid "$HOLDQ_PID" TERM 5
+    stop_pid "$ETCD_PID" TERM 10
+    if [ -n "$BROKER_STARTED" ]; then
+        timeout 120 "$TOP/tests/broker.sh" stop "$WORK/broker" >/dev/null 2>&1 ||
+            log "could not stop the broker cleanly"
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# step OUT CMD...: CMD in the background with stdout to OUT, waited for
+# here, so that a signal to this script is acted on at once.
+step() {
+    local out=$1 rc=0
+    shift
+    "$@" >"$out" &
+    CUR=$!
+    wait "$CUR" || rc=$?
+    CUR=
+    return "$rc"
+}
+
+# amqplock, bounded.
+al() { timeout 120 "$AL" "$@"; }
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+    local p i
+    for i in $(seq 1 100); do
+        p=$((30000 + RANDOM % 9000))
+        if port_free "$p"; then
+            echo "$p"
+            return 0
+        fi
+    done
+    die "no free port found"
+}
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# Percent of CPU time idle over the next 2 s (all cores), from /proc/stat.
+cpu_idle() {
+    local a b
+    a=$(awk '/^cpu / { print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+    sleep 2
+    b=$(awk '/^cpu / { print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+        printf "%.0f", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0 }'
+}
+
+# Numbers: ratio A B (A/B, 2 decimals); le A B / ge A B (exit status).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+fmt() { awk -v a="$1" 'BEGIN { printf "%.2f", a }'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+met() { if "$@"; then echo met; else echo "**not met**"; fi; }
+
+# Noise from other work on the machine: CPU ticks (all cores) used over the
+# measurements by everything, against those used by this script's children
+# (reaped), the broker and etcd.
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# proc_ticks PID [1]: utime + stime of PID (with 1: plus its reaped children).
+proc_ticks() {
+    local v=
+    [ -z "$1" ] || v=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null |
+        awk -v c="${2:-0}" '{ print $12 + $13 + (c ? $14 + $15 : 0) }')
+    echo "${v:-0}"
+}
+own_ticks() { echo $(($(proc_ticks $$ 1) + $(proc_ticks "$BEAM_PID") + $(proc_ticks "$ETCD_PID"))); }
+BEAM_PID=
+
+LOAD_START=$(loadavg)
+
+# --- servers ---------------------------------------------------------------
+
+log "starting a private RabbitMQ under $WORK/broker"
+BROKER_STARTED=1
+timeout 200 "$TOP/tests/broker.sh" start "$WORK/broker" >/dev/null || die "RabbitMQ did not start"
+# shellcheck disable=SC1091
+. "$WORK/broker/env"
+BEAM_PID=$(pgrep -f -- "beam.smp.*-home $WORK/broker/home" | head -n 1) || true
+[ -n "$BEAM_PID" ] || log "cannot find the broker's beam.smp: its CPU counts as foreign"
+
+ETCD_PORT=$(free_port)
+ETCD_PEER=$(free_port)
+[ "$ETCD_PORT" != "$ETCD_PEER" ] || ETCD_PEER=$(free_port)
+ETCD_URL=http://127.0.0.1:$ETCD_PORT
+mkdir -m 700 "$WORK/etcd"
+log "starting a private etcd on $ETCD_URL"
+etcd --name bench --data-dir "$WORK/etcd/data" \
+    --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-cluster "bench=http://127.0.0.1:$ETCD_PEER" --initial-cluster-state new \
+    --logger zap --log-outputs stderr >"$WORK/etcd/etcd.log" 2>&1 </dev/null &
+ETCD_PID=$!
+deadline=$((SECONDS + 30))
+until timeout 5 etcdctl --endpoints="$ETCD_URL" --command-timeout=2s endpoint health >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ] || ended "$ETCD_PID"; then
+        tail -n 20 "$WORK/etcd/etcd.log" >&2
+        die "etcd did not start"
+    fi
+    sleep 0.2
+done
+
+# --- semaphores --------------------------------------------------------------
+
+log "creating semaphores (1000 slots take a few seconds each)"
+al -q create bench-1 1
+al -q create bench-100 100
+al -q create bench-1000 1000
+al -q create bench-busy 1000
+al -q create bench-handoff 1
+log "holding 999 of bench-busy's 1000 slots with tests/tools/holdq.pl"
+mapfile -t busyq < <(for k in $(seq 1 999); do echo "amqplock.bench-busy-$k-B"; done)
+perl "$TOP/tests/tools/holdq.pl" "$AMQPLOCK_TEST_PORT" "${busyq[@]}" >"$WORK/holdq.out" 2>&1 &
+HOLDQ_PID=$!
+deadline=$((SECONDS + 90))
+until grep -qx ready "$WORK/holdq.out"; do
+    { [ $SECONDS -lt $deadline ] && ! ended "$HOLDQ_PID"; } || {
+        cat "$WORK/holdq.out" >&2
+        die "holdq.pl did not hold the 999 queues"
+    }
+    sleep 0.1
+done
+held=$(al --json status bench-busy | perl -MJSON::PP -e \
+    'my $j = decode_json(join "", <STDIN>); print scalar @{$j->{held}}')
+[ "$held" = 999 ] || die "bench-busy: $held slots held, expected 999"
+
+# CMD start-up inside the hand-off measurement: bench/stamp.
+: >"$WORK/flock"
+LOAD_MEASURE=$(loadavg)
+IDLE_BEFORE=$(cpu_idle)
+[ "$IDLE_BEFORE" -ge 80 ] ||
+    log "WARNING: the machine is busy (${IDLE_BEFORE}% CPU idle before measuring): figures will be noisy"
+T=$B/timeit
+read -r BUSY0 TOTAL0 <<<"$(machine_ticks)"
+OWN0=$(own_ticks)
+
+# --- 1: hold against the floors ---------------------------------------------
+
+log "1: hold vs floor vs flock vs etcd, $ROUNDS rounds"
+step "$WORK/m1.txt" "$T" -r "$ROUNDS" -w 3 -t 60 -o "$WORK/raw.txt" -- \
+    hold "$AL" hold bench-1 -- true :: \
+    floor "$B/floor" :: \
+    flock flock "$WORK/flock" true :: \
+    etcd etcdctl --endpoints="$ETCD_URL" lock bench-1 true :: \
+    stamp "$B/stamp" /dev/null 0 x
+
+# --- 2-4: max, acquire once, status at 1 to 1000 slots ------------------------
+
+log "2-4: max, hold -n and status at 1, 100, 1000 slots, $ROUNDS rounds"
+step "$WORK/m2.txt" "$T" -r "$ROUNDS" -w 3 -t 60 -o "$WORK/raw.txt" -- \
+    max1 "$AL" max bench-1 :: \
+    max100 "$AL" max bench-100 :: \
+    max1000 "$AL" max bench-1000 :: \
+    acq1 "$AL" hold -n bench-1 -- true :: \
+    acq1000 "$AL" hold -n bench-1000 -- true :: \
+    acq1000busy "$AL" hold -n bench-busy -- true :: \
+    status1000 "$AL" status bench-1000 :: \
+    status1000busy "$AL" status bench-busy
+stop_pid "$HOLDQ_PID" TERM 5 reap
+HOLDQ_PID=
+
+# --- 5: create and destroy 1000 slots ------------------------------------------
+
+log "5: create/destroy 1000 vs 1000 declares/deletes one at a time, $SLOW_ROUNDS rounds"
+step "$WORK/m5.txt" "$T" -f -r "$SLOW_ROUNDS" -w 0 -t 180 -o "$WORK/raw.txt" -- \
+    create1000 "$AL" -q create bench-c 1000 :: \
+    destroy1000 "$AL" -q destroy bench-c :: \
+    fdeclare1000 "$B/floor" declare1000 amqplock.bench-floorq :: \
+    fdelete1000 "$B/floor" delete1000 amqplock.bench-floorq
+
+# --- 6: hand-off -----------------------------------------------------------------
+
+log "6: hand-off after clean releases, $HANDOFF_ROUNDS rounds of $HANDOFF_WAITERS waiters"
+step "$WORK/m6clean.txt" perl "$B/handoff.pl" clean "$AL" bench-handoff "$HANDOFF_ROUNDS" \
+    "$HANDOFF_WAITERS" "$WORK"
+log "6: hand-off after kill -9 of the holder, $KILL_WAITERS waiters"
+step "$WORK/m6kill.txt" perl "$B/handoff.pl" kill "$AL" bench-handoff 1 "$KILL_WAITERS" "$WORK"
+
+# --- 7: peak RSS -------------------------------------------------------------------
+
+log "7: peak RSS, $RSS_RUNS runs each"
+rss() { # LABEL CMD...: appends "LABEL KiB" to $WORK/rss.txt
+    local label=$1
+    shift
+    timeout 60 /usr/bin/time -v -o "$WORK/time.out" "$@" >/dev/null ||
+        die "$label: $* failed under /usr/bin/time"
+    awk -v l="$label" -F': ' '/Maximum resident set size/ { print l, $2 }' \
+        "$WORK/time.out" >>"$WORK/rss.txt"
+}
+for _ in $(seq 1 "$RSS_RUNS"); do
+    rss hold "$AL" hold bench-1 -- true
+    rss floor "$B/floor"
+    rss flock flock "$WORK/flock" true
+done
+
+read -r BUSY1 TOTAL1 <<<"$(machine_ticks)"
+OWN1=$(own_ticks)
+FOREIGN=$(awk -v b=$((BUSY1 - BUSY0)) -v t=$((TOTAL1 - TOTAL0)) -v o=$((OWN1 - OWN0)) \
+    'BEGIN { f = t > 0 ? 100 * (b - o) / t : 0; printf "%.0f", f < 0 ? 0 : f }')
+[ "$FOREIGN" -le 10 ] ||
+    log "WARNING: other processes used ${FOREIGN}% of the machine's CPU during the measurements"
+LOAD_END=$(loadavg)
+IDLE_AFTER=$(cpu_idle)
+for s in bench-1 bench-100 bench-1000 bench-busy bench-handoff; do
+    al -q destroy "$s" || log "could not destroy $s"
+done
+
+# --- the table -----------------------------------------------------------------------
+
+declare -A MED LO HI N
+for f in m1 m2 m5; do
+    while read -r label n med p10 p90 _min _max; do
+        MED[$label]=$med LO[$label]=$p10 HI[$label]=$p90 N[$label]=$n
+    done <"$WORK/$f.txt"
+done
+# handoff.pl: n N p50 MS p99 MS min MS max MS overlaps K
+read -r _ hc_n _ hc_p50 _ hc_p99 _ hc_min _ hc_max _ hc_over <"$WORK/m6clean.txt"
+read -r _ hk_n _ hk_p50 _ hk_p99 _ hk_min _ hk_max _ hk_over <"$WORK/m6kill.txt"
+# Median peak RSS (KiB) of a label's runs.
+rss_med() {
+    awk -v l="$1" '$1 == l { print $2 }' "$WORK/rss.txt" | sort -n |
+        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+rss_max() { awk -v l="$1" '$1 == l && $2 > m { m = $2 } END { print m }' "$WORK/rss.txt"; }
+
+m() { fmt "${MED[$1]}"; }
+spread() { echo "$(fmt "${LO[$1]}")–$(fmt "${HI[$1]}")"; }
+# row CELLS...: one table row.
+row() {
+    local out="|" c
+    for c in "$@"; do out+=" $c |"; done
+    echo "$out"
+}
+R_HOLD=$(ratio "${MED[hold]}" "${MED[floor]}")
+R_ETCD=$(ratio "${MED[etcd]}" "${MED[hold]}")
+R_MAX=$(ratio "${MED[max1000]}" "${MED[max1]}")
+R_ACQ=$(ratio "${MED[acq1000busy]}" "${MED[acq1]}")
+RSS_HOLD=$(rss_med hold)
+RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
+
+# Backquotes in single quotes are Markdown here.
+# shellcheck disable=SC2016
+{
+    echo "| # | measurement | median ms | p10–p90 ms | n | ratio | target | met? |"
+    echo "|---|---|---:|---:|---:|---|---|---|"
+    row 1 '`amqplock hold NAME -- true` (1 slot)' "$(m hold)" "$(spread hold)" "${N[hold]}" \
+        "hold/floor $R_HOLD" "≤ 1.5" "$(met le "$R_HOLD" 1.5)"
+    row 1 '`bench/floor` (connect, login, channel, exclusive declare, close)' "$(m floor)" \
+        "$(spread floor)" "${N[floor]}" "" "" ""
+    row 1 '`flock FILE true`' "$(m flock)" "$(spread flock)" "${N[flock]}" \
+        "hold/flock $(ratio "${MED[hold]}" "${MED[flock]}")" "" ""
+    row 1 '`etcdctl lock NAME true`' "$(m etcd)" "$(spread etcd)" "${N[etcd]}" \
+        "etcd/hold $R_ETCD" "≥ 3" "$(met ge "$R_ETCD" 3)"
+    row 2 '`amqplock max NAME`, 1 slot' "$(m max1)" "$(spread max1)" "${N[max1]}" "" "" ""
+    row 2 '`amqplock max NAME`, 100 slots' "$(m max100)" "$(spread max100)" "${N[max100]}" \
+        "/1 slot $(ratio "${MED[max100]}" "${MED[max1]}")" "" ""
+    row 2 '`amqplock max NAME`, 1000 slots' "$(m max1000)" "$(spread max1000)" \
+        "${N[max1000]}" "/1 slot $R_MAX" "≤ 3" "$(met le "$R_MAX" 3)"
+    row 3 'acquire once (`hold -n NAME -- true`), 1 slot' "$(m acq1)" "$(spread acq1)" \
+        "${N[acq1]}" "" "" ""
+    row 3 'acquire once, 1000 slots, 0 held' "$(m acq1000)" "$(spread acq1000)" \
+        "${N[acq1000]}" "/1 slot $(ratio "${MED[acq1000]}" "${MED[acq1]}")" "" ""
+    row 3 'acquire once, 1000 slots, 999 held' "$(m acq1000busy)" "$(spread acq1000busy)" \
+        "${N[acq1000busy]}" "/1 slot $R_ACQ" "≤ 3" "$(met le "$R_ACQ" 3)"
+    row 4 '`amqplock status NAME`, 1000 slots, 0 held' "$(m status1000)" \
+        "$(spread status1000)" "${N[status1000]}" \
+        "/max 1000 $(ratio "${MED[status1000]}" "${MED[max1000]}")" "" ""
+    row 4 '`amqplock status NAME`, 1000 slots, 999 held' "$(m status1000busy)" \
+        "$(spread status1000busy)" "${N[status1000busy]}" \
+        "/max 1000 $(ratio "${MED[status1000busy]}" "${MED[max1000]}")" "" ""
+    row 5 '`amqplock create NAME 1000`' "$(m create1000)" "$(spread create1000)" \
+        "${N[create1000]}" "/floor $(ratio "${MED[create1000]}" "${MED[fdeclare1000]}")" "" ""
+    row 5 '`floor declare1000` (1000 durable declares, one at a time)' "$(m fdeclare1000)" \
+        "$(spread fdeclare1000)" "${N[fdeclare1000]}" "" "" ""
+    row 5 '`amqplock destroy NAME` (1000 slots)' "$(m destroy1000)" "$(spread destroy1000)" \
+        "${N[destroy1000]}" "/floor $(ratio "${MED[destroy1000]}" "${MED[fdelete1000]}")" "" ""
+    row 5 '`floor delete1000` (1000 deletes, one at a time)' "$(m fdelete1000)" \
+        "$(spread fdelete1000)" "${N[fdelete1000]}" "" "" ""
+    row 6 "hand-off after a clean release, p50 ($HANDOFF_WAITERS waiters)" "$(fmt "$hc_p50")" \
+        "min–max $(fmt "$hc_min")–$(fmt "$hc_max")" "$hc_n" "" "≤ 10 ms" \
+        "$(met le "$hc_p50" 10)"
+    row 6 "hand-off after a clean release, p99" "$(fmt "$hc_p99")" "" "$hc_n" "" "" ""
+    row 6 "hand-off after kill -9 of the holder, p50 ($KILL_WAITERS waiters)" \
+        "$(fmt "$hk_p50")" "min–max $(fmt "$hk_min")–$(fmt "$hk_max")" "$hk_n" "" "" ""
+    row 6 "hand-off after kill -9 of the holder, p99" "$(fmt "$hk_p99")" "" "$hk_n" "" "" ""
+    row 6 '(whole run of the CMD, `bench/stamp`: part of each hand-off)' "$(m stamp)" \
+        "$(spread stamp)" "${N[stamp]}" "" "" ""
+    row 7 'peak RSS of `amqplock hold NAME -- true`' \
+        "$RSS_HOLD KiB = $RSS_HOLD_MIB MiB" "max $(rss_max hold) KiB" "$RSS_RUNS" "" "≤ 4 MiB" \
+        "$(met le "$RSS_HOLD_MIB" 4)"
+    row 7 'peak RSS of `bench/floor`; of `flock FILE true`' \
+        "$(rss_med floor) KiB; $(rss_med flock) KiB" "" "$RSS_RUNS" "" "" ""
+} >"$WORK/table.md"
+
+echo
+cat "$WORK/table.md"
+echo
+[ "$hc_over$hk_over" = 00 ] || log "WARNING: hand-off overlaps seen (clean $hc_over, kill $hk_over)"
+
+# --- bench/RESULTS.md ------------------------------------------------------------------
+
+cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+ram=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
+commit=$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo "?")
+elapsed=$((SECONDS - START))
+{
+    echo "# amqplock benchmark results"
+    echo
+    echo "Written by \`make bench\` (bench/run.sh) on $(date -u '+%Y-%m-%d %H:%M UTC');"
+    echo "amqplock $("$AL" --version 2>/dev/null | head -n 1 || true) at commit $commit."
+    echo
+    cat "$WORK/table.md"
+    echo
+    echo "## How"
+    echo
+    echo "- Rows 1-4: median of $ROUNDS whole-process runs per command after 3 warm-up"
+    echo "  rounds, wall time from spawn to exit (bench/timeit). The commands of each"
+    echo "  group take turns in one loop (rows 1: hold, floor, flock, etcd, stamp; rows"
+    echo "  2-4: all eight), the order rotating every round."
+    echo "- Acquiring once is measured as \`amqplock hold -n NAME -- true\` (take a free"
+    echo "  slot or fail, run \`true\`, release); the 999 holders are exclusive queues"
+    echo "  held on one connection by tests/tools/holdq.pl."
+    echo "- Row 5: $SLOW_ROUNDS rounds of create, destroy, floor declares, floor deletes,"
+    echo "  in that order."
+    echo "- Row 6: bench/handoff.pl. Clean: $HANDOFF_ROUNDS rounds; in each, \`amqplock"
+    echo "  acquire\` holds the slot while $HANDOFF_WAITERS \`amqplock hold -w 60 NAME --"
+    echo "  bench/stamp\` wait (2 s to settle), then gets SIGTERM; each CMD holds 50 ms."
+    echo "  Gap = CMD start (CLOCK_MONOTONIC, taken first thing in bench/stamp) minus the time"
+    echo "  just before the SIGTERM or the previous CMD's exit. Kill: one holder, then"
+    echo "  $KILL_WAITERS waiters; the holding \`amqplock hold\` is killed with SIGKILL,"
+    echo "  each new holder in turn; gap = CMD start minus the kill. Gaps include the"
+    echo "  CMD's fork, exec and start-up. Overlaps seen (two CMDs after one"
+    echo "  release): clean $hc_over, kill $hk_over."
+    echo "- Row 7: \"Maximum resident set size\" of /usr/bin/time -v, median of $RSS_RUNS."
+    echo "- Targets are benchmark figures, not assertions."
+    echo
+    echo "## Machine"
+    echo
+    echo "- CPU: $cpu; $(nproc) cores online; RAM $ram"
+    echo "- Kernel: $(uname -sr); $(. /etc/os-release && echo "$PRETTY_NAME")"
+    echo "- RabbitMQ: rabbitmq-server $(ver rabbitmq-server), Erlang $(ver erlang-base)"
+    echo "  (private node on loopback, no plugins)"
+    echo "- librabbitmq: $(pkg-config --modversion librabbitmq 2>/dev/null || echo "?")" \
+        "(librabbitmq4 $(ver librabbitmq4))"
+    echo "- etcd: $(etcd --version 2>/dev/null | head -n 1) (etcd-server $(ver etcd-server)," \
+        "single member on loopback, data on $(df -T "$WORK" | awk 'NR == 2 { print $2 }'))"
+    echo "- Load average (1, 5, 15 min): $LOAD_START at the start, $LOAD_MEASURE before"
+    echo "  the measurements (servers up), $LOAD_END after them; CPU idle over 2 s:"
+    echo "  ${IDLE_BEFORE}% just before the measurements, ${IDLE_AFTER}% just after"
+    echo "- CPU used by processes other than the benchmark, its broker and its etcd"
+    echo "  during the measurements: ${FOREIGN}% of the machine (noise; want ~0):"
+    echo "  $((BUSY1 - BUSY0)) busy of $((TOTAL1 - TOTAL0)) CPU ticks, $((OWN1 - OWN0)) of them ours"
+    echo "- Whole run of bench/run.sh up to this point: ${elapsed} s"
+} >"$RESULTS"
+log "wrote bench/RESULTS.md; ${elapsed} s so far"
