@@ -1,0 +1,498 @@
+#!/usr/bin/env bats
+# The man page, the shell completions and make install, against the
+# binary's own option tables: every option that amqplock accepts is in its
+# --help, in the man page and in the bash, zsh and fish completions. Needs
+# no broker; needs groff, zsh, fish and bash-completion (make deps), and
+# uses mandoc when it is installed.
+
+bats_require_minimum_version 1.5.0
+load helper
+export LC_ALL=C
+
+MAN=$TOP/man/amqplock.1
+BASH_COMP=$TOP/completions/amqplock.bash
+ZSH_COMP=$TOP/completions/_amqplock
+FISH_COMP=$TOP/completions/amqplock.fish
+
+# --- what the sources say ----------------------------------------------------
+
+# Reads src/main.c's tables once: $SRC/commands lists the commands, and
+# $SRC/opts.COMMAND ($SRC/opts._ for none) has "long short" (short "-" if
+# none) for every option that amqplock accepts with COMMAND (the global ones
+# and the groups the command lists), or before any command.
+setup_file() {
+    export SRC=$BATS_FILE_TMPDIR/src
+    mkdir -p "$SRC"
+    perl -e '
+        my ($file, $dir) = @ARGV;
+        open(my $f, "<", $file) or die "$file: $!";
+        my $s = do { local $/; <$f> };
+        my ($opts) = $s =~ /opt_defs\[\]\s*=\s*\{(.*?)\n\};/s or die "no opt_defs";
+        my ($cmds) = $s =~ /commands\[\]\s*=\s*\{(.*?)\n\};/s or die "no commands";
+        my %short = $s =~ /\b(OPT_\w+)\s*=\s*\x27(.)\x27/g;
+        my (@opts, @cmds, %groups);
+        while ($opts =~ /\{"([a-z-]+)",\s*(OPT_\w+),\s*(?:"[^"]*"|NULL),\s*([A-Z_ |]+?),/g) {
+            push @opts, [$1, exists $short{$2} ? "-$short{$2}" : "-", split /\s*\|\s*/, $3];
+        }
+        while ($cmds =~ /\{"([a-z]+)",\s*cmd_\w+,.*?,\s*([A-Z_ |]+?),\s*(?:true|false)\s*\}/gs) {
+            push @cmds, $1;
+            $groups{$1} = {GLOBAL => 1, map { $_ => 1 } split /\s*\|\s*/, $2};
+        }
+        $groups{_} = {GLOBAL => 1};
+        open(my $out, ">", "$dir/commands") or die;
+        print $out "$_\n" for @cmds;
+        for my $c (keys %groups) {
+            open(my $o, ">", "$dir/opts.$c") or die;
+            for my $o2 (sort { $a->[0] cmp $b->[0] } @opts) {
+                my ($name, $short, @scope) = @$o2;
+                print $o "$name $short\n" if grep { $groups{$c}{$_} } @scope;
+            }
+        }' "$TOP/src/main.c" "$SRC"
+    # every option of any command
+    sort -u "$SRC"/opts.* >"$SRC/all"
+    groff -mdoc -Tascii -P-cbou "$TOP/man/amqplock.1" >"$SRC/man.txt" 2>/dev/null
+}
+
+src_options() { cat "$SRC/opts.${1:-_}"; }
+src_commands() { cat "$SRC/commands"; }
+
+# help_options [COMMAND]: the same pairs, read from amqplock [COMMAND] --help.
+help_options() {
+    amqplock ${1:+"$1"} --help | sed -nE 's/^  (-([A-Za-z]), )? *--([a-z-]+).*/\3 -\2/p'
+}
+
+# words of a multi-line list, one a line, sorted
+sorted() { tr -s ' \n' '\n\n' | sed '/^$/d' | sort; }
+
+# assert_none_missing WHAT EXPECTED FOUND: every line of EXPECTED is one of
+# FOUND (both lists, one item a line).
+assert_none_missing() {
+    local missing
+    missing=$(comm -23 <(sort -u <<<"$2") <(sort -u <<<"$3"))
+    [ -z "$missing" ] || fail "$1: missing $(echo $missing)"
+}
+
+# --- querying the completions ------------------------------------------------
+
+# bash_complete LINE...: the candidates that the bash completion gives for
+# LINE, the cursor at its end, one a line; with more than one LINE, each
+# candidate follows its LINE and a tab. LINE is split into COMP_WORDS as
+# bash does (at blanks, with "=" and ":" words of their own). Runs in
+# $BATS_TEST_TMPDIR; BASH_COMPLETION=1 loads bash-completion first.
+bash_complete() {
+    (cd "$BATS_TEST_TMPDIR" && bash --norc --noprofile -c '
+        [ -n "${BASH_COMPLETION:-}" ] && . /usr/share/bash-completion/bash_completion
+        . "$1"
+        shift
+        spec=$(complete -p amqplock) || exit 1
+        fn=$(sed -E "s/.* -F ([^ ]+) .*/\1/" <<<"$spec")
+        for line; do
+            rest=$line
+            COMP_WORDS=()
+            while [ -n "$rest" ]; do
+                if [[ $rest =~ ^[[:space:]]+ ]]; then
+                    rest=${rest:${#BASH_REMATCH}}
+                    continue
+                fi
+                [[ $rest =~ ^[=:]+ ]] || [[ $rest =~ ^[^=:[:space:]]+ ]]
+                COMP_WORDS+=("$BASH_REMATCH")
+                rest=${rest:${#BASH_REMATCH}}
+            done
+            [[ $line == *[[:space:]] ]] && COMP_WORDS+=("")
+            COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+            COMP_LINE=$line COMP_POINT=${#line}
+            COMPREPLY=()
+            "$fn" amqplock "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+            if [ $# -eq 1 ]; then
+                printf "%s\n" "${COMPREPLY[@]}"
+            else
+                for c in "${COMPREPLY[@]}"; do printf "%s\t%s\n" "$line" "$c"; done
+            fi
+        done' _ "$BASH_COMP" "$@")
+}
+
+# fish_complete LINE...: fish's candidates for LINE, without descriptions;
+# with more than one LINE, each follows its LINE and a tab.
+fish_complete() {
+    fish --no-config -c '
+        source $argv[1]
+        set -e argv[1]
+        for line in $argv
+            for c in (complete -C $line)
+                set c (string split -m1 \t -- $c)[1]
+                if set -q argv[2]
+                    printf "%s\t%s\n" $line $c
+                else
+                    printf "%s\n" $c
+                end
+            end
+        end' "$FISH_COMP" "$@"
+}
+
+# zsh_complete LINE...: for each LINE, the command line that LINE<TAB>
+# leaves in an interactive zsh (on a pseudo-terminal, with compinit and the
+# completion under test), one a line.
+zsh_complete() {
+    local out=$BATS_TEST_TMPDIR/zsh.out
+    zsh -f -c '
+        zmodload zsh/zpty || exit 1
+        dir=$1 out=$2
+        shift 2
+        : >$out
+        # only the base of the completion system: compinit is fast then
+        zpty z zsh -f -i
+        zpty -w z "PS1=\"%% \"; fpath=(${(q)dir} \${(M)fpath:#*/Completion(|/Base)})
+            autoload -Uz compinit; compinit -u -D
+            dump() { print -r -- \"\$BUFFER\" >>${(q)out}; }; zle -N dump; bindkey \"^T\" dump
+            print REA\"\"DY"
+        seen=
+        for i in {1..400}; do
+            zpty -r -t z chunk && seen+=$chunk
+            [[ $seen == *READY*"% "* ]] && break
+            sleep 0.025
+        done
+        # TAB, then ^T to write the line down, then ^U to clear it
+        for line; do
+            zpty -w -n z "$line"$'"'"'\t\x14\x15'"'"'
+        done
+        for i in {1..400}; do
+            (( $(wc -l <$out) >= $# )) && break
+            zpty -r -t z chunk
+            sleep 0.025
+        done
+        zpty -d z' zsh "$(dirname "$ZSH_COMP")" "$out" "$@"
+    cat "$out"
+}
+
+# assert_candidates LIST WORD...: every WORD is one of the lines of LIST.
+assert_candidates() {
+    local list=$1 w
+    shift
+    for w in "$@"; do
+        grep -qxF -- "$w" <<<"$list" || fail "'$w' is not among the candidates: $(echo $list)"
+    done
+}
+
+# refute_candidates LIST WORD...: no WORD is.
+refute_candidates() {
+    local list=$1 w
+    shift
+    for w in "$@"; do
+        ! grep -qxF -- "$w" <<<"$list" || fail "'$w' is among the candidates: $(echo $list)"
+    done
+}
+
+# The man page as text, without formatting.
+man_text() { cat "$SRC/man.txt"; }
+
+# --- the man page --------------------------------------------------------------
+
+@test "man page renders without a warning (groff -mdoc -ww; mandoc -T lint if installed)" {
+    run groff -mdoc -ww -z "$MAN"
+    assert_success
+    assert_output ""
+    if command -v mandoc >/dev/null; then
+        run mandoc -T lint -W warning "$MAN"
+        assert_success
+        assert_output ""
+    fi
+}
+
+@test "man page: sections, environment, exit statuses by name, a synopsis line per command" {
+    local text s code name
+    text=$(man_text)
+    assert_none_missing "sections" "$(printf '%s\n' NAME SYNOPSIS DESCRIPTION ENVIRONMENT \
+        FILES 'EXIT STATUS' EXAMPLES 'GUARANTEES AND LIMITS' 'SEE ALSO')" \
+        "$(grep -E '^[A-Z][A-Z ]+$' <<<"$text")"
+    for s in AMQPLOCK_URL AMQP_URL AMQPLOCK_PREFIX AMQPLOCK_SEMAPHORE AMQPLOCK_SLOT \
+        '#waiters' '-k-A' '-k-B' 'flock(1)' 'rabbitmqctl(8)'; do
+        [[ $text == *"$s"* ]] || fail "the man page does not mention $s"
+    done
+    # the codes of src/status.h with their names from src/status.c
+    assert_none_missing "exit statuses" "$(perl -e '
+        my %code;
+        open(my $h, "<", $ARGV[0]) or die;
+        while (<$h>) { $code{$1} = $2 if /^\s*AL_(\w+)\s*=\s*(\d+)/ }
+        open(my $c, "<", $ARGV[1]) or die;
+        while (<$c>) { print "$code{$1} $2\n" if /\[AL_(\w+)\]\s*=\s*"(\w+)"/ }
+    ' "$TOP/src/status.h" "$TOP/src/status.c")" \
+        "$(sed -nE 's/^ +([0-9]+) \(([a-z_]+)\).*/\1 \2/p' <<<"$text")"
+    for code in 126 127 128; do
+        [[ $text == *" $code "* ]] || fail "hold's exit status $code is not explained"
+    done
+    local text cmd
+    text=$(man_text)
+    [ "$(src_commands | sort)" = "$(amqplock --help | sed -nE 's/^  ([a-z]+) .*/\1/p' | grep -vx help | sort)" ] ||
+        fail "amqplock --help does not list the commands of src/main.c"
+    assert_none_missing "synopsis" "$(src_commands; echo help)" \
+        "$(sed -nE 's/^ +amqplock( \[global-options\])? ([a-z]+)( .*)?$/\2/p' <<<"$text")"
+}
+
+# --- options: the binary, --help, the man page and the completions agree -----
+
+@test "--help of each command lists exactly the options src/main.c accepts with it" {
+    local cmd
+    [ "$(wc -l <"$SRC/all")" -gt 20 ] || fail "too few options found in src/main.c"
+    # "COMMAND long -short" for each command (_: none)
+    diff <(for cmd in _ $(src_commands); do
+        sed "s/^/$cmd /" "$SRC/opts.$cmd"
+    done | sort) <(for cmd in _ $(src_commands); do
+        help_options "${cmd#_}" | sed "s/^/$cmd /"
+    done | sort) || fail "amqplock COMMAND --help (>) differs from src/main.c (<)"
+}
+
+@test "every option, long and short, is in the man page and the zsh and fish completions" {
+    # an entry of its own in a list of options: "--url url", "--json  Print..."
+    assert_none_missing "long options" "$(cut -d' ' -f1 "$SRC/all")" \
+        "$(sed -nE 's/^     (-[A-Za-z]( [a-z]+)?, )?--([a-z-]+)( [a-z]+)?( {2,}.*)?$/\3/p' \
+            "$SRC/man.txt")"
+    # the entries "-u url, --url url" and "-q, --quiet"
+    assert_none_missing "short options" "$(grep -v ' -$' "$SRC/all")" \
+        "$(sed -nE 's/^ +(-[A-Za-z])( [a-z]+)?, --([a-z-]+)( .*)?$/\3 \1/p' "$SRC/man.txt")"
+    # zsh: '--json[...]' or {-q,--quiet}'[...]' or {-u+,--url=}'[...]'
+    assert_none_missing "zsh" "$(cat "$SRC/all")" "$(
+        sed -nE "s/.*['\"](\([^)]*\))?--([a-z-]+)=?\[.*/\2 -/p" "$ZSH_COMP"
+        grep -oE -- '\{-[A-Za-z]\+?,--[a-z-]+=?\}' "$ZSH_COMP" |
+            sed -E 's/\{(-[A-Za-z])\+?,--([a-z-]+)=?\}/\2 \1/')"
+    # fish: complete ... -s q -l quiet, or -l json
+    assert_none_missing "fish" "$(cat "$SRC/all")" "$(
+        grep -E '^complete -c amqplock ' "$FISH_COMP" | grep -oE -- '(-s [A-Za-z] )?-l [a-z-]+' |
+            sed -E 's/^-s (.) -l (.*)/\2 -\1/; s/^-l (.*)/\1 -/')"
+}
+
+@test "bash and fish complete exactly the commands, and each command's options and the global ones" {
+    local cmd want lines=()
+    for cmd in '' $(src_commands); do
+        lines+=("amqplock ${cmd:+$cmd }--")
+    done
+    # "LINE<tab>--option" for each line, as src/main.c has it
+    want=$(for cmd in '' $(src_commands); do
+        awk -v l="amqplock ${cmd:+$cmd }--" '{ print l "\t--" $1 }' "$SRC/opts.${cmd:-_}"
+    done | sort)
+    diff <(echo "$want") <(bash_complete "${lines[@]}" | sort) || fail "bash differs (>)"
+    diff <(echo "$want") <(fish_complete "${lines[@]}" | sort) || fail "fish differs (>)"
+    local want cmd
+    want=$( (src_commands; echo help) | sort)
+    diff <(echo "$want") <(bash_complete 'amqplock ' | sort) || fail "bash"
+    diff <(echo "$want") <(fish_complete 'amqplock ' | sort) || fail "fish"
+    assert_none_missing "zsh" "$want" "$(sed -nE "s/^ +['\"]([a-z]+):.*/\1/p" "$ZSH_COMP")"
+}
+
+# --- every command: --help, an unknown option, --version ------------------------
+
+@test "every command answers --help with exit 0 and an unknown option with exit 2; --version is the Makefile's" {
+    local cmd out rc
+    out=$(amqplock --help 2>&1) || fail "amqplock --help exited $?"
+    [[ $out == 'Usage: amqplock '* ]] || fail "amqplock --help: $out"
+    for cmd in $(src_commands); do
+        out=$(amqplock "$cmd" --help 2>&1) || fail "$cmd --help exited $?"
+        [[ $out == "Usage: amqplock $cmd "* ]] || fail "$cmd --help: $out"
+        out=$(amqplock help "$cmd" 2>&1) || fail "help $cmd exited $?"
+        [[ $out == "Usage: amqplock $cmd "* ]] || fail "help $cmd: $out"
+        rc=0
+        out=$(amqplock "$cmd" --no-such-option 2>&1) || rc=$?
+        [ "$rc" -eq 2 ] || fail "$cmd --no-such-option exited $rc"
+        [ "$out" = 'amqplock: unknown option "--no-such-option"' ] || fail "$cmd: $out"
+    done
+    run -2 --separate-stderr amqplock --no-such-option
+    refute_output
+    assert_error_line
+    local v
+    v=$(sed -nE 's/^VERSION[[:space:]]*:?=[[:space:]]*//p' "$TOP/Makefile")
+    [ -n "$v" ] || fail "no VERSION in the Makefile"
+    run -0 amqplock --version
+    assert_output "amqplock $v"
+    run -0 amqplock -V
+    assert_output "amqplock $v"
+    run grep -rlF -- "$v" "$TOP/src" "$TOP/man" "$TOP/completions"
+    assert_output ""
+}
+
+# --- bash ----------------------------------------------------------------------------
+
+@test "bash completes commands, options, file names, and -- and a command after hold NAME" {
+    mkdir "$BATS_TEST_TMPDIR/certs"
+    touch "$BATS_TEST_TMPDIR/pw.txt" "$BATS_TEST_TMPDIR/client.key"
+    # LINE, and then what bash completes for it ("" for nothing)
+    local table=(
+        'amqplock re' remove
+        'amqplock hold --l' --lost-signal
+        'amqplock help h' hold
+        # global options after the command, and only global ones before it
+        'amqplock status --js' --json
+        'amqplock hold -n jobs --pass' --password-file
+        'amqplock --l' ''
+        # past an option's value: a URL split at its colons, -w SECS
+        'amqplock --url amqp://u:p@h:5672/v -q cr' create
+        'amqplock --url=amqp://u:p@h:5672/ hold -w 5 jobs --g' --grace
+        # file names where a file is due, and nothing where a name or a
+        # number is
+        'amqplock status --password-file=p' pw.txt
+        'amqplock --cacert ce' certs
+        'amqplock hold --cert cl' client.key
+        'amqplock --key cl' client.key
+        'amqplock hold --grace ' ''
+        'amqplock hold jobs --lost-signal TERM --prefix ' ''
+        'amqplock create --slot-type q' quorum
+        'amqplock add jobs --slot-type=c' classic
+        # -- after hold NAME, unless -c TEXT stands for the command
+        'amqplock hold jobs ' --
+        'amqplock hold -n -w 10 --grace 5 jobs ' --
+        'amqplock hold -c true jobs ' ''
+    )
+    local i lines=() want=''
+    for ((i = 0; i < ${#table[@]}; i += 2)); do
+        lines+=("${table[i]}")
+        [ -z "${table[i + 1]}" ] || want+="${table[i]}"$'\t'"${table[i + 1]}"$'\n'
+    done
+    run -0 bash_complete "${lines[@]}" 'amqplock --password-file '
+    diff <( (printf '%s' "$want"
+        printf 'amqplock --password-file \t%s\n' certs client.key pw.txt) | sort) \
+        <(sort <<<"$output") || fail "bash completes otherwise (>)"
+
+    run -0 bash_complete 'amqplock hold -w 10 jobs -'
+    assert_candidates "$output" -- --nonblock --lost-signal --url
+    run -0 bash_complete 'amqplock hold jobs -- ech'
+    assert_candidates "$output" echo
+    touch "$BATS_TEST_TMPDIR/notes.txt"
+    run -0 bash_complete 'amqplock hold jobs -- cat no'
+    assert_output notes.txt
+    # with bash-completion, by the command's own completion, as for sudo
+    BASH_COMPLETION=1 run -0 bash_complete 'amqplock hold jobs -- kill -s WI'
+    assert_output WINCH
+}
+
+@test "bash completes the signals amqplock accepts for --lost-signal, and only those" {
+    run -0 bash_complete 'amqplock hold --lost-signal '
+    local sigs=$output sig err
+    assert_candidates "$sigs" TERM INT HUP USR1 QUIT
+    refute_candidates "$sigs" WINCH CONT TSTP TTIN TTOU URG KILL STOP CHLD
+    # whatever bash or amqplock calls a signal: completed if and only if
+    # amqplock takes it
+    for sig in $( (kill -l | tr -s ' \t' '\n\n' | sed -nE 's/^SIG([A-Z0-9]+)$/\1/p' |
+        grep -v '^RT'; echo "$sigs") | sort -u); do
+        # a usage error in any case: about --heartbeat if SIG is accepted
+        amqplock hold --lost-signal "$sig" --heartbeat x jobs -- true 2>"$BATS_TEST_TMPDIR/err" &&
+            fail "exit 0"
+        read -r err <"$BATS_TEST_TMPDIR/err"
+        if [[ $'\n'$sigs$'\n' == *$'\n'$sig$'\n'* ]]; then
+            [[ $err == *--heartbeat* ]] || fail "completed $sig is refused: $err"
+        else
+            [[ $err == *--lost-signal* ]] || fail "$sig is accepted but not completed"
+        fi
+    done
+    run -0 bash_complete 'amqplock hold --lost-signal=T'
+    assert_equal "$(sort <<<"$output")" "$(printf '%s\n' TERM TRAP)"
+    run -0 bash_complete 'amqplock hold --lost-signal sigte'
+    assert_output sigterm
+    # the same list in zsh's and fish's completions
+    diff <(echo "$sigs" | sort) <(fish_complete 'amqplock hold --lost-signal ' | sort) ||
+        fail "fish completes other signals"
+    diff <(echo "$sigs" | sort) \
+        <(sed -n '/sigs=(/,/)/p' "$ZSH_COMP" | sed 's/.*sigs=(//; s/).*//' | sorted) ||
+        fail "zsh completes other signals"
+}
+
+# --- zsh and fish ---------------------------------------------------------------------
+
+@test "zsh -n passes, and at a zsh prompt TAB completes commands, options, signals and hold's command" {
+    run zsh -n "$ZSH_COMP"
+    assert_success
+    assert_output ''
+    [ "$(head -1 "$ZSH_COMP")" = '#compdef amqplock' ]
+    local lines=(
+        'amqplock re'
+        'amqplock hold --lost-signal=TE'
+        'amqplock hold --lost-signal WIN'
+        'amqplock hold jobs '
+        'amqplock status --js'
+        'amqplock --url amqp://h/ --pass'
+        'amqplock create jobs 3 --adm'
+        'amqplock hold -nw 5 jobs --g'
+        'amqplock help cr'
+        'amqplock hold jobs -- amqplock cr'
+        'amqplock add jobs --slot-type=q'
+    )
+    run -0 zsh_complete "${lines[@]}"
+    assert_output "$(printf '%s\n' \
+        'amqplock remove ' \
+        'amqplock hold --lost-signal=TERM ' \
+        'amqplock hold --lost-signal WIN' \
+        'amqplock hold jobs -- ' \
+        'amqplock status --json ' \
+        'amqplock --url amqp://h/ --password-file=' \
+        'amqplock create jobs 3 --admin-wait=' \
+        'amqplock hold -nw 5 jobs --grace=' \
+        'amqplock help create ' \
+        'amqplock hold jobs -- amqplock create ' \
+        'amqplock add jobs --slot-type=quorum ')"
+}
+
+@test "fish -n passes, and fish completes commands, options, files and hold's command" {
+    run fish --no-config -n "$FISH_COMP"
+    assert_success
+    assert_output ''
+    run -0 fish_complete 'amqplock cr'
+    assert_output create
+    run -0 fish_complete 'amqplock hold --l'
+    assert_output --lost-signal
+    run -0 fish_complete 'amqplock --prefix x st'
+    assert_output status
+    run -0 fish_complete 'amqplock hold jobs '
+    assert_output -- --
+    run -0 fish_complete 'amqplock hold jobs -- amqplock re'
+    assert_output remove
+    touch "$BATS_TEST_TMPDIR/pw.txt"
+    run -0 fish_complete "amqplock --password-file $BATS_TEST_TMPDIR/p"
+    assert_output "$BATS_TEST_TMPDIR/pw.txt"
+}
+
+# --- make install -------------------------------------------------------------------------
+
+# installed DIR: the files under DIR, relative to it, sorted.
+installed() {
+    (cd "$1" && find . -type f | sed 's|^\./||' | sort)
+}
+
+@test "make install and make uninstall, with PREFIX and DESTDIR" {
+    local d=$BATS_TEST_TMPDIR/root bashdir fishdir
+    # -o amqplock: install the binary as it is, never rebuild it here
+    run -0 make -s -C "$TOP" -o amqplock install DESTDIR="$d" PREFIX=/usr
+    bashdir=$(pkg-config --variable=completionsdir bash-completion)
+    fishdir=$(pkg-config --variable=completionsdir fish)
+    [ "$bashdir" = /usr/share/bash-completion/completions ] && [ -n "$fishdir" ] ||
+        fail "unexpected pkg-config answers: '$bashdir' '$fishdir'"
+    diff <(installed "$d") <(printf '%s\n' usr/bin/amqplock usr/share/man/man1/amqplock.1 \
+        "${bashdir#/}/amqplock" "${fishdir#/}/amqplock.fish" \
+        usr/share/zsh/site-functions/_amqplock | sort)
+    cmp "$d/usr/bin/amqplock" "$TOP/amqplock"
+    cmp "$d/usr/share/man/man1/amqplock.1" "$MAN"
+    cmp "$d$bashdir/amqplock" "$BASH_COMP"
+    cmp "$d$fishdir/amqplock.fish" "$FISH_COMP"
+    cmp "$d/usr/share/zsh/site-functions/_amqplock" "$ZSH_COMP"
+    [ "$(stat -c %a "$d/usr/bin/amqplock")" = 755 ]
+    [ "$(stat -c %a "$d/usr/share/man/man1/amqplock.1")" = 644 ]
+    # a new bash finds the completion by itself
+    run -0 env XDG_DATA_DIRS="$d/usr/share" bash --norc --noprofile -c '
+        . /usr/share/bash-completion/bash_completion
+        if declare -F _comp_load >/dev/null; then
+            _comp_load amqplock
+        else
+            __load_completion amqplock
+        fi && complete -p amqplock'
+    assert_output --partial 'amqplock'
+    run -0 make -s -C "$TOP" uninstall DESTDIR="$d" PREFIX=/usr
+    assert_equal "$(installed "$d")" ""
+
+    # elsewhere than /usr: everything under PREFIX, as bash and fish look
+    # there too
+    d=$BATS_TEST_TMPDIR/local
+    run -0 make -s -C "$TOP" -o amqplock install DESTDIR="$d"
+    diff <(installed "$d") <(printf '%s\n' usr/local/bin/amqplock \
+        usr/local/share/man/man1/amqplock.1 \
+        usr/local/share/bash-completion/completions/amqplock \
+        usr/local/share/fish/vendor_completions.d/amqplock.fish \
+        usr/local/share/zsh/site-functions/_amqplock | sort)
+    run -0 make -s -C "$TOP" uninstall DESTDIR="$d"
+    assert_equal "$(installed "$d")" ""
+}
