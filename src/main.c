@@ -576,6 +576,10 @@ int main(int argc, char **argv)
 		 result_stream(cmd_at < argc ? find_command(argv[cmd_at]) : NULL));
 	if (st == AL_OK && show_what == SHOW_NOTHING && cmd_at < argc) {
 		if (strcmp(argv[cmd_at], "help") == 0) {
+			/* "help --help", "help -h": the general help, like "help". */
+			if (cmd_at + 2 == argc && (strcmp(argv[cmd_at + 1], "--help") == 0 ||
+						   strcmp(argv[cmd_at + 1], "-h") == 0))
+				return show(SHOW_HELP, NULL);
 			cmd = cmd_at + 1 < argc ? find_command(argv[cmd_at + 1]) : NULL;
 			if (cmd_at + 1 < argc && !cmd)
 				return unknown_command(&cli, argv[cmd_at + 1]);

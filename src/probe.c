@@ -48,8 +48,10 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	 * same probe, so every return is in when the last tag is confirmed.
 	 * Acks may be merged. */
 	while (confirmed < last) {
+		/* A refusal here is about the exchange, not any one queue: a
+		 * probe needs write permission on the default exchange. */
 		if ((st = conn_recv(c, &m)) != AL_OK)
-			return conn_refused(c, st, "probing", queue);
+			return conn_refused(c, st, "publishing probes through", "amq.default");
 		if (m.id == AMQP_BASIC_RETURN_METHOD) {
 			if ((answered = returned(sn, p, n, &next, m.decoded)) != NULL)
 				answered->exists = false;

@@ -1,0 +1,358 @@
+#!/usr/bin/env bats
+# Least-privilege broker users: each role of the README's "RabbitMQ
+# permissions" gets exactly its configure/write/read regexes on a vhost of
+# its own, and may do its commands and nothing more.
+# A refused command exits 7 with one "amqplock: ..." line and leaves the
+# semaphore as it was.
+#
+# Needs jq and perl (core modules only). Makes a vhost of its own and a
+# user per role (setup_file), and deletes them again (teardown_file).
+
+bats_require_minimum_version 1.5.0
+load helper
+
+# USER CONFIGURE WRITE READ. inspector, client, admin and adminonly are
+# the README's set_permissions lines, and must stay as they are there.
+# noread is a client that may not consume from #waiters, nowaiters one
+# that may not even declare it (their waiters poll instead); naive
+# has write on the prefix, where amq.default is needed; partial may make
+# slot 1 of "partial" only; team is a full user for --prefix team.locks.;
+# nobody has no permissions on the vhost at all.
+roles() {
+    cat <<'ROLES'
+inspector ^$ ^amq\.default$ ^$
+client ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+#waiters$
+admin ^amqplock\. ^amq\.default$ ^amqplock\.
+adminonly ^amqplock\.(?!.*(-[0-9]+-B|#waiters)$) ^amq\.default$ ^$
+noread ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^$
+nowaiters ^amqplock\..+-[0-9]+-B$ ^amq\.default$ ^$
+naive ^amqplock\. ^amqplock\. ^amqplock\.
+partial ^amqplock\.partial(-1-A)?$ ^amq\.default$ ^$
+team ^team\.locks\. ^amq\.default$ ^team\.locks\.
+nobody
+ROLES
+}
+
+# password_hash PASSWORD: the form in which RabbitMQ keeps a password
+# (rabbit_password_hashing_sha256): base64 of a 4-byte salt followed by
+# SHA-256 of the salt and the password.
+password_hash() {
+    perl -MDigest::SHA=sha256 -MMIME::Base64 -e '
+        my $salt = pack("N", int(rand(2**32)));
+        print encode_base64($salt . sha256($salt . $ARGV[0]), "")' "$1"
+}
+
+# One rabbitmqctl call costs about a second of CPU, and calls side by side
+# only share the cores: the vhost, the users and their permissions come in
+# one import of definitions, and go in one eval.
+setup_file() {
+    local defs=$BATS_FILE_TMPDIR/definitions.json
+    export PERM_TAG=amqplock-perm-$$ PERM_PW=pw-$RANDOM$RANDOM$RANDOM
+    export PERM_VHOST=$PERM_TAG
+    roles | jq -R -s --arg tag "$PERM_TAG-" --arg vhost "$PERM_VHOST" \
+        --arg hash "$(password_hash "$PERM_PW")" '
+        [split("\n")[] | select(. != "") | split(" ")] as $roles
+        | {vhosts: [{name: $vhost}],
+           users: [$roles[] | {name: ($tag + .[0]), password_hash: $hash,
+                               hashing_algorithm: "rabbit_password_hashing_sha256",
+                               tags: []}],
+           permissions: [$roles[] | select(length == 4)
+                         | {user: ($tag + .[0]), vhost: $vhost,
+                            configure: .[1], write: .[2], read: .[3]}]}' >"$defs"
+    rmqctl import_definitions "$defs" >"$BATS_FILE_TMPDIR/import.out" 2>&1 ||
+        fail "import_definitions failed: $(cat "$BATS_FILE_TMPDIR/import.out")"
+    # RabbitMQ may apply the definitions after the command returns, in
+    # order: once the last role ("team") can log in and probe, all can.
+    wait_until 20 exits 3 as team --prefix team.locks. max ready ||
+        fail "the imported users do not work: $(as team --prefix team.locks. max ready 2>&1)"
+}
+
+teardown_file() {
+    local role rest users=() acting='<<"amqplock-tests">>'
+    [ -n "${PERM_TAG:-}" ] || return 0
+    while read -r role rest; do
+        users+=("<<\"$PERM_TAG-$role\">>")
+    done < <(roles)
+    # rabbitmqctl delete_user and delete_vhost, in one call; one by one if
+    # this RabbitMQ's internals differ.
+    local IFS=,
+    rmqctl eval "[catch rabbit_auth_backend_internal:delete_user(U, $acting) || U <- [${users[*]}]],
+        ok = rabbit_vhost:delete(<<\"$PERM_VHOST\">>, $acting)." >/dev/null 2>&1 && return 0
+    unset IFS
+    rmqctl delete_vhost "$PERM_VHOST" >/dev/null 2>&1 || true
+    while read -r role rest; do
+        rmqctl delete_user "$PERM_TAG-$role" >/dev/null 2>&1 || true
+    done < <(roles)
+}
+
+# exits CODE CMD...: CMD exits with status CODE.
+exits() {
+    local code=$1 rc=0
+    shift
+    "$@" >/dev/null 2>&1 || rc=$?
+    [ "$rc" -eq "$code" ]
+}
+
+setup() {
+    n=$(unique_name)
+    T=$BATS_TEST_TMPDIR
+    PIDS=()
+}
+
+teardown() {
+    stop_bg
+}
+
+# url ROLE: the broker URL of ROLE's user on the test vhost.
+url() { echo "amqp://$PERM_TAG-$1:$PERM_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/$PERM_VHOST"; }
+
+# as ROLE ARGS...: amqplock ARGS as ROLE's user (in the foreground, bounded);
+# the URL as url gives it, without a subshell.
+as() { al -u "amqp://$PERM_TAG-$1:$PERM_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/$PERM_VHOST" "${@:2}"; }
+
+# bg_as TAG ROLE ARGS...: as bg (helper.bash), as ROLE's user.
+bg_as() {
+    local tag=$1 role=$2
+    shift 2
+    bg "$tag" -u "$(url "$role")" "$@"
+}
+
+# snapshot NAME: the semaphore as the admin sees it (status --json, or the
+# error object when it does not exist).
+snapshot() { as admin --json status "$1" 2>/dev/null || true; }
+
+# refused ROLE ARGS...: amqplock ARGS as ROLE exits 7 with one error line
+# saying the broker refused access, and nothing on stdout.
+refused() {
+    run --separate-stderr as "$@"
+    [ "$status" -eq 7 ] || fail "as $1 ${*:2}: exit $status, not 7; stderr: '$stderr'"
+    assert_error_line
+    [[ $stderr == *ACCESS_REFUSED* || $stderr == *NOT_ALLOWED* ]] ||
+        fail "as $1 ${*:2}: the message does not say access was refused: '$stderr'"
+    [ -z "$output" ] || fail "as $1 ${*:2}: stdout: '$output'"
+}
+
+# await_slot TAG: waits for a background acquire TAG to print its slot and
+# prints it.
+await_slot() {
+    wait_until 10 has_line "$T/$1.out" '[0-9]+' ||
+        fail "acquire $1 printed no slot: $(cat "$T/$1.out" "$T/$1.err")"
+    head -n 1 "$T/$1.out"
+}
+
+# held_by ROLE NAME: the held slots of NAME as ROLE's status --json shows them.
+held_by() { as "$1" --json status "$2" | jq -c .held; }
+
+# slot_of TAG: the slot a background acquire TAG printed, if any.
+slot_of() { head -n 1 "$T/$1.out" 2>/dev/null; }
+
+# new_holder TAG...: one of the waiters TAG... that are not in GOT has
+# printed its slot; it is added to GOT.
+new_holder() {
+    local w
+    for w in "$@"; do
+        [[ " ${GOT[*]} " != *" $w "* ]] && [ -n "$(slot_of "$w")" ] && GOT+=("$w") && return 0
+    done
+    return 1
+}
+
+# --- the roles at work --------------------------------------------------------
+
+@test "the README's set_permissions lines are the roles tested here" {
+    local doc=$TOP/README.md
+    grep -qs '^#\+ RabbitMQ permissions' "$doc" || fail "README.md has no RabbitMQ permissions section"
+    # "ROLE CONF WRITE READ" of each set_permissions line (continuations
+    # joined), with the user name as the role
+    run -0 perl -0777 -ne 's/\s*\\\n\s*/ /g;
+        while (/set_permissions -p \S+ (\S+) \x27([^\x27]*)\x27 \x27([^\x27]*)\x27 \x27([^\x27]*)\x27/g) {
+            print "$1 $2 $3 $4\n" }' "$doc"
+    for role in inspector client admin team; do
+        assert_line "$(roles | grep "^$role ")"
+    done
+    [ "${#lines[@]}" -eq 4 ] || fail "set_permissions lines not tested here: $output"
+    # the administrator that cannot hold, given inline
+    grep -qF "$(roles | awk '$1 == "adminonly" { printf "\x27%s\x27 \x27%s\x27 \x27%s\x27", $2, $3, $4 }')" \
+        "$doc" || fail "$doc does not give adminonly's regexes"
+}
+
+# Each bats test costs a few tenths of a second here, so related checks
+# share one.
+
+@test "admin and adminonly: the administrative commands; adminonly cannot hold" {
+    run -0 as admin create "$n" 2
+    run -0 as admin add "$n" 2
+    run -0 as admin remove "$n"
+    run -0 as admin max "$n" 5
+    run -0 as admin hold "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 1
+    run -0 as admin destroy "$n"
+    run -3 as admin max "$n"
+
+    # quorum slots: the administrator re-declares slot 1 to learn their type
+    run -0 as adminonly create --slot-type quorum "$n" 1
+    run -0 as adminonly add "$n"
+    run -0 as adminonly remove "$n"
+    run -0 as adminonly max "$n" 4
+    run -0 as adminonly --json status "$n"
+    assert_json '.max == 4 and .held == []'
+    refused adminonly acquire -n "$n"
+    refused adminonly hold "$n" -- touch "$T/ran"
+    [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
+    run -0 as adminonly destroy "$n"
+}
+
+@test "inspector: status, max and wait work; everything else exits 7 and changes nothing" {
+    as admin create "$n" 3
+    bg_as holder client acquire "$n"
+    [ "$(await_slot holder)" = 1 ]
+    run -0 as inspector max "$n"
+    assert_output 3
+    run -0 as inspector --json status "$n"
+    assert_json '.max == 3 and .held == [1] and .free == [2,3] and .orphans == []'
+    before=$output
+    run -0 as inspector wait -n "$n"
+    run -3 as inspector status "$n-none"
+
+    refused inspector create "$n-new" 1
+    refused inspector destroy "$n"
+    refused inspector add "$n"
+    refused inspector remove "$n"
+    refused inspector max "$n" 1
+    refused inspector acquire -n "$n"
+    refused inspector hold "$n" -- touch "$T/ran"
+    [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
+    [[ $stderr == *"access to queue 'amqplock.$n-2-B'"* ]] ||
+        fail "the message does not name the holder queue: '$stderr'"
+    run -7 --separate-stderr as inspector --json create "$n" 1
+    assert_json '.ok == false and .error == "access" and (.message | test("ACCESS_REFUSED"))'
+    [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
+    run -3 as admin max "$n-new"
+}
+
+@test "client: acquire, hold, status, max and wait work; admin commands exit 7 and change nothing" {
+    as admin create "$n" 2
+    run -0 as client hold "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 1
+    bg_as a client acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    run -0 as client hold -n "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 2
+    run -0 as client max "$n"
+    assert_output 2
+    run -0 as client wait -n "$n"
+    [ "$(held_by client "$n")" = "[1]" ]
+
+    before=$(snapshot "$n")
+    refused client create "$n-new" 1
+    refused client destroy "$n"
+    refused client add "$n" 3
+    refused client remove "$n"
+    refused client max "$n" 0
+    [[ $stderr == *"access to queue 'amqplock.$n'"* ]] ||
+        fail "the message does not name the admin mutex: '$stderr'"
+    run -7 --separate-stderr as client --json remove "$n"
+    assert_json '.ok == false and .error == "access"'
+    [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
+    run -3 as admin max "$n-new"
+
+    kill -TERM "$BG"
+    wait_exit "$BG" 5
+    [ "$rc" -eq 0 ] || fail "acquire exited $rc: $(cat "$T/a.err")"
+    [ "$(held_by inspector "$n")" = "[]" ]
+}
+
+@test "waiters: a client consumes from #waiters; without read or configure on it, it polls" {
+    as admin create "$n" 1
+    bg_as a client acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    declare -A pid=([a]=$BG)
+    bg_as b client -v acquire -w 20 "$n"
+    pid[b]=$BG
+    bg_as c noread -v acquire -w 20 "$n"
+    pid[c]=$BG
+    bg_as d nowaiters -v acquire -w 20 "$n"
+    pid[d]=$BG
+    wait_until 10 grep -q "waiting on amqplock.$n#waiters" "$T/b.err" ||
+        fail "the client did not subscribe: $(cat "$T/b.err")"
+    for w in c d; do
+        wait_until 10 grep -q 'polling instead' "$T/$w.err" ||
+            fail "waiter $w did not fall back to polling: $(cat "$T/$w.err")"
+    done
+    ! grep -q 'polling instead' "$T/b.err" || fail "the client was refused: $(cat "$T/b.err")"
+    # The slot goes round: each waiter gets it once its holder lets go.
+    GOT=()
+    holder=a
+    for round in 1 2 3; do
+        kill -TERM "${pid[$holder]}"
+        wait_until 10 new_holder b c d ||
+            fail "round $round: no waiter got the slot: $(cat "$T"/[bcd].err)"
+        holder=${GOT[-1]}
+        [ "$(slot_of "$holder")" = 1 ]
+    done
+}
+
+# --- what is left out -----------------------------------------------------------
+
+@test "write on the prefix instead of amq.default: every command exits 7 and changes nothing" {
+    as admin create "$n" 2
+    before=$(snapshot "$n")
+    for args in "status $n" "wait -n $n" "acquire -n $n" "create $n-new 1" "destroy $n"; do
+        # shellcheck disable=SC2086
+        refused naive $args
+        [[ $stderr == *"access to exchange 'amq.default'"* ]] ||
+            fail "$args: the message does not name amq.default: '$stderr'"
+    done
+    refused naive hold "$n" -- touch "$T/ran"
+    [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
+    [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
+    run -3 as admin max "$n-new"
+}
+
+@test "no permissions on the vhost: the login is refused, exit 7" {
+    refused nobody status "$n"
+    [[ $stderr == *"login to "*" refused"* ]] || fail "not a login refusal: '$stderr'"
+    run -7 --separate-stderr as nobody --json max "$n"
+    assert_json '.ok == false and .error == "access"'
+}
+
+@test "create refused half-way takes back the slots it made" {
+    # partial may configure amqplock.partial and its slot 1, not slot 2
+    run -7 --separate-stderr as partial create partial 3
+    assert_error_line
+    [[ $stderr == *"access to queue 'amqplock.partial-2-A'"* ]] ||
+        fail "not refused at slot 2: '$stderr'"
+    run -3 as admin max partial
+}
+
+# --- another prefix ---------------------------------------------------------------
+
+@test "--prefix: a user limited to ^team\\.locks\\. does everything there, and nothing under amqplock." {
+    p=(--prefix team.locks.)
+    run -0 as team "${p[@]}" create "$n" 1
+    bg_as a team "${p[@]}" acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    pid_a=$BG
+    bg_as b team "${p[@]}" -v acquire -w 20 "$n"
+    wait_until 10 grep -q "waiting on team.locks.$n#waiters" "$T/b.err" ||
+        fail "the waiter did not subscribe: $(cat "$T/b.err")"
+    kill -TERM "$pid_a"
+    [ "$(await_slot b)" = 1 ]
+    run -0 as team "${p[@]}" --json status "$n"
+    assert_json '.max == 1 and .held == [1]'
+    run -0 as team "${p[@]}" add "$n" 2
+    run -0 as team "${p[@]}" hold -n "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 2
+    run -0 as team "${p[@]}" wait -n "$n"
+    kill -TERM "$BG"
+    wait_exit "$BG" 5
+    run -0 as team "${p[@]}" destroy "$n"
+    # Under the default prefix it may look (probes need only amq.default)
+    # but neither change nor hold anything.
+    as admin create "$n" 1
+    run -0 as team max "$n"
+    refused team add "$n"
+    refused team acquire -n "$n"
+    refused team destroy "$n"
+    run -0 as admin max "$n"
+    assert_output 1
+}
