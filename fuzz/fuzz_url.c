@@ -59,11 +59,51 @@ static bool starts_with(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
+/* The message without the " (i of n)" that names a URL of a list. */
+static const char *unnumbered(const char *msg, char *buf, size_t size)
+{
+	const char *open = strstr(msg, " (");
+	unsigned i, n;
+	int used = 0;
+
+	if (open && sscanf(open, " (%u of %u)%n", &i, &n, &used) == 2 && used > 0 && i >= 1 &&
+	    i <= n && n > 1) {
+		snprintf(buf, size, "%.*s%s", (int)(open - msg), msg, open + used);
+		return buf;
+	}
+	return msg;
+}
+
+/* One URL of a list that conn_check_opts accepted. */
+static void check_good_url(const char *url, size_t len, bool insecure)
+{
+	struct amqp_connection_info info;
+	char copy[1024];
+
+	check(len < sizeof(copy));
+	memcpy(copy, url, len);
+	copy[len] = '\0';
+	/* What amqp_parse_url would take but a URL may not hold. */
+	check(!strstr(copy, "%00"));
+	for (const char *p = copy; *p; p++)
+		check(*p > ' ' && *p < 0x7f);
+	check(starts_with(copy, "amqp://") || starts_with(copy, "amqps://"));
+	if (insecure)
+		check(starts_with(copy, "amqps://"));
+	/* The same URL parsed here gives a host and a usable port. */
+	amqp_default_connection_info(&info);
+	check(amqp_parse_url(copy, &info) == AMQP_STATUS_OK);
+	check(info.host && info.host[0] != '\0');
+	check(info.port > 0 && info.port <= 65535);
+}
+
 static void check_url(const char *url, bool insecure)
 {
 	struct conn_opts o = {.url = url, .insecure = insecure};
 	enum al_status st = conn_check_opts(&o);
-	const char *msg = status_message();
+	char buf[512];
+	const char *msg = unnumbered(status_message(), buf, sizeof(buf));
+	size_t len, urls = 0;
 
 	check(st == AL_OK || st == AL_USAGE);
 	check((st == AL_OK) == (msg[0] == '\0'));
@@ -71,6 +111,7 @@ static void check_url(const char *url, bool insecure)
 		/* Fixed texts only: the URL, which may hold a password, is
 		 * never echoed. */
 		check(strcmp(msg, "broker URL is too long") == 0 ||
+		      starts_with(msg, "no broker URL given (expected ") ||
 		      starts_with(msg, "invalid broker URL (expected ") ||
 		      starts_with(msg, "invalid broker URL: no host (expected ") ||
 		      starts_with(msg, "invalid broker URL: no scheme (expected ") ||
@@ -81,25 +122,16 @@ static void check_url(const char *url, bool insecure)
 		      starts_with(msg, "--cacert, --cert, --key and --insecure need"));
 		return;
 	}
-	check(strlen(url) < 1024);
-	/* What amqp_parse_url would take but a URL may not hold. */
-	check(!strstr(url, "%00"));
-	for (const char *p = url; *p; p++)
-		check(*p > ' ' && *p < 0x7f);
-	check(starts_with(url, "amqp://") || starts_with(url, "amqps://"));
-	if (insecure)
-		check(starts_with(url, "amqps://"));
-	{
-		/* The same URL parsed here gives a host and a usable port. */
-		struct amqp_connection_info info;
-		char copy[1024];
-
-		strcpy(copy, url);
-		amqp_default_connection_info(&info);
-		check(amqp_parse_url(copy, &info) == AMQP_STATUS_OK);
-		check(info.host && info.host[0] != '\0');
-		check(info.port > 0 && info.port <= 65535);
+	/* A list: URLs separated by spaces, each one good. */
+	for (; *url; url += len) {
+		url += strspn(url, " ");
+		len = strcspn(url, " ");
+		if (len) {
+			check_good_url(url, len, insecure);
+			urls++;
+		}
 	}
+	check(urls > 0);
 }
 
 static void check_password_file(const uint8_t *data, size_t size, bool group_readable)
