@@ -49,16 +49,34 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 	return o;
 }
 
+/* A waiting client whose connection fails connects again (to the first
+ * broker of the list that answers: in a cluster, a surviving node) and
+ * goes on waiting, this many times at most. Nothing is held meanwhile. */
+#define RECONNECTS_MAX 5
+
 /* Connect and wait for a slot: what acquire and hold share. */
 static enum al_status take(struct cli *cli, struct client *cl, const struct hold_opts *o,
 			   struct conn *c, struct sem *s, unsigned *max)
 {
+	double deadline = o->wait < 0 ? -1 : now_seconds() + o->wait;
+	struct hold_opts left = *o;
 	enum al_status st;
-	int sig;
+	int sig, reconnects = 0;
 
 	if ((st = cli_connect(cli, c, s)) != AL_OK)
 		return st;
-	st = hold_take(s, o, &cl->slot, max, &sig);
+	while ((st = hold_take(s, &left, &cl->slot, max, &sig)) == AL_CONNECTION && !sig &&
+	       !o->nonblock && reconnects++ < RECONNECTS_MAX &&
+	       (deadline < 0 || now_seconds() < deadline)) {
+		trace("%s; connecting again to go on waiting", status_message());
+		status_clear();
+		conn_close(c);
+		if ((st = cli_connect(cli, c, s)) != AL_OK)
+			return st;
+		/* The wait goes on to the same deadline (0: one last try). */
+		if (deadline >= 0)
+			left.wait = deadline > now_seconds() ? deadline - now_seconds() : 0;
+	}
 	if (sig)
 		cli->exit_code = 128 + sig;
 	if (st != AL_OK)

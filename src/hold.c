@@ -107,6 +107,9 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 		st = sem_acquire(s, slot, max);
 		if (st != AL_BUSY || o->nonblock || now_seconds() >= deadline)
 			break;
+		/* Waiting: "all slots are held" is not a failure (yet), and must
+		 * not hide the cause of one while waiting. */
+		status_clear();
 		/* A waiter hears of clean releases at once. Holders that die
 		 * say nothing, so polling with back-off goes on as well. A
 		 * release between the attempt above and the subscription

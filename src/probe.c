@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+
 /* Probes sent before their answers are read. Large enough to make 1000
  * probes a handful of round trips, small enough that neither side's socket
  * buffers fill while nobody reads. */
@@ -26,8 +28,16 @@ static struct probe *returned(const struct sem_name *sn, struct probe *p, size_t
 	return NULL;
 }
 
+/* A nacked probe says nothing; in a cluster the broker nacks while a
+ * quorum queue whose leader died elects another (half a second, measured
+ * on three nodes). The batch is sent again after a pause that doubles from
+ * the first to the longest, for as long as --rpc-timeout allows. */
+#define NACK_FIRST_PAUSE   0.02
+#define NACK_LONGEST_PAUSE 0.5
+
+/* *nacked: some probe was nacked, and the answers cannot be trusted. */
 static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, struct probe *p,
-				  size_t n)
+				  size_t n, bool *nacked)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	bool single_acks[PROBE_BATCH] = {false};
@@ -37,6 +47,7 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	amqp_method_t m;
 	size_t i, next = 0;
 
+	*nacked = false;
 	for (i = 0; i < n; i++) {
 		p[i].exists = true;
 		sem_name_slot(sn, p[i].slot, p[i].kind, queue);
@@ -55,9 +66,12 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 		if (m.id == AMQP_BASIC_RETURN_METHOD) {
 			if ((answered = returned(sn, p, n, &next, m.decoded)) != NULL)
 				answered->exists = false;
-		} else if (m.id == AMQP_BASIC_ACK_METHOD) {
+		} else if (m.id == AMQP_BASIC_ACK_METHOD || m.id == AMQP_BASIC_NACK_METHOD) {
+			/* basic.ack and basic.nack share their layout. */
 			amqp_basic_ack_t *a = m.decoded;
 
+			if (m.id == AMQP_BASIC_NACK_METHOD)
+				*nacked = true;
 			if (a->delivery_tag <= confirmed || a->delivery_tag > last)
 				continue;
 			if (a->multiple)
@@ -66,12 +80,33 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 				single_acks[a->delivery_tag - base - 1] = true;
 			while (confirmed < last && single_acks[confirmed - base])
 				confirmed++;
-		} else if (m.id == AMQP_BASIC_NACK_METHOD) {
-			return fail(AL_BROKER, "the broker at %s could not handle a probe of %s",
-				    c->where, queue);
 		}
 	}
 	return AL_OK;
+}
+
+static enum al_status probe_batch_again(struct conn *c, const struct sem_name *sn, struct probe *p,
+					size_t n)
+{
+	double deadline = now_seconds() + c->rpc_timeout, pause = NACK_FIRST_PAUSE;
+	enum al_status st;
+	bool nacked = false;
+
+	while ((st = probe_batch(c, sn, p, n, &nacked)) == AL_OK && nacked) {
+		if (now_seconds() + pause > deadline)
+			return fail(AL_BROKER,
+				    "the broker at %s kept refusing to route probes (a cluster "
+				    "node down?)",
+				    c->where);
+		trace("the broker nacked a probe; probing again in %.0f ms", pause * 1000);
+		sleep_seconds(pause);
+		pause = sooner(pause * 2, NACK_LONGEST_PAUSE);
+		/* On a fresh channel: the old one may keep sending to the dead
+		 * leader it knew. */
+		if ((st = conn_reset_channel(c)) != AL_OK)
+			return st;
+	}
+	return st;
 }
 
 enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct probe *p, size_t n)
@@ -81,7 +116,7 @@ enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct pr
 
 	for (done = 0; done < n && st == AL_OK; done += batch) {
 		batch = n - done < PROBE_BATCH ? n - done : PROBE_BATCH;
-		st = probe_batch(c, sn, p + done, batch);
+		st = probe_batch_again(c, sn, p + done, batch);
 	}
 	return st;
 }
@@ -97,7 +132,7 @@ enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_
 		n = count - done < PROBE_BATCH ? count - done : PROBE_BATCH;
 		for (i = 0; i < n; i++)
 			p[i] = (struct probe){.kind = kind, .slot = first + done + i};
-		st = probe_batch(c, sn, p, n);
+		st = probe_batch_again(c, sn, p, n);
 		for (i = 0; st == AL_OK && i < n; i++)
 			exists[done + i] = p[i].exists;
 	}

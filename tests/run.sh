@@ -68,12 +68,4 @@ for report in "$work"/sanitizer/*; do
     echo "not ok - sanitizer report $(basename "$report")" >>"$tap"
 done
 
-passed=$(grep -E '^ok ' "$tap" | grep -vc ' # skip' || true)
-skipped=$(grep -E '^ok .* # skip' -c "$tap" || true)
-failed=$(grep -c '^not ok ' "$tap" || true)
-if [ "$skipped" -gt 0 ]; then
-    echo "$passed passed, $failed failed, $skipped skipped"
-else
-    echo "$passed passed, $failed failed"
-fi
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+tests/tap-summary.sh "$tap"

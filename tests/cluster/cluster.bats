@@ -1,0 +1,496 @@
+#!/usr/bin/env bats
+# The cluster suite: amqplock on a private three-node RabbitMQ cluster on
+# loopback (tests/cluster.sh, started by tests/cluster/run.sh, which exports
+# AMQPLOCK_TEST_CLUSTER_DIR and AMQPLOCK_TEST_C{1,2,3}_{PORT,NODE,URL}).
+# One cluster serves every test; a test that stops a node starts it again
+# (its teardown does so if the test failed first). Measured failover times
+# go to the TAP output as "# ..." lines.
+#
+# Quorum slot queues (--slot-type) and --url lists are what this suite is
+# about; a test that stops a node runs its semaphore on quorum slots.
+
+bats_require_minimum_version 1.5.0
+
+# tests/helper.bash lives one directory up and takes the binary from
+# AMQPLOCK_BIN; its TOP and H are fixed below.
+TOP_DIR=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+AMQPLOCK_BIN=${AMQPLOCK_BIN:-$TOP_DIR/amqplock}
+load ../helper
+TOP=$TOP_DIR
+H=$TOP/tests/tools
+CLUSTER=$TOP/tests/cluster.sh
+
+# Nothing may reach a broker that was not named: no default URL from the
+# environment (a system broker on 5672 must never answer for the cluster).
+unset AMQPLOCK_URL AMQP_URL
+
+setup_file() {
+    [ -n "${AMQPLOCK_TEST_CLUSTER_DIR:-}" ] ||
+        skip "no cluster: run tests/cluster/run.sh (make check-cluster)"
+}
+
+setup() {
+    [ -n "${AMQPLOCK_TEST_CLUSTER_DIR:-}" ] || skip "no cluster: run tests/cluster/run.sh"
+    n=$(unique_name)
+    T=$BATS_TEST_TMPDIR
+    PIDS=()
+    DOWN_NODE=
+}
+
+teardown() {
+    touch "$T/stop"
+    [ ! -d "$T/crit" ] || touch "$T/crit/stop"
+    stop_bg
+    # what the contention loops had running (holds, their timeout, CMDs)
+    local p left=()
+    for p in $(pgrep -f -- "$T/crit" || true); do
+        kill -TERM "$p" 2>/dev/null && left+=("$p")
+    done
+    for p in "${left[@]}"; do
+        wait_until 3 ended "$p" || kill -KILL "$p" 2>/dev/null || true
+    done
+    if [ -n "${DOWN_NODE:-}" ]; then
+        "$CLUSTER" start-node "$AMQPLOCK_TEST_CLUSTER_DIR" "$DOWN_NODE" 3>&- ||
+            echo "# teardown could not start node $DOWN_NODE again" >&3
+    fi
+    c 1 destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
+}
+
+# note TEXT: a measurement, shown in the TAP output.
+note() { echo "# $*" >&3; }
+
+# url N / port N / node N: of cluster node N
+url() { local v="AMQPLOCK_TEST_C${1}_URL"; echo "${!v}"; }
+port() { local v="AMQPLOCK_TEST_C${1}_PORT"; echo "${!v}"; }
+node() { local v="AMQPLOCK_TEST_C${1}_NODE"; echo "${!v}"; }
+
+# c N ARGS...: amqplock against node N, bounded in time.
+c() {
+    local k=$1
+    shift
+    timeout 30 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" --url "$(url "$k")" "$@"
+}
+
+# urls N...: "--url URL" for each node, in that order.
+urls() {
+    local k
+    for k in "$@"; do printf -- '--url\n%s\n' "$(url "$k")"; done
+}
+
+# cctl N ARGS...: rabbitmqctl against node N.
+cctl() {
+    local k=$1
+    shift
+    "$CLUSTER" ctl "$AMQPLOCK_TEST_CLUSTER_DIR" "$k" "$@" 3>&-
+}
+
+# kill_node N / revive_node N: kill -9 node N's VM, and set KILLED_AT to
+# the moment of the kill ($EPOCHREALTIME); start it again and wait until
+# it has rejoined.
+kill_node() {
+    DOWN_NODE=$1
+    "$CLUSTER" stop-node "$AMQPLOCK_TEST_CLUSTER_DIR" "$1" kill 3>&-
+    KILLED_AT=$(cat "$AMQPLOCK_TEST_CLUSTER_DIR/n$1/stopped_at")
+}
+revive_node() {
+    "$CLUSTER" start-node "$AMQPLOCK_TEST_CLUSTER_DIR" "$1" 3>&-
+    DOWN_NODE=
+}
+
+# running_nodes N: the running nodes that node N reports, sorted, one line.
+running_nodes() {
+    cctl "$1" -q cluster_status --formatter json | jq -r '.running_nodes | sort | join(" ")'
+}
+
+# slot_types N NAME: "queue type" of semaphore NAME's slot queues, via
+# node N, in slot order.
+slot_types() {
+    cctl "$1" -q list_queues name type --no-table-headers 2>/dev/null |
+        awk -v p="amqplock.$2-" 'index($1, p) == 1 && substr($1, length(p) + 1) ~ /^[0-9]+-A$/ { print $1, $2 }' | sort -V
+}
+
+# slot_queues NAME COUNT TYPE: the "name type" lines COUNT slot queues of
+# TYPE would give.
+slot_queues() {
+    local i
+    for i in $(seq 1 "$2"); do echo "amqplock.$1-$i-A $3"; done
+}
+
+# mono_of TIME: the CLOCK_MONOTONIC reading (as crit.pl logs it) of the
+# moment TIME ($EPOCHREALTIME).
+mono_of() {
+    perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC,time \
+        -e 'printf "%.6f\n", $ARGV[0] + clock_gettime(CLOCK_MONOTONIC) - time()' "$1"
+}
+
+# trap_hold TAG NODE... : `hold -n` of trapper.pl $T/TAG (CMD writes
+# $T/TAG.ready with its slot, and the signals it gets to $T/TAG) through
+# the --url list of NODEs; quick to notice a lost broker. Pid in BG.
+trap_hold() {
+    local tag=$1
+    shift
+    # shellcheck disable=SC2046
+    bg "$tag" $(urls "$@") --heartbeat 2 --rpc-timeout 5 --connect-timeout 2 \
+        hold -n --grace 2 "$n" -- perl "$H/trapper.pl" "$T/$tag"
+}
+
+# ready TAG SECS: waits until trapper.pl $T/TAG has its slot; prints it.
+ready() {
+    wait_until "$2" test -s "$T/$1.ready" || fail "hold $1 has no slot after $2 s: $(cat "$T/$1.err")"
+    cat "$T/$1.ready"
+}
+
+# --- the harness itself ---------------------------------------------------------------
+
+@test "harness: three clustered nodes, each with its own name, AMQP port, distribution port and data" {
+    local k names ports
+    names=$(for k in 1 2 3; do node "$k"; done | sort | tr '\n' ' ')
+    [ "$(running_nodes 2)" = "${names% }" ] || fail "node 2 sees '$(running_nodes 2)'"
+    [ "$(for k in 1 2 3; do node "$k"; done | sort -u | wc -l)" -eq 3 ]
+    ports=$(for k in 1 2 3; do port "$k"; done | sort -u | wc -l)
+    [ "$ports" -eq 3 ]
+    for k in 1 2 3; do
+        [[ $(node "$k") == "amqplockc$k-$(port "$k")@localhost" ]]
+        # each node's data lives in its own directory
+        [ -d "$AMQPLOCK_TEST_CLUSTER_DIR/n$k/mnesia/$(node "$k")" ]
+        # every node answers AMQP (a semaphore that does not exist: 3)
+        run -3 c "$k" max "$n"
+    done
+    # one cookie, one epmd, on loopback only; the nodes listen where they
+    # are told (distribution ports differ)
+    assert_equal "$(stat -c %a "$AMQPLOCK_TEST_CLUSTER_DIR/home/.erlang.cookie")" 400
+    run -0 epmd -port "$AMQPLOCK_TEST_C_EPMD_PORT" -names
+    for k in 1 2 3; do
+        [[ $output == *"name amqplockc$k-$(port "$k") at port "* ]] || fail "epmd: $output"
+    done
+    [ "$(grep -o 'at port [0-9]*' <<<"$output" | sort -u | wc -l)" -eq 3 ]
+    # AMQP, distribution and epmd listen on loopback only
+    local p addrs
+    for p in $(grep -o 'at port [0-9]*' <<<"$output" | awk '{ print $3 }') $(port 1) $(port 2) $(port 3) \
+        "$AMQPLOCK_TEST_C_EPMD_PORT"; do
+        addrs=$(ss -Hltn "( sport = :$p )" | awk '{ print $4 }' | sort -u | tr '\n' ' ')
+        [[ -n $addrs && $addrs =~ ^((127\.0\.0\.1|\[::1\]):[0-9]+\ )+$ ]] || fail "port $p listens on: '$addrs'"
+    done
+}
+
+@test "classic slots: create via node 1, max and status via node 2, hold via node 3" {
+    run -0 c 1 create "$n" 3
+    assert_equal "$(c 2 max "$n")" 3
+    assert_equal "$(slot_types 3 "$n")" "$(slot_queues "$n" 3 classic)"
+    trap_hold h 3
+    local s
+    s=$(ready h 15)
+    assert_equal "$(c 2 --json status "$n" | jq -c '[.max, .held]')" "[3,[$s]]"
+    run -0 c 1 hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    [ "$output" = 2 ]
+    kill -TERM "$BG"
+    wait_exit "$BG" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    assert_equal "$(c 1 --json status "$n" | jq -c '.held')" "[]"
+    run -0 c 2 destroy "$n"
+    [ -z "$(slot_types 1 "$n")" ]
+}
+
+# --- quorum slot queues ---------------------------------------------------------------
+
+@test "create --slot-type quorum: quorum slot queues, seen and used through every node" {
+    run -0 c 1 create --slot-type quorum "$n" 3
+    assert_equal "$(slot_types 2 "$n")" "$(slot_queues "$n" 3 quorum)"
+    assert_equal "$(c 2 max "$n")" 3
+    assert_equal "$(c 3 --json status "$n" | jq -c '[.max, .held, .free]')" '[3,[],[1,2,3]]'
+    local k
+    for k in 1 2 3; do
+        run -0 c "$k" hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+        [ "$output" = 1 ]
+    done
+    # holders through all three nodes at once
+    for k in 1 2 3; do trap_hold "h$k" "$k"; done
+    local slots
+    slots=$(for k in 1 2 3; do ready "h$k" 15; done | sort -n | tr '\n' ' ')
+    [ "$slots" = "1 2 3 " ]
+    assert_equal "$(c 1 --json status "$n" | jq -c '[.held, .free]')" '[[1,2,3],[]]'
+    run -1 c 2 hold -n "$n" -- true
+    stop_bg
+    PIDS=()
+    run -0 c 2 destroy "$n"
+    [ -z "$(slot_types 3 "$n")" ]
+}
+
+@test "the slot type sticks: add, max and remove keep it; a contradicting --slot-type is refused with exit 2" {
+    run -0 c 1 create --slot-type quorum "$n" 2
+    run -0 c 2 add "$n"
+    run -0 c 3 add --slot-type quorum "$n" 1
+    run -0 c 1 max "$n" 6
+    assert_equal "$(slot_types 1 "$n")" "$(slot_queues "$n" 6 quorum)"
+    run -2 --separate-stderr c 2 add --slot-type classic "$n" 1
+    assert_error_line
+    [[ $stderr == *quorum* ]] || fail "the message does not name the slots' type: $stderr"
+    run -0 c 3 remove "$n" 2
+    assert_equal "$(slot_types 2 "$n")" "$(slot_queues "$n" 4 quorum)"
+    assert_equal "$(c 3 max "$n")" 4
+    run -0 c 1 destroy "$n"
+
+    # classic is the default, and sticks too
+    local m=$n-classic
+    run -0 c 1 create "$m" 2
+    run -0 c 2 add "$m"
+    assert_equal "$(slot_types 3 "$m")" "$(slot_queues "$m" 3 classic)"
+    run -2 --separate-stderr c 3 add --slot-type quorum "$m" 1
+    assert_error_line
+    [[ $stderr == *classic* ]] || fail "the message does not name the slots' type: $stderr"
+    assert_equal "$(c 1 max "$m")" 3
+    run -0 c 1 destroy "$m"
+    # a create that says classic makes classic slots
+    run -0 c 2 create --slot-type classic "$m" 1
+    assert_equal "$(slot_types 1 "$m")" "$(slot_queues "$m" 1 classic)"
+    run -0 c 2 destroy "$m"
+    # and no other type exists
+    run -2 --separate-stderr c 1 create --slot-type stream "$m" 1
+    assert_error_line
+    [ -z "$(slot_types 1 "$m")" ]
+}
+
+# --- several URLs ---------------------------------------------------------------------------
+
+@test "--url list and AMQPLOCK_URL list: tried in order, a dead one skipped, each try bounded" {
+    run -0 c 1 create "$n" 2
+    local dead dead_url
+    dead=$(closed_port)
+    dead_url="amqp://guest:guest@127.0.0.1:$dead/"
+    # the first that answers, in the order given
+    run -0 --separate-stderr timeout 30 "$AMQPLOCK_BIN" -v --url "$dead_url" --url "$(url 2)" \
+        --url "$(url 3)" max "$n"
+    [ "$output" = 2 ]
+    [[ $stderr == *"connecting to 127.0.0.1:$dead"* ]] || fail "stderr: $stderr"
+    [[ $stderr == *"connecting to 127.0.0.1:$(port 2)"* ]] || fail "stderr: $stderr"
+    [[ $stderr != *"connecting to 127.0.0.1:$(port 3)"* ]] || fail "went on past node 2: $stderr"
+    [ "$(grep -n "connecting to 127.0.0.1:$dead" <<<"$stderr" | cut -d: -f1)" -lt \
+        "$(grep -n "connecting to 127.0.0.1:$(port 2)" <<<"$stderr" | cut -d: -f1)" ]
+    # a live first URL is the only one tried
+    run -0 --separate-stderr timeout 30 "$AMQPLOCK_BIN" -v --url "$(url 3)" --url "$(url 1)" max "$n"
+    [[ $stderr == *"connecting to 127.0.0.1:$(port 3)"* ]]
+    [[ $stderr != *"connecting to 127.0.0.1:$(port 1)"* ]] || fail "stderr: $stderr"
+    # the environment: space-separated lists
+    run -0 env AMQPLOCK_URL="$dead_url $(url 3)" timeout 30 "$AMQPLOCK_BIN" max "$n"
+    [ "$output" = 2 ]
+    run -0 env AMQP_URL="$dead_url $(url 1)" timeout 30 "$AMQPLOCK_BIN" max "$n"
+    [ "$output" = 2 ]
+    # a hold goes through the live one and its CMD does not see the list
+    run -0 --separate-stderr env AMQPLOCK_URL="$dead_url $(url 2)" timeout 30 "$AMQPLOCK_BIN" \
+        hold -n "$n" -- sh -c 'echo "${AMQPLOCK_URL-unset} ${AMQP_URL-unset} $AMQPLOCK_SLOT"'
+    [ "$output" = "unset unset 1" ]
+    # a listener that never answers costs one --connect-timeout, then the
+    # next URL is tried
+    start_silent_listener
+    keep "$SILENT_PID"
+    local t0 took
+    t0=$(now)
+    run -0 timeout 30 "$AMQPLOCK_BIN" --connect-timeout 1 --url "amqp://guest:guest@127.0.0.1:$SILENT_PORT/" \
+        --url "$(url 1)" max "$n"
+    took=$(since "$t0")
+    [ "$output" = 2 ]
+    at_least "$took" 0.9
+    at_most "$took" 4
+    note "a silent first broker cost $took s with --connect-timeout 1"
+    # all dead: a connection error, each try bounded
+    t0=$(now)
+    run -6 --separate-stderr timeout 30 "$AMQPLOCK_BIN" --connect-timeout 1 \
+        --url "amqp://guest:guest@127.0.0.1:$SILENT_PORT/" --url "$dead_url" max "$n"
+    took=$(since "$t0")
+    at_most "$took" 4
+    [[ $stderr == amqplock:* ]] || fail "stderr: $stderr"
+    run -0 c 1 destroy "$n"
+}
+
+# --- failover -------------------------------------------------------------------------------
+
+@test "a node dies under a holder: its CMD is signalled and it exits 4, other holders keep their slots, quorum slots survive, a waiter via a survivor gets the slot, the node rejoins" {
+    run -0 c 1 create --slot-type quorum "$n" 3
+    assert_equal "$(slot_types 2 "$n")" "$(slot_queues "$n" 3 quorum)"
+    # one holder through each node
+    local k s1 s2 s3
+    for k in 1 2 3; do trap_hold "h$k" "$k"; done
+    local hold1=${PIDS[0]} hold2=${PIDS[1]} hold3=${PIDS[2]}
+    s1=$(ready h1 15)
+    s2=$(ready h2 15)
+    s3=$(ready h3 15)
+    assert_equal "$(printf '%s\n' "$s1" "$s2" "$s3" | sort -n | tr '\n' ' ')" "1 2 3 "
+    # and one waiting for a slot, through node 2
+    # shellcheck disable=SC2046
+    bg w $(urls 2 1) --heartbeat 2 --rpc-timeout 5 -v hold -w 60 "$n" -- perl "$H/trapper.pl" "$T/w"
+    local waiter=$BG
+    sleep 1
+    [ ! -e "$T/w.ready" ] || fail "the waiter got a slot while all were held"
+
+    # node 3 dies
+    local t0 t_exit
+    kill_node 3
+    t0=$KILLED_AT
+    wait_exit "$hold3" 20
+    t_exit=$(since "$t0")
+    [ "$rc" -eq 4 ] || fail "the hold through node 3 exited $rc: $(cat "$T/h3.err")"
+    [ "$(cat "$T/h3")" = TERM ] || fail "its CMD got '$(cat "$T/h3" 2>/dev/null)', not TERM"
+    grep -qE "^amqplock: lost slot $s3 of $n: .+" "$T/h3.err" || fail "stderr: $(cat "$T/h3.err")"
+    local got
+    got=$(ready w 30)
+    [ "$got" = "$s3" ] || fail "the waiter got slot $got, not the freed $s3"
+    # the times at which CMD 3 got its TERM and the waiter's CMD started
+    # (their files' times), from the kill
+    local t_sig t_got
+    t_sig=$(stat -c %.6Y "$T/h3" | awk -v k="$t0" '{ printf "%.3f", $1 - k }')
+    t_got=$(stat -c %.6Y "$T/w.ready" | awk -v k="$t0" '{ printf "%.3f", $1 - k }')
+    note "node 3 killed: its holder's CMD got TERM $t_sig s later; the hold had exited 4 when looked at $t_exit s later ($(cat "$T/h3.err"))"
+    note "node 3 killed: a waiter through node 2 ran CMD on the freed slot $got $t_got s later"
+    at_least "$t_got" "$t_sig"
+
+    # the holders on nodes 1 and 2 kept their slots: never signalled
+    running "$hold1" || fail "hold 1 ended: $(cat "$T/h1.err")"
+    running "$hold2" || fail "hold 2 ended: $(cat "$T/h2.err")"
+    [ ! -e "$T/h1" ] || fail "CMD 1 got: $(cat "$T/h1")"
+    [ ! -e "$T/h2" ] || fail "CMD 2 got: $(cat "$T/h2")"
+    # the quorum slot queues are all there, seen from both survivors
+    assert_equal "$(slot_types 1 "$n")" "$(slot_queues "$n" 3 quorum)"
+    assert_equal "$(c 1 max "$n")" 3
+    assert_equal "$(c 2 --json status "$n" | jq -c '[.max, .held]')" '[3,[1,2,3]]'
+    run -1 c 1 hold -n "$n" -- true
+
+    # the waiter leaves: a new hold through a survivor, then one through a
+    # URL list that starts with the dead node
+    kill -TERM "$waiter"
+    wait_exit "$waiter" 10
+    [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
+    run -0 c 1 hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    [ "$output" = "$s3" ]
+    # shellcheck disable=SC2046
+    run -0 --separate-stderr timeout 30 "$AMQPLOCK_BIN" -v --connect-timeout 2 $(urls 3 2) \
+        hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    [ "$output" = "$s3" ]
+    [[ $stderr == *"connecting to 127.0.0.1:$(port 3)"*"connecting to 127.0.0.1:$(port 2)"* ]] ||
+        fail "stderr: $stderr"
+
+    # node 3 comes back and rejoins
+    t0=$(now)
+    revive_node 3
+    note "node 3 restarted and rejoined in $(since "$t0") s"
+    local names
+    names=$(for k in 1 2 3; do node "$k"; done | sort | tr '\n' ' ')
+    assert_equal "$(running_nodes 3)" "${names% }"
+    assert_equal "$(running_nodes 1)" "${names% }"
+    assert_equal "$(c 3 --json status "$n" | jq -c '[.max, .held, .free]')" "[3,[$(printf '%s\n' "$s1" "$s2" | sort -n | paste -sd,)],[$s3]]"
+    run -0 c 3 hold -n "$n" -- true
+    # still quorum, and the holders on 1 and 2 were never disturbed
+    assert_equal "$(slot_types 3 "$n")" "$(slot_queues "$n" 3 quorum)"
+    [ ! -e "$T/h1" ] && [ ! -e "$T/h2" ]
+    running "$hold1" && running "$hold2"
+}
+
+# --- at most N through a node kill ----------------------------------------------------------
+
+# contend DIR CLIENTS: CLIENTS loops of `hold -w 60 $n`, each through all
+# three nodes in its own order (odd clients start at node 1, the node the
+# test kills, even ones at node 2 or 3), going round until DIR/stop exists. Each hold's CMD appends "TIME SLOT" to
+# DIR/holds as it starts, then enters crit.pl's critical section 4 times in
+# a row (about 0.3 s in all, nearly all of it inside): fewer connections
+# per turn than one entry per hold, on a machine the three nodes already
+# load. Every hold's exit status goes to DIR/rc, its stderr to DIR/err.
+# Pids in CLIENT_PIDS.
+contend() {
+    local d=$1 clients=$2 i first second third
+    CLIENT_PIDS=()
+    for i in $(seq 1 "$clients"); do
+        first=1
+        [ $((i % 2)) -eq 1 ] || first=$((i % 4 == 2 ? 2 : 3))
+        second=$((first % 3 + 1))
+        third=$((second % 3 + 1))
+        (
+            while [ ! -e "$d/stop" ]; do
+                rc=0
+                timeout 90 "$AMQPLOCK_BIN" --url "$(url $first)" --url "$(url $second)" \
+                    --url "$(url $third)" --heartbeat 2 --connect-timeout 2 --rpc-timeout 5 \
+                    hold -w 60 --grace 2 "$n" -- \
+                    bash -c 'echo "$EPOCHREALTIME $AMQPLOCK_SLOT" >>"$1/holds"
+                        for i in 1 2 3 4; do perl "$0" "$1" || exit; done' "$H/crit.pl" "$d" \
+                    2>>"$d/err" </dev/null || rc=$?
+                echo "$rc" >>"$d/rc"
+            done
+        ) 2>/dev/null 3>&- &
+        CLIENT_PIDS+=("$!")
+        PIDS+=("$!")
+    done
+}
+
+# cmd_through N: some hold connected to node N is running its CMD (the
+# contention loops' bash) now.
+cmd_through() {
+    local pid
+    for pid in $(ss -Htnp state established "( dport = :$(port "$1") )" 2>/dev/null |
+        grep -o '"amqplock",pid=[0-9]*' | cut -d= -f2 | sort -u); do
+        pgrep -P "$pid" -x bash >/dev/null && return 0
+    done
+    return 1
+}
+
+# turns DIR: how many turns the critical section has seen
+turns() { wc -l <"$1/log"; }
+
+turns_at_least() { [ "$(turns "$1")" -ge "$2" ]; }
+
+@test "at most N through a node kill: 8 hold -w across three nodes on 3 quorum slots, never more than 3 inside" {
+    run -0 c 1 create --slot-type quorum "$n" 3
+    local d=$T/crit
+    mkdir -p "$d"
+    : >"$d/log"
+    : >"$d/rc"
+    : >"$d/holds"
+    echo 3 >"$d/bound"
+    contend "$d" 8
+    wait_until 60 turns_at_least "$d" 100 || fail "only $(turns "$d") turns before the kill: $(tail -5 "$d/err")"
+    # node 1 is the quorum leader of the slots (declared through it)
+    local leaders
+    leaders=$(cctl 2 -q list_queues name leader --no-table-headers 2>/dev/null |
+        awk -v p="amqplock.$n-" 'index($1, p) == 1 && $1 ~ /-A$/ { print $2 }' | sort | uniq -c | xargs)
+    # kill node 1 while a hold through it runs its CMD
+    wait_until 20 cmd_through 1 || note "no hold through node 1 ran its CMD in 20 s"
+    local before t_kill
+    before=$(turns "$d")
+    kill_node 1
+    t_kill=$(mono_of "$KILLED_AT")
+    wait_until 60 turns_at_least "$d" $((before + 100)) ||
+        fail "only $(($(turns "$d") - before)) turns after node 1 died: $(tail -5 "$d/err")"
+    touch "$d/stop"
+    local p
+    for p in "${CLIENT_PIDS[@]}"; do
+        wait_until 90 ended "$p" || fail "client loop $p still runs"
+    done
+    note "slot leaders before the kill: $leaders"
+    note "node 1 killed after $before turns; $(awk -v k="$t_kill" '$1 > k { c++ } END { print c + 0 }' "$d/log") turns after it; $(grep -c '^amqplock: lost slot' "$d/err") holds through it lost their slot"
+    # each slot whose holder was on node 1: how soon a new hold ran its
+    # CMD on it
+    local k
+    for k in $(grep -oE '^amqplock: lost slot [0-9]+' "$d/err" | awk '{ print $4 }' | sort -un); do
+        note "node 1 killed: slot $k, lost by its holder there, held again $(awk -v k="$KILLED_AT" -v s="$k" \
+            '$1 > k && $2 == s { printf "%.3f", $1 - k; exit }' "$d/holds") s later"
+    done
+    # never more than 3 inside, never two on one slot
+    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+    local most
+    most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
+    note "$(turns "$d") turns in $(awk '{ if (!a) a = $1; b = $1 } END { printf "%.1f", b - a }' "$d/log") s, at most $most inside at once"
+    note "hold exits: $(sort -n "$d/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' ')"
+    [ "$most" -eq 3 ] || fail "at most $most inside at once: no real contention"
+    [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
+    # a hold that lost its node may exit 4 (it held a slot there) or 6 (it
+    # was waiting there); nothing else
+    [ -z "$(grep -vxE '0|4|6' "$d/rc" || true)" ] ||
+        fail "holds failed: $(sort -n "$d/rc" | uniq -c | tr '\n' ' '); $(grep -v '^amqplock: lost slot' "$d/err" | sort | uniq -c | head -10)"
+    # the survivors report the semaphore whole and free
+    assert_equal "$(c 2 --json status "$n" | jq -c '[.max, .held]')" '[3,[]]'
+    # node 1 comes back, and serves holders again
+    local t0
+    t0=$(now)
+    revive_node 1
+    note "node 1 restarted and rejoined in $(since "$t0") s"
+    assert_equal "$(c 1 --json status "$n" | jq -c '[.max, .held]')" '[3,[]]'
+    assert_equal "$(slot_types 1 "$n")" "$(slot_queues "$n" 3 quorum)"
+    run -0 c 1 hold -n "$n" -- true
+}
