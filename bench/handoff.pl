@@ -139,6 +139,13 @@ sub still_running {
     for my $p (@_) { fail("a waiter ended before its turn") if waitpid($p, WNOHANG) != 0 }
 }
 
+# stamped_hold ROLE WAIT SECS TAG: `amqplock hold -w WAIT NAME -- stamp LOG
+# SECS TAG` in the background; its pid.
+sub stamped_hold {
+    my ($role, $wait, $secs, $tag) = @_;
+    return spawn($role, undef, $al, 'hold', '-w', $wait, $name, '--', $stamp, $log, $secs, $tag);
+}
+
 if ($mode eq 'clean') {
     for my $r (1 .. $rounds) {
         my $out = "$dir/handoff-acquire.out";
@@ -150,10 +157,7 @@ if ($mode eq 'clean') {
             fail("acquire got no slot in 30 s") if now() > $deadline;
             sleep 0.01;
         }
-        my @w = map {
-            spawn('waiter', undef, $al, 'hold', '-w', '60', $name, '--', $stamp, $log, '0.05',
-                "r$r")
-        } 1 .. $waiters;
+        my @w = map { stamped_hold('waiter', 60, 0.05, "r$r") } 1 .. $waiters;
         sleep 2;
         still_running(@w);
         note(sprintf("release %.6f 0 0 r%d\n", now(), $r));
@@ -163,13 +167,9 @@ if ($mode eq 'clean') {
         fail("$bad of $waiters waiters did not exit 0") if $bad;
     }
 } else {
-    my $first = spawn('holder', undef, $al, 'hold', '-w', '30', $name, '--', $stamp, $log,
-        '300', 'k0');
+    my $first = stamped_hold('holder', 30, 300, 'k0');
     until_starts(1, now() + 30);
-    my @w = map {
-        spawn('waiter', undef, $al, 'hold', '-w', '120', $name, '--', $stamp, $log, '300',
-            "k$_")
-    } 1 .. $waiters;
+    my @w = map { stamped_hold('waiter', 120, 300, "k$_") } 1 .. $waiters;
     sleep 2;
     still_running(@w);
     for my $i (1 .. $waiters) {

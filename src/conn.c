@@ -331,10 +331,13 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
 	return AL_OK;
 }
 
-enum al_status conn_publish_probe(struct conn *c, const char *queue)
+/* An empty message for queue through the default exchange, with
+ * expiration "0" rather than a queue argument: it never stays in a queue
+ * (a consumer ready at once still gets it), and slot queues keep having no
+ * arguments. Mandatory: the broker returns it if the queue is missing. */
+static enum al_status publish_expiring(struct conn *c, const char *queue, bool mandatory,
+				       const char *doing)
 {
-	/* expiration "0" rather than a queue argument: the probe never stays
-	 * in a slot queue, and slot queues keep having no arguments. */
 	static const amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_EXPIRATION_FLAG,
 		.expiration = {1, (void *)"0"},
@@ -343,12 +346,17 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 
 	if (c->dead || c->channel == 0)
 		return fail(AL_BROKER, "internal error: no open channel");
-	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue), 1,
-			       0, &props, amqp_empty_bytes);
+	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
+			       mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return lost(c, r, "probing a queue");
+		return lost(c, r, doing);
 	c->published++;
 	return AL_OK;
+}
+
+enum al_status conn_publish_probe(struct conn *c, const char *queue)
+{
+	return publish_expiring(c, queue, true, "probing a queue");
 }
 
 /* The next method for the channel, waiting at most `wait` seconds
@@ -554,20 +562,7 @@ void conn_unsubscribe(struct conn *c)
 
 enum al_status conn_notify(struct conn *c, const char *queue)
 {
-	static const amqp_basic_properties_t props = {
-		._flags = AMQP_BASIC_EXPIRATION_FLAG,
-		.expiration = {1, (void *)"0"},
-	};
-	int r;
-
-	if (c->dead || c->channel == 0)
-		return fail(AL_BROKER, "internal error: no open channel");
-	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue), 0,
-			       0, &props, amqp_empty_bytes);
-	if (r != AMQP_STATUS_OK)
-		return lost(c, r, "announcing a release");
-	c->published++;
-	return AL_OK;
+	return publish_expiring(c, queue, false, "announcing a release");
 }
 
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue)
@@ -799,13 +794,6 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o)
 	char last[256];
 	enum al_status st;
 
-	/* Every URL is checked before any is tried: a typo in the last one
-	 * is a usage error even while the first one answers. */
-	if ((st = conn_check_opts(o)) != AL_OK) {
-		memset(c, 0, sizeof(*c));
-		c->dead = true;
-		return st;
-	}
 	for (i = 0;; i++) {
 		st = open_one(c, o, i, n);
 		/* Only a broker that cannot be reached sends us on to the next:

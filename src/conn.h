@@ -44,7 +44,10 @@ struct conn {
  * that usage errors come before connection errors. */
 enum al_status conn_check_opts(const struct conn_opts *o);
 
-/* Connects, logs in and opens a channel in confirm mode. */
+/* Connects, logs in and opens a channel in confirm mode, to the first
+ * broker of the list that answers. Check the options with conn_check_opts
+ * first: a bad URL anywhere in the list is then a usage error before any
+ * broker is tried (main.c does, once per run). */
 enum al_status conn_open(struct conn *c, const struct conn_opts *o);
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);

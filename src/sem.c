@@ -47,6 +47,19 @@ static enum al_status count_slots(struct sem *s, unsigned *max)
 	}
 }
 
+/* Probes of ascending slots, answered: moves *lo up to the last slot found
+ * before the first one missing, and *hi down to that missing one. Slots
+ * 1..max exist without holes, so the boundary lies between them. */
+static void bracket(const struct probe *p, size_t n, unsigned *lo, unsigned *hi)
+{
+	size_t i;
+
+	for (i = 0; i < n && p[i].exists; i++)
+		*lo = p[i].slot;
+	if (i < n)
+		*hi = p[i].slot;
+}
+
 /* Slot lo exists (or is 0) and slot hi does not: probes up to
  * SEARCH_POINTS slots spread between them per round trip and keeps the
  * boundary between the last one found and the first one missing. */
@@ -65,10 +78,7 @@ static enum al_status narrow(struct sem *s, unsigned lo, unsigned hi, unsigned *
 						      (unsigned)((unsigned long)gap * i / n)};
 		if ((st = probe_queues(s->conn, &s->name, p, n)) != AL_OK)
 			return st;
-		for (i = 0; i < n && p[i].exists; i++)
-			lo = p[i].slot;
-		if (i < n)
-			hi = p[i].slot;
+		bracket(p, n, &lo, &hi);
 	}
 	*max = lo;
 	trace("%s has %u slots", s->name.base, *max);
@@ -80,22 +90,18 @@ static enum al_status narrow(struct sem *s, unsigned lo, unsigned hi, unsigned *
 static enum al_status max_after_window(struct sem *s, const struct probe *window, unsigned *max)
 {
 	struct probe p[16];
-	unsigned lo = 0, hi = SLOTS_MAX + 1, k, i, n = 0;
+	unsigned lo = 0, hi = SLOTS_MAX + 1, k, n = 0;
 	enum al_status st;
 
-	for (i = 0; i < FIRST_WINDOW && window[i].exists; i++)
-		lo = window[i].slot;
-	if (i < FIRST_WINDOW)
-		return narrow(s, lo, window[i].slot, max);
+	bracket(window, FIRST_WINDOW, &lo, &hi);
+	if (hi <= FIRST_WINDOW)
+		return narrow(s, lo, hi, max);
 	for (k = 2 * FIRST_WINDOW; k < SLOTS_MAX; k *= 2)
 		p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = k};
 	p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = SLOTS_MAX};
 	if ((st = probe_queues(s->conn, &s->name, p, n)) != AL_OK)
 		return st;
-	for (i = 0; i < n && p[i].exists; i++)
-		lo = p[i].slot;
-	if (i < n)
-		hi = p[i].slot;
+	bracket(p, n, &lo, &hi);
 	return narrow(s, lo, hi, max);
 }
 

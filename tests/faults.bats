@@ -186,6 +186,18 @@ start_trappers() {
     done
 }
 
+# trappers_lost SECS REGEX: each of start_trappers' holds exits 4 within
+# SECS, its command got TERM, and its stderr matches REGEX (grep -E).
+trappers_lost() {
+    local i
+    for i in $(seq 1 "${#hs[@]}"); do
+        wait_exit "${hs[$((i - 1))]}" "$1"
+        [ "$rc" -eq 4 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
+        [ "$(cat "$T/sig$i")" = TERM ]
+        grep -qE "$2" "$T/h$i.err" || fail "stderr: $(cat "$T/h$i.err")"
+    done
+}
+
 # --- 2. dead holders free their slot -------------------------------------------------
 
 @test "kill -9 of 5 holds at once: every slot free within 1 s and every command gone" {
@@ -213,15 +225,10 @@ start_trappers() {
 
 @test "rabbitmqctl close_all_connections: every CMD signalled, every hold exits 4" {
     al create "$n" 3
-    local i hs
+    local hs
     start_trappers 3
     rmqctl close_all_connections "fault suite" >/dev/null
-    for i in 1 2 3; do
-        wait_exit "${hs[$((i - 1))]}" 10
-        [ "$rc" -eq 4 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
-        [ "$(cat "$T/sig$i")" = TERM ]
-        grep -q "closed the connection" "$T/h$i.err" || fail "stderr: $(cat "$T/h$i.err")"
-    done
+    trappers_lost 10 "closed the connection"
     [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
@@ -285,18 +292,13 @@ start_trappers() {
 
 @test "the broker's app stopped and started: CMDs signalled, holds exit 4, slots survive, new holds work" {
     al create "$n" 3
-    local i hs
+    local hs
     start_trappers 3
     APP_STOPPED=1
     local t0
     t0=$(now)
     rmqctl stop_app >/dev/null
-    for i in 1 2 3; do
-        wait_exit "${hs[$((i - 1))]}" 15
-        [ "$rc" -eq 4 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
-        [ "$(cat "$T/sig$i")" = TERM ]
-        grep -qE "^amqplock: lost slot [1-3] of $n: .+" "$T/h$i.err" || fail "stderr: $(cat "$T/h$i.err")"
-    done
+    trappers_lost 15 "^amqplock: lost slot [1-3] of $n: .+"
     note "3 holds ended $(since "$t0") s after stop_app began"
     # while it is down: connection errors, at once
     run -6 al --connect-timeout 2 status "$n"
