@@ -30,7 +30,7 @@ ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 # The sources that do not need the broker libraries at link time: names,
 # numbers and time arithmetic, tested on their own by tests/unit.
 PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c
-SRCS := $(PURE_SRCS) src/conn.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/main.c
+SRCS := $(PURE_SRCS) src/conn.c src/secret.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/signals.c src/supervise.c src/main.c
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
@@ -60,7 +60,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # Installs, with apt-get, whatever of the build and test dependencies is
 # missing. Does nothing when all are there.
 DEB_PKGS := gcc make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
-	bats-support bats-assert valgrind groff-base zsh fish bash-completion
+	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3
 deps:
 	@tests/install-deps.sh $(DEB_PKGS)
 

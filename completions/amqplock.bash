@@ -11,7 +11,7 @@ _amqplock_global_opts='--url --password-file --cacert --cert --key --insecure
     --prefix --json --quiet --verbose --heartbeat --connect-timeout
     --rpc-timeout --help --version'
 
-_amqplock_commands='create destroy add remove max status wait acquire hold help'
+_amqplock_commands='create destroy add remove max status check wait acquire hold help'
 
 # The signals amqplock accepts for --lost-signal: those whose default action
 # ends a process, by the names glibc gives them (not KILL STOP CONT CHLD
@@ -25,6 +25,7 @@ _amqplock_command_opts() {
     create | add | max) echo --admin-wait --overshoot --slot-type ;;
     destroy | remove) echo --admin-wait --overshoot ;;
     status) echo --overshoot ;;
+    check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
     acquire) echo --nonblock --wait --conflict-exit-code ;;
     hold) echo --nonblock --wait --conflict-exit-code --command --lost-signal --grace ;;

@@ -16,6 +16,8 @@ struct cli {
 	/* admin commands, status, wait */
 	double admin_wait;
 	unsigned overshoot;
+	/* check */
+	bool repair;
 	/* create, add, max N */
 	enum slot_type slot_type;
 	bool slot_type_given;
@@ -62,6 +64,7 @@ enum al_status cmd_add(struct cli *cli, int argc, char **argv);
 enum al_status cmd_remove(struct cli *cli, int argc, char **argv);
 enum al_status cmd_max(struct cli *cli, int argc, char **argv);
 enum al_status cmd_status(struct cli *cli, int argc, char **argv);
+enum al_status cmd_check(struct cli *cli, int argc, char **argv);
 enum al_status cmd_acquire(struct cli *cli, int argc, char **argv);
 enum al_status cmd_hold(struct cli *cli, int argc, char **argv);
 enum al_status cmd_wait(struct cli *cli, int argc, char **argv);

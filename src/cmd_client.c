@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "hold.h"
 #include "out.h"
+#include "signals.h"
 
 /* wait: the pause between looks grows to this. */
 #define WAIT_LONGEST_PAUSE 0.5
@@ -54,20 +55,34 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
  * goes on waiting, this many times at most. Nothing is held meanwhile. */
 #define RECONNECTS_MAX 5
 
-/* Connect and wait for a slot: what acquire and hold share. */
+/* Until the slot is held, a signal ends amqplock at once, with these
+ * words: whatever it is doing (resolving, connecting, logging in, waiting
+ * for a reply or for a slot), nothing is held that needs undoing. */
+static void exit_on_interrupt(struct cli *cli, const char *before, const char *after)
+{
+	char text[300];
+
+	snprintf(text, sizeof(text), "%s%s%s", before, cli->name, after);
+	out_interrupt_prepare(cli->name, text);
+	signals_exit_on_interrupt(out_interrupted);
+}
+
+/* Connect and wait for a slot: what acquire and hold share. From the
+ * moment it returns AL_OK, the signals amqplock handles are blocked and
+ * wait on *sig_fd. */
 static enum al_status take(struct cli *cli, struct client *cl, const struct hold_opts *o,
-			   struct conn *c, struct sem *s, unsigned *max)
+			   struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
 	double deadline = o->wait < 0 ? -1 : now_seconds() + o->wait;
 	struct hold_opts left = *o;
 	enum al_status st;
-	int sig, reconnects = 0;
+	int reconnects = 0;
 
+	exit_on_interrupt(cli, "before a slot of ", " was held; nothing was run");
 	if ((st = cli_connect(cli, c, s)) != AL_OK)
 		return st;
-	while ((st = hold_take(s, &left, &cl->slot, max, &sig)) == AL_CONNECTION && !sig &&
-	       !o->nonblock && reconnects++ < RECONNECTS_MAX &&
-	       (deadline < 0 || now_seconds() < deadline)) {
+	while ((st = hold_take(s, &left, &cl->slot, max)) == AL_CONNECTION && !o->nonblock &&
+	       reconnects++ < RECONNECTS_MAX && (deadline < 0 || now_seconds() < deadline)) {
 		trace("%s; connecting again to go on waiting", status_message());
 		status_clear();
 		conn_close(c);
@@ -77,8 +92,8 @@ static enum al_status take(struct cli *cli, struct client *cl, const struct hold
 		if (deadline >= 0)
 			left.wait = deadline > now_seconds() ? deadline - now_seconds() : 0;
 	}
-	if (sig)
-		cli->exit_code = 128 + sig;
+	if (st == AL_OK)
+		st = signals_block(o->argv != NULL, sig_fd);
 	if (st != AL_OK)
 		conn_close(c);
 	else
@@ -94,16 +109,16 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	struct sem s;
 	enum al_status st;
 	unsigned max;
-	int code;
+	int code, sig_fd;
 
 	(void)argc, (void)argv;
-	if ((st = hold_signals_init()) != AL_OK || (st = take(cli, &cl, &o, &c, &s, &max)) != AL_OK)
+	if ((st = take(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
 	out_uint(NULL, "%lu\n", cl.slot);
 	out_uint("max", NULL, max);
 	if ((st = out_end()) == AL_OK)
-		st = hold_run(&s, cl.slot, &o, &code);
+		st = hold_run(&s, cl.slot, &o, sig_fd, &code);
 	conn_close(&c);
 	if (st == AL_OK) {
 		event(&cl, "released");
@@ -122,12 +137,11 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	struct sem s;
 	enum al_status st;
 	unsigned max;
-	int code = 0;
+	int code = 0, sig_fd;
 
 	(void)argc, (void)argv;
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
-	if ((st = hold_signals_init()) != AL_OK || (st = hold_guard_start()) != AL_OK ||
-	    (st = take(cli, &cl, &o, &c, &s, &max)) != AL_OK)
+	if ((st = take(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
 	out_uint("max", NULL, max);
@@ -139,7 +153,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	setenv("AMQPLOCK_SLOT", slot_text, 1);
 	unsetenv("AMQPLOCK_URL");
 	unsetenv("AMQP_URL");
-	st = hold_run(&s, cl.slot, &o, &code);
+	st = hold_run(&s, cl.slot, &o, sig_fd, &code);
 	conn_close(&c);
 	if (st == AL_OK) {
 		event(&cl, "released");
@@ -160,6 +174,7 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	unsigned max;
 
 	(void)argc, (void)argv;
+	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
 	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
 		return st;
 	while ((st = sem_orphans(&s, &max, &orphans)) == AL_OK && orphans.len > 0) {

@@ -4,6 +4,7 @@
 #include "parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,51 +59,94 @@ enum al_status status_for_reply(uint16_t code)
 	}
 }
 
+/* The longest password a --password-file may hold. */
+#define PASSWORD_MAX 254
+
 /* The login parts of a URL plus the password from --password-file. The
  * buffers are owned here because amqp_parse_url edits its input in place. */
 struct login {
 	struct amqp_connection_info info;
 	char url[1024];
-	char password[256];
+	char password[PASSWORD_MAX + 2];
 };
 
-/* Like ssh with its keys: a secret that others can read is refused. */
-static enum al_status check_private(FILE *f, const char *what, const char *shown)
+/* --password-file's first line, read once per run by conn_check_opts:
+ * a pipe or a FIFO can be read only once, and amqplock connects again
+ * (a waiting client that lost its broker). */
+static char file_password[PASSWORD_MAX + 2];
+
+static enum al_status not_private(const char *what, const char *shown)
+{
+	return fail(AL_USAGE, "%s %s is accessible by group or others; chmod 600 it", what, shown);
+}
+
+/* Like ssh with its keys: a secret that others can read is refused. The
+ * same rule holds for a named FIFO, which has the mode it was made with,
+ * and a pipe (<(...), /dev/stdin) always passes it: the kernel makes it
+ * 0600, and only its user's processes (through /proc/PID/fd) and root
+ * can open it. */
+static enum al_status check_private(int fd, const char *what, const char *shown)
 {
 	struct stat st;
 
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-		return fail(AL_USAGE, "%s %s is accessible by group or others; chmod 600 it", what,
-			    shown);
+	if (fstat(fd, &st) == 0 && (st.st_mode & 077))
+		return not_private(what, shown);
 	return AL_OK;
 }
 
+/* The first line of path into buf (size bytes), without its line end; a
+ * NUL ends it too. */
 static enum al_status read_password_file(const char *path, char *buf, size_t size)
 {
 	char shown[64];
-	FILE *f;
-	size_t len;
+	struct stat st;
+	size_t len = 0;
+	ssize_t r = 0;
+	int fd, e;
 
 	quote_arg(path, shown, sizeof(shown));
-	f = fopen(path, "r");
-	if (!f)
+	/* Opening a FIFO waits for a writer: one that fstat would refuse
+	 * below is refused now. */
+	if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode) && (st.st_mode & 077))
+		return not_private("password file", shown);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
 		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(errno));
-	if (check_private(f, "password file", shown) != AL_OK) {
-		fclose(f);
+	/* Read from a terminal the password would be echoed. */
+	if (isatty(fd)) {
+		close(fd);
+		return fail(AL_USAGE,
+			    "password file %s is a terminal (give a file, a pipe or a FIFO)",
+			    shown);
+	}
+	if (check_private(fd, "password file", shown) != AL_OK) {
+		close(fd);
 		return AL_USAGE;
 	}
-	if (!fgets(buf, (int)size, f)) {
-		buf[0] = '\0';
-		if (ferror(f)) {
-			fclose(f);
-			return fail(AL_USAGE, "cannot read password file %s", shown);
-		}
+	/* A byte at a time up to the line end: from a pipe (/dev/stdin)
+	 * nothing past the first line is taken, and the rest is left for
+	 * CMD. */
+	while (len < size - 1 && (r = read(fd, buf + len, 1)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (buf[len++] == '\n')
+			break;
 	}
-	fclose(f);
-	len = strcspn(buf, "\r\n");
-	if (buf[len] == '\0' && len == size - 1)
-		return fail(AL_USAGE, "password in %s is longer than %zu bytes", shown, size - 2);
+	e = errno;
+	close(fd);
 	buf[len] = '\0';
+	if (r < 0) {
+		explicit_bzero(buf, size);
+		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(e));
+	}
+	len = strcspn(buf, "\r\n");
+	if (buf[len] == '\0' && len == size - 1) {
+		explicit_bzero(buf, size);
+		return fail(AL_USAGE, "password in %s is longer than %zu bytes", shown, size - 2);
+	}
+	explicit_bzero(buf + len, size - len);
 	return AL_OK;
 }
 
@@ -111,15 +155,15 @@ static enum al_status read_password_file(const char *path, char *buf, size_t siz
 static enum al_status check_key_file(const char *path)
 {
 	char shown[64];
-	FILE *f;
 	enum al_status st;
+	int fd;
 
 	quote_arg(path, shown, sizeof(shown));
-	f = fopen(path, "r");
-	if (!f)
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
 		return fail(AL_USAGE, "cannot read private key %s: %s", shown, strerror(errno));
-	st = check_private(f, "private key", shown);
-	fclose(f);
+	st = check_private(fd, "private key", shown);
+	close(fd);
 	return st;
 }
 
@@ -199,7 +243,9 @@ static unsigned count_urls(const char *list)
 	return n;
 }
 
-/* The nth URL of o->url (one of n), checked, and the login it gives. */
+/* The nth URL of o->url (one of n), checked, and the login it gives,
+ * with the password from --password-file if there is one. Reads no
+ * file. */
 static enum al_status parse_login(const struct conn_opts *o, unsigned nth, unsigned n,
 				  struct login *l)
 {
@@ -230,33 +276,35 @@ static enum al_status parse_login(const struct conn_opts *o, unsigned nth, unsig
 	if ((o->cacert || o->cert || o->key || o->insecure) && !l->info.ssl)
 		return fail(AL_USAGE,
 			    "--cacert, --cert, --key and --insecure need an amqps:// URL");
-	if (o->key && !o->cert)
-		return fail(AL_USAGE, "--key needs --cert");
-	if (o->cert) {
-		enum al_status st = check_key_file(o->key ? o->key : o->cert);
-		if (st != AL_OK)
-			return st;
-	}
-	if (o->password_file) {
-		enum al_status st =
-			read_password_file(o->password_file, l->password, sizeof(l->password));
-		if (st != AL_OK)
-			return st;
+	if (o->password) {
+		snprintf(l->password, sizeof(l->password), "%s", o->password);
 		l->info.password = l->password;
 	}
 	return AL_OK;
 }
 
-enum al_status conn_check_opts(const struct conn_opts *o)
+enum al_status conn_check_opts(struct conn_opts *o)
 {
 	unsigned n = count_urls(o->url), i = 0;
 	struct login l;
 	enum al_status st;
 
+	/* Every URL of the list, before anything is read: a typo in the last
+	 * one is a usage error even while the first one answers, and is not
+	 * left waiting for a FIFO's writer. */
 	do
 		st = parse_login(o, i, n, &l);
 	while (st == AL_OK && ++i < n);
 	explicit_bzero(&l, sizeof(l));
+	if (st == AL_OK && o->key && !o->cert)
+		st = fail(AL_USAGE, "--key needs --cert");
+	if (st == AL_OK && o->cert)
+		st = check_key_file(o->key ? o->key : o->cert);
+	if (st == AL_OK && o->password_file && !o->password) {
+		st = read_password_file(o->password_file, file_password, sizeof(file_password));
+		if (st == AL_OK)
+			o->password = file_password;
+	}
 	return st;
 }
 
@@ -757,7 +805,10 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 
 	memset(c, 0, sizeof(*c));
 	c->rpc_timeout = o->rpc_timeout;
-	st = parse_login(o, nth, n, &l);
+	if (o->password_file && !o->password)
+		st = fail(AL_BROKER, "internal error: the password file was not read");
+	else
+		st = parse_login(o, nth, n, &l);
 	if (st != AL_OK)
 		goto out;
 	printable(host, sizeof(host), l.info.host, strlen(l.info.host));

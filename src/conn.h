@@ -20,6 +20,9 @@ struct conn_opts {
 	unsigned heartbeat;        /* seconds; 0 disables heartbeats */
 	double connect_timeout;    /* seconds for TCP connect + TLS + login */
 	double rpc_timeout;        /* seconds for each reply from the broker */
+	/* password_file's first line, once conn_check_opts has read it; it
+	 * then serves every connection of the run. Never printed. */
+	const char *password;
 };
 
 struct conn {
@@ -40,14 +43,18 @@ struct conn {
 	char where[256];
 };
 
-/* Validates the URL and password file without touching the network, so
- * that usage errors come before connection errors. */
-enum al_status conn_check_opts(const struct conn_opts *o);
+/* Validates every URL of the list and the TLS options, then reads the
+ * password file (once: a pipe or FIFO cannot be read again) into
+ * o->password, all without touching the network, so that usage errors
+ * come before connection errors. A FIFO is waited on until its writer
+ * comes. */
+enum al_status conn_check_opts(struct conn_opts *o);
 
 /* Connects, logs in and opens a channel in confirm mode, to the first
  * broker of the list that answers. Check the options with conn_check_opts
  * first: a bad URL anywhere in the list is then a usage error before any
- * broker is tried (main.c does, once per run). */
+ * broker is tried, and the password file has been read (main.c does, once
+ * per run). */
 enum al_status conn_open(struct conn *c, const struct conn_opts *o);
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);

@@ -9,20 +9,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "conn.h"
+#include "out.h"
+#include "signals.h"
+#include "supervise.h"
 
-/* A held slot is re-verified this often (a passive declare of its slot
- * queue: one small round trip), so a remove is noticed within a second. */
+/* A held slot is re-verified this often (passive declares of its slot and
+ * holder queues: one small round trip), so a remove is noticed within a
+ * second, and a policy that expires unused queues never takes the holder
+ * queue. */
 #define VERIFY_INTERVAL 1.0
-/* While the group of a lost command winds down, look this often whether
- * it is gone. */
-#define GROUP_POLL_INTERVAL 0.02
-/* How long after SIGKILL to wait for the last of the group. */
+/* While a lost command winds down, look this often whether it is gone. */
+#define WIND_DOWN_POLL 0.02
+/* How long a stop of the job may wait for the keeper to stop every process
+ * of the command; it takes milliseconds. */
+#define FREEZE_WAIT 2.0
+/* How long after SIGKILL to wait for the last process of the command. */
 #define KILL_WAIT 2.0
 /* Waiting for a slot: first and longest pause between attempts. The
  * longest pause, jittered up by half, stays under a second, so a freed
@@ -30,75 +36,21 @@
 #define FIRST_RETRY   0.01
 #define LONGEST_RETRY 0.5
 
-/* The signals amqplock takes over; all but SIGCHLD reach the command. */
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-#define N_FORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
-
-static int signal_fd = -1;
-static sigset_t original_mask;
-static int guard_fd = -1; /* write end of the watchdog's pipe */
-
-enum al_status hold_signals_init(void)
+/* Sleeps until `until` (monotonic seconds) or data on the broker socket. */
+static bool wait_readable(struct conn *c, double until)
 {
-	sigset_t set;
-	size_t i;
+	struct pollfd fd = {conn_fd(c), POLLIN, 0};
 
-	sigemptyset(&set);
-	for (i = 0; i < N_FORWARDED; i++)
-		sigaddset(&set, forwarded[i]);
-	sigaddset(&set, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &set, &original_mask) != 0)
-		return fail(AL_BROKER, "cannot block signals: %s", strerror(errno));
-	signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (signal_fd < 0)
-		return fail(AL_BROKER, "cannot create a signalfd: %s", strerror(errno));
-	return AL_OK;
+	return poll(&fd, 1, poll_ms(until - now_seconds())) > 0 && fd.revents;
 }
 
-/* The next pending signal, or 0. */
-static int take_signal(void)
-{
-	struct signalfd_siginfo si;
-
-	if (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		return (int)si.ssi_signo;
-	return 0;
-}
-
-/* Sleeps until `until` (monotonic seconds), a signal (returned) or data
- * on the broker socket (*readable set; may be NULL when c is NULL). */
-static int wait_event(struct conn *c, double until, bool *readable)
-{
-	struct pollfd fds[2] = {{signal_fd, POLLIN, 0}, {-1, POLLIN, 0}};
-	double left = until - now_seconds();
-	int sig, timeout_ms;
-
-	if (readable)
-		*readable = false;
-	if (c)
-		fds[1].fd = conn_fd(c);
-	if ((sig = take_signal()) != 0)
-		return sig;
-	timeout_ms = poll_ms(left);
-	if (poll(fds, 2, timeout_ms) > 0) {
-		if (fds[1].revents && readable)
-			*readable = true;
-		if (fds[0].revents)
-			return take_signal();
-	}
-	return 0;
-}
-
-enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slot, unsigned *max,
-			 int *signo)
+enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slot, unsigned *max)
 {
 	double start = now_seconds(), deadline = o->wait < 0 ? INFINITY : start + o->wait;
 	double delay = FIRST_RETRY, until;
 	enum al_status st;
-	bool readable, watching = false;
-	int sig;
+	bool watching = false;
 
-	*signo = 0;
 	for (;;) {
 		status_clear();
 		/* Cleared before the attempt: a release announced during it
@@ -123,17 +75,9 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 		}
 		until = sooner(now_seconds() + jitter(delay), deadline);
 		do {
-			sig = wait_event(s->conn, until, &readable);
-			if (sig && sig != SIGCHLD) {
-				*signo = sig;
-				status_clear();
-				return fail(AL_BUSY,
-					    "interrupted by SIG%s while waiting for a slot of %s",
-					    sigabbrev_np(sig), s->label);
-			}
 			/* Heartbeats and release notifications; taking
 			 * them keeps the connection alive. */
-			if (readable && (st = conn_drain(s->conn)) != AL_OK)
+			if (wait_readable(s->conn, until) && (st = conn_drain(s->conn)) != AL_OK)
 				return st;
 		} while (!s->conn->notified && now_seconds() < until);
 		if (s->conn->notified)
@@ -150,144 +94,31 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 	return st;
 }
 
-/* The watchdog: a process of its own that learns the command's process
- * group, then waits. If amqplock ends without saying goodbye (killed, even
- * by SIGKILL), the pipe reads end-of-file and the watchdog kills the whole
- * group, so no command runs on without the slot. */
-static void guard_main(int fd)
-{
-	pid_t group = 0;
-	char bye = 0;
-	size_t i;
-
-	prctl(PR_SET_NAME, "amqplock-guard");
-	for (i = 0; i < N_FORWARDED; i++)
-		signal(forwarded[i], SIG_IGN);
-	sigprocmask(SIG_SETMASK, &original_mask, NULL);
-	if (read(fd, &group, sizeof(group)) != (ssize_t)sizeof(group))
-		_exit(0); /* amqplock ended before starting a command */
-	if (read(fd, &bye, 1) != 1 && group > 0)
-		kill(-group, SIGKILL);
-	_exit(0);
-}
-
-/* Leaves the watchdog with stdin, stdout and stderr on /dev/null and keep
- * as descriptor 3: holding stdout would keep a $(amqplock hold ...) reader
- * waiting, holding the broker socket would keep the slot. */
-static int close_other_fds(int keep)
-{
-	int null = open("/dev/null", O_RDWR);
-
-	if (keep != 3 && dup2(keep, 3) < 0)
-		_exit(1);
-	if (null >= 0)
-		dup2(null, 0), dup2(null, 1), dup2(null, 2);
-	close_range(4, ~0u, 0);
-	return 3;
-}
-
-enum al_status hold_guard_start(void)
-{
-	int p[2];
-	pid_t pid;
-
-	if (pipe2(p, O_CLOEXEC) != 0)
-		return fail(AL_BROKER, "cannot create a pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0)
-		return fail(AL_BROKER, "cannot fork: %s", strerror(errno));
-	if (pid == 0) {
-		setsid(); /* out of the terminal's reach: Ctrl-C must not end it */
-		guard_main(close_other_fds(p[0]));
-	}
-	close(p[0]);
-	guard_fd = p[1];
-	return AL_OK;
-}
-
-static void guard_watch(pid_t group)
-{
-	if (guard_fd >= 0 && write(guard_fd, &group, sizeof(group)) != (ssize_t)sizeof(group))
-		trace("cannot reach the watchdog: %s", strerror(errno));
-}
-
-static void guard_stop(void)
-{
-	if (guard_fd >= 0) {
-		if (write(guard_fd, "", 1) != 1)
-			trace("cannot reach the watchdog: %s", strerror(errno));
-		close(guard_fd);
-		guard_fd = -1;
-	}
-}
-
-/* In the child: its own process group (so that a lost slot can signal
- * everything the command started), death with its parent, the signals
- * amqplock blocked unblocked again, then exec. On failure errno goes up
- * the error pipe. */
-static void child_main(char **argv, pid_t parent, int err_fd)
-{
-	int e;
-
-	setpgid(0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(127); /* the parent is already gone */
-	sigprocmask(SIG_SETMASK, &original_mask, NULL);
-	execvp(argv[0], argv);
-	e = errno;
-	if (write(err_fd, &e, sizeof(e)) < 0)
-		_exit(127);
-	_exit(e == ENOENT ? 127 : 126);
-}
-
-static enum al_status start_child(char **argv, pid_t *child, int *exec_errno)
-{
-	pid_t parent = getpid();
-	int p[2], e = 0;
-	ssize_t n;
-
-	if (pipe2(p, O_CLOEXEC) != 0)
-		return fail(AL_BROKER, "cannot create a pipe: %s", strerror(errno));
-	*child = fork();
-	if (*child < 0) {
-		close(p[0]), close(p[1]);
-		return fail(AL_BROKER, "cannot fork: %s", strerror(errno));
-	}
-	if (*child == 0)
-		child_main(argv, parent, p[1]);
-	/* Set it from both sides: whichever runs first, the group exists
-	 * before anyone signals it. */
-	setpgid(*child, *child);
-	close(p[1]);
-	do
-		n = read(p[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(p[0]);
-	*exec_errno = n == (ssize_t)sizeof(e) ? e : 0;
-	return AL_OK;
-}
-
-static int exit_code(int wstatus)
-{
-	if (WIFEXITED(wstatus))
-		return WEXITSTATUS(wstatus);
-	if (WIFSIGNALED(wstatus))
-		return 128 + WTERMSIG(wstatus);
-	return 1;
-}
-
 /* State of one hold while it runs. */
 struct holding {
 	struct sem *s;
 	unsigned slot;
 	const struct hold_opts *o;
-	pid_t child; /* 0: none, or reaped */
-	int code;
+	int sig_fd;
+	/* The command, if there is one. */
+	struct supervisor sv;
+	bool supervising;
+	bool done;   /* the command and every process it started have ended */
+	int code;    /* the command's exit status */
+	int pending; /* a terminating signal that came before the command ran */
+	/* Job control. terminal: the controlling terminal, or -1. The
+	 * command's group gets it whenever amqplock is in the foreground and
+	 * either leads its process group (it is a job of an interactive
+	 * shell) or the command asked for it (SIGTTIN, SIGTTOU). */
+	int terminal;
+	bool wants_terminal, has_terminal;
+	bool frozen; /* the command's processes are stopped */
+	/* The slot. */
 	double heard;       /* last time the broker sent anything */
 	double verify_sent; /* 0: no verification outstanding */
 	double next_verify;
-	double lost_at; /* 0: still held */
+	double lost_at;   /* 0: still held */
+	double killed_at; /* 0: no SIGKILL yet */
 };
 
 /* How long the broker may stay silent before the slot counts as lost: one
@@ -297,6 +128,15 @@ struct holding {
 static double silence_limit(const struct holding *h)
 {
 	return h->s->conn->heartbeat ? (double)h->s->conn->heartbeat : h->s->conn->rpc_timeout;
+}
+
+static void kill_command(struct holding *h)
+{
+	if (h->supervising && !h->done && !h->killed_at) {
+		trace("sending SIGKILL to every process of the command");
+		super_signal_all(&h->sv, SIGKILL);
+		h->killed_at = now_seconds();
+	}
 }
 
 /* keep_connection: the broker is fine but the slot is gone (removed).
@@ -311,11 +151,14 @@ static void lose(struct holding *h, bool keep_connection)
 	status_clear();
 	fail(AL_LOST, "lost slot %u of %s: %s", h->slot, h->s->label, reason);
 	h->lost_at = now_seconds();
-	/* The command first: nothing may delay the signal. */
-	if (h->child > 0) {
-		trace("sending SIG%s to the command's process group",
+	/* The command first: nothing may delay the signal. A stopped command
+	 * must not run another instruction: it gets SIGKILL at once. */
+	if (h->frozen) {
+		kill_command(h);
+	} else if (h->supervising && !h->done) {
+		trace("sending SIG%s to every process of the command",
 		      sigabbrev_np(h->o->lost_signal));
-		kill(-h->child, h->o->lost_signal);
+		super_signal_all(&h->sv, h->o->lost_signal);
 	}
 	if (h->o->lost)
 		h->o->lost(h->o->arg);
@@ -355,12 +198,199 @@ static void check_slot(struct holding *h, bool readable)
 	}
 }
 
+/* One verification, waited for: after amqplock was stopped, before the
+ * command may go on. */
+static enum al_status verify_now(struct holding *h)
+{
+	double deadline;
+	bool verified = false;
+
+	/* What came while we were stopped, then a fresh question. */
+	if (h->verify_sent && sem_held_poll(h->s, h->slot, &verified) != AL_OK)
+		return AL_LOST;
+	if (sem_verify_send(h->s, h->slot) != AL_OK)
+		return fail(AL_LOST, "the connection failed");
+	deadline = now_seconds() + h->s->conn->rpc_timeout;
+	verified = false;
+	while (!verified) {
+		if (now_seconds() >= deadline)
+			return fail(AL_LOST, "the broker did not answer a check within %g s",
+				    h->s->conn->rpc_timeout);
+		if (wait_readable(h->s->conn, deadline) &&
+		    sem_held_poll(h->s, h->slot, &verified) != AL_OK)
+			return AL_LOST;
+	}
+	h->heard = now_seconds();
+	h->verify_sent = 0;
+	h->next_verify = h->heard + VERIFY_INTERVAL;
+	return AL_OK;
+}
+
+static void hand_terminal(struct holding *h)
+{
+	if (h->wants_terminal && h->sv.cmd > 0 && super_in_foreground(h->terminal)) {
+		super_give_terminal(h->terminal, h->sv.cmd);
+		h->has_terminal = true;
+	}
+}
+
+static void take_terminal_back(struct holding *h)
+{
+	if (h->has_terminal) {
+		super_give_terminal(h->terminal, getpgrp());
+		h->has_terminal = false;
+	}
+}
+
+/* amqplock was continued (fg, bg, kill -CONT): the command goes on only
+ * once the slot is known to be still ours. */
+static void resume(struct holding *h)
+{
+	if (!h->supervising || h->lost_at || h->done)
+		return;
+	/* The keeper may have stopped the command while amqplock was stopped
+	 * (SIGSTOP), unknown to us: until the check says otherwise, a lost
+	 * slot must not let it run another instruction. */
+	h->frozen = true;
+	trace("continued; checking slot %u before the command goes on", h->slot);
+	if (verify_now(h) != AL_OK) {
+		lose(h, !h->s->conn->dead);
+		return;
+	}
+	hand_terminal(h);
+	super_continue_all(&h->sv);
+	h->frozen = false;
+}
+
+/* A stop of the job: the command's processes first, then amqplock, so the
+ * shell sees the job stopped. */
+static void suspend(struct holding *h, int sig)
+{
+	if (!h->supervising || h->done || h->lost_at)
+		return;
+	trace("SIG%s: stopping the command, then amqplock", sigabbrev_np(sig));
+	/* Everything of the command is stopped before amqplock stops. */
+	super_stop_all(&h->sv, FREEZE_WAIT);
+	h->frozen = true;
+	take_terminal_back(h);
+	/* Continued, SIGCONT is pending and resume() follows from it. */
+	if (!super_stop_self(sig))
+		resume(h);
+}
+
+static void command_stopped(struct holding *h, int sig)
+{
+	/* It needs the terminal and amqplock has it: as sudo does, hand it
+	 * over and let the command go on. */
+	if ((sig == SIGTTIN || sig == SIGTTOU) && super_in_foreground(h->terminal)) {
+		h->wants_terminal = true;
+		hand_terminal(h);
+		super_signal_group(&h->sv, SIGCONT);
+		return;
+	}
+	suspend(h, sig);
+}
+
+static void cannot_run(const char *what, int err)
+{
+	char message[300];
+
+	snprintf(message, sizeof(message), "cannot run %s: %s", what, strerror(err));
+	out_error_line(message);
+}
+
+/* After the keeper was killed: SIGKILL to what it left to us, for as long
+ * as a SIGKILL may take. */
+static void end_orphans(void)
+{
+	double deadline = now_seconds() + KILL_WAIT;
+
+	while (!super_kill_orphans() && now_seconds() < deadline)
+		sleep_seconds(WIND_DOWN_POLL);
+}
+
+static void on_supervisor(struct holding *h)
+{
+	enum super_event ev;
+	int value;
+
+	while ((ev = super_next(&h->sv, &value)) != SUPER_NOTHING) {
+		switch (ev) {
+		case SUPER_STARTED:
+			trace("command started, pid %d", value);
+			break;
+		case SUPER_NO_EXEC:
+			cannot_run(h->o->argv[0], value);
+			break;
+		case SUPER_STOPPED:
+			command_stopped(h, value);
+			break;
+		case SUPER_EXITED:
+			trace("command exited with status %d", value);
+			h->code = value;
+			break;
+		case SUPER_EMPTY:
+			if (h->sv.cmd > 0)
+				trace("every process of the command has ended");
+			h->done = true;
+			break;
+		case SUPER_VANISHED:
+			/* Someone killed the keeper: the command died with it
+			 * (PR_SET_PDEATHSIG); its orphans are ours now. */
+			out_error_line("the keeper process was killed; ending the command");
+			end_orphans();
+			if (!h->code)
+				h->code = 128 + SIGKILL;
+			h->done = true;
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static void on_signal(struct holding *h, int sig)
+{
+	int wstatus;
+
+	switch (sig) {
+	case SIGCHLD:
+		/* amqplock's own children: the keeper once done, and
+		 * anything the keeper left behind. */
+		while (waitpid(-1, &wstatus, WNOHANG) > 0)
+			;
+		return;
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+		suspend(h, sig);
+		return;
+	case SIGCONT:
+		resume(h);
+		return;
+	}
+	if (!h->o->argv) {
+		trace("SIG%s: releasing slot %u", sigabbrev_np(sig), h->slot);
+		h->done = true;
+	} else if (!h->supervising) {
+		h->pending = sig;
+	} else if (!h->done && !h->lost_at) {
+		trace("passing SIG%s on to the command", sigabbrev_np(sig));
+		/* USR1 and USR2 mean something to the command alone; the others
+		 * end the job, so every process of it gets them. */
+		if (sig == SIGUSR1 || sig == SIGUSR2)
+			super_signal_group(&h->sv, sig);
+		else
+			super_signal_all(&h->sv, sig);
+	}
+}
+
 static double next_wakeup(const struct holding *h)
 {
 	double t;
 
 	if (h->lost_at)
-		return now_seconds() + GROUP_POLL_INTERVAL;
+		return now_seconds() + WIND_DOWN_POLL;
 	t = h->verify_sent ? h->verify_sent + silence_limit(h) : h->next_verify;
 	if (h->s->conn->heartbeat)
 		t = sooner(t, h->heard + silence_limit(h));
@@ -370,86 +400,98 @@ static double next_wakeup(const struct holding *h)
 	return t;
 }
 
-/* Collects every child that has ended: the command, and (amqplock being
- * a subreaper) whatever the command started and left behind, so that no
- * zombie keeps its process group looking alive. */
-static void reap(struct holding *h)
+/* Sleeps until `until`, a signal, an event of the command or data from
+ * the broker (*readable). */
+static void wait_event(struct holding *h, double until, bool *readable)
 {
-	int wstatus;
-	pid_t pid;
+	struct pollfd fds[3] = {{h->sig_fd, POLLIN, 0},
+				{h->s->conn->dead ? -1 : conn_fd(h->s->conn), POLLIN, 0},
+				{h->supervising ? super_fd(&h->sv) : -1, POLLIN, 0}};
 
-	while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
-		if (pid == h->child) {
-			h->code = exit_code(wstatus);
-			trace("command exited with status %d", h->code);
-			h->child = -h->child; /* remember the group, mark reaped */
-		}
-	}
+	*readable = false;
+	if (poll(fds, 3, poll_ms(until - now_seconds())) > 0)
+		*readable = fds[1].revents != 0;
 }
 
-/* After a loss: done once the command was reaped and its whole group is
- * gone; SIGKILL for the group once the grace period is over. Members that
- * even SIGKILL does not remove in time (stuck in the kernel, or zombies
- * of a parent outside our reach) are given up on. */
+/* After a loss: done once every process of the command is gone; SIGKILL
+ * for all of them once the grace period is over. Processes that even
+ * SIGKILL does not remove in time (stuck in the kernel) are given up on;
+ * the keeper goes on killing them. */
 static bool wound_down(struct holding *h)
 {
-	pid_t group = h->child < 0 ? -h->child : h->child;
-	double since = now_seconds() - h->lost_at;
-
-	if (group == 0)
+	if (!h->supervising || h->done)
 		return true;
-	if (since >= h->o->grace)
-		kill(-group, SIGKILL);
-	if (h->child < 0 && since >= h->o->grace + KILL_WAIT)
-		return true;
-	return h->child < 0 && kill(-group, 0) != 0;
+	if (now_seconds() - h->lost_at >= h->o->grace)
+		kill_command(h);
+	return h->killed_at && now_seconds() - h->killed_at >= KILL_WAIT;
 }
 
-enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int *code)
+static void start_command(struct holding *h)
 {
-	struct holding h = {.s = s, .slot = slot, .o = o};
-	int sig, exec_errno = 0;
+	struct super_opts so = {
+		.argv = h->o->argv,
+		.terminal = h->terminal,
+		.hold_fd = conn_fd(h->s->conn),
+	};
+
+	/* A job of an interactive shell: the command gets the terminal
+	 * at once, so that Ctrl-C and Ctrl-Z reach it as they would without
+	 * amqplock. */
+	h->wants_terminal = getpgrp() == getpid() && isatty(STDIN_FILENO);
+	so.give_terminal = h->wants_terminal && super_in_foreground(h->terminal);
+	/* Orphans of the keeper (if it is killed) become our children. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (super_start(&h->sv, &so) != AL_OK) {
+		out_error_line(status_message());
+		status_clear();
+		h->code = 126;
+		h->done = true;
+		return;
+	}
+	h->supervising = true;
+	h->has_terminal = so.give_terminal;
+}
+
+enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int sig_fd,
+			int *code)
+{
+	struct holding h = {.s = s, .slot = slot, .o = o, .sig_fd = sig_fd, .terminal = -1};
 	bool readable;
+	int sig;
 
 	h.heard = now_seconds();
 	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;
-	if (o->argv) {
-		/* Orphans of the command become our children, to be reaped. */
-		prctl(PR_SET_CHILD_SUBREAPER, 1);
-		if (start_child(o->argv, &h.child, &exec_errno) != AL_OK)
-			return AL_BROKER;
-		guard_watch(h.child);
-		if (exec_errno)
-			fprintf(stderr, "amqplock: cannot run %s: %s\n", o->argv[0],
-				strerror(exec_errno));
+	/* A signal that came while the slot was being taken: nothing runs. */
+	while ((sig = signals_next(sig_fd)) != 0)
+		on_signal(&h, sig);
+	if (h.pending) {
+		trace("SIG%s came before the command started; not running it",
+		      sigabbrev_np(h.pending));
+		h.code = 128 + h.pending;
+		h.done = true;
+	} else if (o->argv && !h.done) {
+		h.terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		start_command(&h);
 	}
-	for (;;) {
-		sig = wait_event(s->conn, next_wakeup(&h), &readable);
-		/* Every time round, not only on SIGCHLD: signalfd merges
-		 * pending signals. */
-		reap(&h);
-		if (sig && sig != SIGCHLD) {
-			if (h.child > 0) {
-				trace("passing SIG%s on to the command", sigabbrev_np(sig));
-				kill(-h.child, sig);
-			} else if (!o->argv) {
-				trace("SIG%s: releasing slot %u", sigabbrev_np(sig), slot);
-				break;
-			}
-		}
+	while (!h.done || h.lost_at) {
+		if (h.lost_at && wound_down(&h))
+			break;
+		wait_event(&h, next_wakeup(&h), &readable);
+		if (h.supervising)
+			on_supervisor(&h);
+		while ((sig = signals_next(sig_fd)) != 0)
+			on_signal(&h, sig);
 		if (h.lost_at) {
 			if (!s->conn->dead && conn_keepalive(s->conn) != AL_OK)
 				conn_abort(s->conn);
-			if (wound_down(&h))
-				break;
-		} else if (h.child < 0) {
-			break; /* the command is done: release */
-		} else {
+		} else if (!h.done) {
 			check_slot(&h, readable);
 		}
 	}
-	guard_stop();
+	take_terminal_back(&h);
+	if (h.terminal >= 0)
+		close(h.terminal);
 	*code = h.code;
 	if (h.lost_at)
 		return AL_LOST;

@@ -1,6 +1,8 @@
 /* Holding a slot: waiting for one (flock-style), then keeping it while a
  * command runs (hold) or until a signal (acquire), servicing the broker
- * connection all the while so that a lost slot is noticed in time. */
+ * connection all the while so that a lost slot is noticed in time. What
+ * concerns the command itself (its processes, the terminal) is in
+ * supervise.c; this file decides what to do with them. */
 #ifndef AMQPLOCK_HOLD_H
 #define AMQPLOCK_HOLD_H
 
@@ -12,7 +14,7 @@
 struct hold_opts {
 	bool nonblock;   /* try once */
 	double wait;     /* give up after this many seconds; < 0: never */
-	int lost_signal; /* sent to the command's process group on loss */
+	int lost_signal; /* sent to every process of the command on loss */
 	double grace;    /* seconds between lost_signal and SIGKILL */
 	char **argv;     /* the command; NULL: hold until a signal */
 	/* Called the moment the slot is lost (the reason is in
@@ -21,25 +23,19 @@ struct hold_opts {
 	void *arg;
 };
 
-/* Blocks the signals amqplock handles itself, so that they are read from
- * a descriptor in the event loop. Call before anything else. */
-enum al_status hold_signals_init(void);
-
-/* Starts the watchdog that kills the command's process group if amqplock
- * itself dies, even by SIGKILL. Call before connecting, so that it never
- * holds the broker connection open. */
-enum al_status hold_guard_start(void);
-
 /* Waits for a slot as o says. AL_OK with *slot and *max; AL_BUSY if none
- * was obtained in time; *signo is set (and AL_BUSY returned) if a signal
- * cut the wait short. */
-enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slot, unsigned *max,
-			 int *signo);
+ * was obtained in time. A signal meanwhile ends amqplock (see
+ * signals_exit_on_interrupt). */
+enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slot, unsigned *max);
 
-/* Holds slot until the command ends (its exit code is returned in *code,
- * 128+N for a signal, 126/127 if it could not be run) or, without a
- * command, until a terminating signal (*code 0). AL_LOST if the slot was
- * lost; the command has then been signalled and has ended. */
-enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int *code);
+/* Holds slot until the command and everything it started have ended (its
+ * exit code is returned in *code, 128+N for a signal, 126/127 if it could
+ * not be run) or, without a command, until a terminating signal (*code 0).
+ * A terminating signal that came before the command could start means it
+ * is not run: *code is 128+N. AL_LOST if the slot was lost; every process
+ * of the command has then been signalled and has ended. sig_fd: from
+ * signals_block, called as soon as the slot was held. */
+enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int sig_fd,
+			int *code);
 
 #endif

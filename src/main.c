@@ -15,6 +15,8 @@
 #include "names.h"
 #include "out.h"
 #include "parse.h"
+#include "secret.h"
+#include "signals.h"
 
 #ifndef AMQPLOCK_VERSION
 #define AMQPLOCK_VERSION "unknown"
@@ -40,7 +42,9 @@ enum scope {
 	WAIT = 1 << 3,  /* waits for a slot or for orphans */
 	HOLD = 1 << 4,  /* runs a command */
 	GROW = 1 << 5,  /* may declare slot queues */
-	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW,
+	/* check --repair: may delete the strays it finds */
+	REPAIR = 1 << 6,
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR,
 };
 
 enum opt_id {
@@ -68,6 +72,7 @@ enum opt_id {
 	OPT_LOST_SIGNAL,
 	OPT_GRACE,
 	OPT_SLOT_TYPE,
+	OPT_REPAIR,
 };
 
 struct opt_def {
@@ -109,6 +114,8 @@ static const struct opt_def opt_defs[] = {
 	{"slot-type", OPT_SLOT_TYPE, "TYPE", GROW,
 	 "classic or quorum (replicated in a cluster); default: create\n"
 	 "classic, others the type of the slots there are"},
+	{"repair", OPT_REPAIR, NULL, REPAIR,
+	 "delete the stray queues found (the other problems stay)"},
 	{"nonblock", OPT_NONBLOCK, NULL, WAIT, "try once; do not wait"},
 	{"wait", OPT_WAIT, "SECS", WAIT, "give up after SECS (fractions allowed; 0 = -n)"},
 	{"conflict-exit-code", OPT_CONFLICT_EXIT, "N", WAIT,
@@ -135,6 +142,8 @@ static const struct command commands[] = {
 	{"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
 	 ADMIN | SCAN | GROW, false},
 	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN, false},
+	{"check", cmd_check, 1, 1, "NAME", "report what is wrong with a semaphore, or repair it",
+	 ADMIN | SCAN | REPAIR, false},
 	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
 	 false},
 	{"acquire", cmd_acquire, 1, 1, "NAME", "take a slot, print it, hold it until a signal",
@@ -206,7 +215,7 @@ static void print_help(FILE *f, const struct command *cmd)
 	fprintf(f, "\nGlobal options (before or after COMMAND):\n");
 	print_options(f, GLOBAL);
 	fprintf(f, "\nExit status: 0 ok, 1 busy, 2 usage, 3 not found, 4 lost, 5 exists,\n"
-		   "6 connection, 7 access, 8 broker or internal error.\n");
+		   "6 connection, 7 access, 8 broker or internal error, 9 damaged (check).\n");
 }
 
 /* getopt_long's tables for the options in `scopes`; `stop`: stop at the
@@ -293,7 +302,7 @@ enum { SHOW_NOTHING, SHOW_HELP, SHOW_VERSION };
 
 /* --url given several times: the brokers of a cluster, tried in order
  * (conn.c). The first --url replaces the environment's list. */
-static enum al_status add_url(struct cli *cli, const char *arg)
+static enum al_status add_url(struct cli *cli, char *arg)
 {
 	static char list[8192];
 	size_t used = cli->urls_given ? strlen(list) : 0;
@@ -302,6 +311,8 @@ static enum al_status add_url(struct cli *cli, const char *arg)
 	if (arg[strspn(arg, " ")] == '\0')
 		return fail(AL_USAGE, "invalid broker URL: empty");
 	n = snprintf(list + used, sizeof(list) - used, "%s%s", used ? " " : "", arg);
+	/* arg is the original argument string: ps shows it to every user. */
+	secret_mask_urls(arg);
 	if (n < 0 || (size_t)n >= sizeof(list) - used)
 		return fail(AL_USAGE, "the --url options are too long together");
 	cli->urls_given = true;
@@ -309,7 +320,7 @@ static enum al_status add_url(struct cli *cli, const char *arg)
 	return AL_OK;
 }
 
-static enum al_status apply_option(struct cli *cli, int id, const char *arg, int *show)
+static enum al_status apply_option(struct cli *cli, int id, char *arg, int *show)
 {
 	unsigned n;
 	char q[64];
@@ -367,6 +378,9 @@ static enum al_status apply_option(struct cli *cli, int id, const char *arg, int
 		return seconds_opt("admin-wait", arg, 0, &cli->admin_wait);
 	case OPT_OVERSHOOT:
 		return cli_count(arg, "--overshoot", 0, SLOTS_MAX, &cli->overshoot);
+	case OPT_REPAIR:
+		cli->repair = true;
+		return AL_OK;
 	case OPT_NONBLOCK:
 		cli->nonblock = true;
 		return AL_OK;
@@ -567,6 +581,9 @@ int main(int argc, char **argv)
 	struct cli cli;
 	char **args;
 
+	/* Before anything reads the environment. */
+	secret_hide();
+	signals_init();
 	defaults(&cli);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	/* Global options before the command. */

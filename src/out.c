@@ -5,11 +5,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static enum out_mode mode;
 static bool quiet;
 static FILE *stream;
 static cJSON *record;
+/* Where out_* calls put their keys: the record, or the object of a list
+ * item (out_item_begin); and the list being filled. */
+static cJSON *current, *list;
 static bool write_failed;
 
 void out_init(enum out_mode m, bool q, FILE *s)
@@ -29,14 +33,16 @@ static bool text_wanted(const char *text_fmt)
 	return mode == OUT_TEXT && !quiet && text_fmt;
 }
 
-static void json_add(const char *key, cJSON *item)
+static bool json_add(const char *key, cJSON *item)
 {
 	if (!record)
-		record = cJSON_CreateObject();
-	if (!record || !item || !cJSON_AddItemToObject(record, key, item)) {
+		record = current = cJSON_CreateObject();
+	if (!current || !item || !cJSON_AddItemToObject(current, key, item)) {
 		cJSON_Delete(item);
 		write_failed = true;
+		return false;
 	}
+	return true;
 }
 
 static void text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -53,7 +59,8 @@ static void text(const char *fmt, ...)
 void out_begin(void)
 {
 	cJSON_Delete(record);
-	record = mode == OUT_JSON ? cJSON_CreateObject() : NULL;
+	record = current = mode == OUT_JSON ? cJSON_CreateObject() : NULL;
+	list = NULL;
 }
 
 #pragma GCC diagnostic push
@@ -103,6 +110,41 @@ void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size
 }
 #pragma GCC diagnostic pop
 
+void out_list_begin(const char *key)
+{
+	if (mode != OUT_JSON)
+		return;
+	list = cJSON_CreateArray();
+	if (!json_add(key, list))
+		list = NULL;
+}
+
+void out_item_begin(void)
+{
+	cJSON *item;
+
+	if (mode != OUT_JSON || !list)
+		return;
+	item = cJSON_CreateObject();
+	if (!item || !cJSON_AddItemToArray(list, item)) {
+		cJSON_Delete(item);
+		write_failed = true;
+		return;
+	}
+	current = item;
+}
+
+void out_item_end(void)
+{
+	current = record;
+}
+
+void out_list_end(void)
+{
+	current = record;
+	list = NULL;
+}
+
 void out_bool(const char *key, bool value)
 {
 	if (mode == OUT_JSON && key)
@@ -121,7 +163,7 @@ enum al_status out_end(void)
 			text("%s\n", line);
 		free(line);
 		cJSON_Delete(record);
-		record = NULL;
+		record = current = list = NULL;
 	}
 	if (fflush(stream) != 0 || ferror(stream))
 		write_failed = true;
@@ -150,4 +192,68 @@ void out_error(enum al_status st, const char *semaphore, const char *message)
 	out_str("error", NULL, status_name(st));
 	out_str("message", NULL, message);
 	out_end();
+}
+
+/* The parts around the signal's name, ready for a signal handler. */
+static struct {
+	char text_head[32], text_tail[320], json_head[400], json_tail[320];
+	int json_fd;
+} interrupt;
+
+void out_interrupt_prepare(const char *semaphore, const char *doing)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *line = NULL, *mark;
+
+	snprintf(interrupt.text_head, sizeof(interrupt.text_head), "amqplock: interrupted by SIG");
+	snprintf(interrupt.text_tail, sizeof(interrupt.text_tail), " %s\n", doing);
+	interrupt.json_head[0] = interrupt.json_tail[0] = '\0';
+	interrupt.json_fd = mode == OUT_JSON && !quiet ? fileno(stream) : -1;
+	if (interrupt.json_fd < 0 || !o)
+		goto out;
+	/* The message's signal name goes where the mark is: DEL, which cJSON
+	 * leaves as it is (it escapes control characters). */
+	cJSON_AddFalseToObject(o, "ok");
+	cJSON_AddStringToObject(o, "semaphore", semaphore);
+	cJSON_AddStringToObject(o, "error", "interrupted");
+	cJSON_AddStringToObject(o, "message", "interrupted by SIG\x7f");
+	line = cJSON_PrintUnformatted(o);
+	mark = line ? strchr(line, '\x7f') : NULL;
+	if (mark && (size_t)(mark - line) < sizeof(interrupt.json_head)) {
+		memcpy(interrupt.json_head, line, (size_t)(mark - line));
+		interrupt.json_head[mark - line] = '\0';
+		/* the tail: the rest of the message, then the closing quote */
+		snprintf(interrupt.json_tail, sizeof(interrupt.json_tail), " %s%s\n", doing,
+			 mark + 1);
+	} else {
+		interrupt.json_fd = -1;
+	}
+out:
+	free(line);
+	cJSON_Delete(o);
+}
+
+static void write_all(int fd, const char *s)
+{
+	size_t len = strlen(s);
+	ssize_t n;
+
+	while (len > 0 && (n = write(fd, s, len)) > 0)
+		s += n, len -= (size_t)n;
+}
+
+void out_interrupted(int sig)
+{
+	const char *name = sigabbrev_np(sig);
+
+	if (!name)
+		name = "?";
+	write_all(STDERR_FILENO, interrupt.text_head);
+	write_all(STDERR_FILENO, name);
+	write_all(STDERR_FILENO, interrupt.text_tail);
+	if (interrupt.json_fd >= 0 && interrupt.json_head[0]) {
+		write_all(interrupt.json_fd, interrupt.json_head);
+		write_all(interrupt.json_fd, name);
+		write_all(interrupt.json_fd, interrupt.json_tail);
+	}
 }

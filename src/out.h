@@ -28,6 +28,12 @@ void out_uint(const char *key, const char *text_fmt, unsigned long value);
 void out_bool(const char *key, bool value);
 /* Text: text_fmt gets the slots joined by spaces, or "-" if none. */
 void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size_t len);
+/* A list of objects under key: between out_item_begin and out_item_end
+ * the calls above fill one object of it (in text, they print as usual). */
+void out_list_begin(const char *key);
+void out_item_begin(void);
+void out_item_end(void);
+void out_list_end(void);
 /* Ends the record; AL_BROKER with a message if stdout could not be
  * written (a full disk, a closed pipe). */
 enum al_status out_end(void);
@@ -39,5 +45,12 @@ void out_error_line(const char *message);
  * {"ok":false,"error":...,"message":...} on stdout, with `semaphore` if
  * known. */
 void out_error(enum al_status st, const char *semaphore, const char *message);
+
+/* A signal that ends amqplock before it holds a slot (signals.c): the
+ * words are made ready here, and out_interrupted writes them from the
+ * signal handler with nothing but write(2). `doing` ends the sentence
+ * "interrupted by SIGxxx ...". */
+void out_interrupt_prepare(const char *semaphore, const char *doing);
+void out_interrupted(int sig);
 
 #endif

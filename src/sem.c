@@ -124,8 +124,11 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 
 /* The queue requests amqplock makes, each with the reply it expects. */
 enum queue_op {
-	DECLARE_SLOT,      /* durable, shared: classic */
-	DECLARE_QUORUM,    /* durable, shared: quorum */
+	DECLARE_SLOT,   /* durable, shared: classic */
+	DECLARE_QUORUM, /* durable, shared: quorum */
+	/* The same as DECLARE_SLOT with x-queue-type classic said, which a
+	 * quorum queue refuses (406): for checking types only. */
+	DECLARE_CLASSIC,
 	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
 	DECLARE_PASSIVE,   /* does it exist? */
 	DELETE_QUEUE,
@@ -142,6 +145,11 @@ static amqp_table_entry_t quorum_type = {
 	.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = {sizeof("quorum") - 1, "quorum"}},
 };
 
+static amqp_table_entry_t classic_type = {
+	.key = {sizeof("x-queue-type") - 1, "x-queue-type"},
+	.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = {sizeof("classic") - 1, "classic"}},
+};
+
 static void *queue_request(struct queue_request *r, enum queue_op op, const char *queue)
 {
 	memset(r, 0, sizeof(*r));
@@ -154,9 +162,11 @@ static void *queue_request(struct queue_request *r, enum queue_op op, const char
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
 	r->ok = AMQP_QUEUE_DECLARE_OK_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
-	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM;
+	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM || op == DECLARE_CLASSIC;
 	if (op == DECLARE_QUORUM)
 		r->declare.arguments = (amqp_table_t){.num_entries = 1, .entries = &quorum_type};
+	if (op == DECLARE_CLASSIC)
+		r->declare.arguments = (amqp_table_t){.num_entries = 1, .entries = &classic_type};
 	r->declare.exclusive = op == DECLARE_EXCLUSIVE;
 	r->declare.passive = op == DECLARE_PASSIVE;
 	return &r->declare;
@@ -187,6 +197,103 @@ static enum al_status queue_call(struct sem *s, enum queue_op op, const char *qu
 	if (st == expected && !s->conn->dead)
 		return conn_reset_channel(s->conn) == AL_OK ? expected : AL_CONNECTION;
 	return conn_refused(s->conn, st, doing(op), queue);
+}
+
+/* Refusals that the callers of ask_one and ask_each take as answers about
+ * a queue rather than as failures. */
+#define ANSWER_ACCESS    (1u << 0) /* 403: not allowed to touch it */
+#define ANSWER_NOT_FOUND (1u << 1) /* 404: no such queue */
+#define ANSWER_LOCKED    (1u << 2) /* 405: exclusive to another connection */
+#define ANSWER_MISMATCH  (1u << 3) /* 406: declared otherwise than asked */
+
+static unsigned answer_bit(uint16_t code)
+{
+	switch (code) {
+	case AMQP_ACCESS_REFUSED:
+		return ANSWER_ACCESS;
+	case AMQP_NOT_FOUND:
+		return ANSWER_NOT_FOUND;
+	case AMQP_RESOURCE_LOCKED:
+		return ANSWER_LOCKED;
+	case AMQP_PRECONDITION_FAILED:
+		return ANSWER_MISMATCH;
+	default:
+		return 0;
+	}
+}
+
+/* The reply st to op on queue as *answer: 0 if it was ok, else the
+ * refusal's reply code, which closed the channel: a fresh one replaces
+ * it if the code is one of `accept`, and any other refusal is described
+ * and returned. */
+static enum al_status take_answer(struct sem *s, enum al_status st, enum queue_op op,
+				  const char *queue, unsigned accept, uint16_t *answer)
+{
+	*answer = st == AL_OK ? 0 : s->conn->reply_code;
+	if (st == AL_OK)
+		return AL_OK;
+	if (s->conn->dead || !(answer_bit(*answer) & accept))
+		return conn_refused(s->conn, st, doing(op), queue);
+	return conn_reset_channel(s->conn);
+}
+
+/* One request about one queue; the answer as take_answer gives it. */
+static enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned accept,
+			      uint16_t *answer)
+{
+	struct queue_request r;
+	void *method = queue_request(&r, op, queue);
+	enum al_status st;
+	amqp_method_t m;
+
+	s->conn->reply_code = 0;
+	if ((st = conn_send(s->conn, r.id, method)) == AL_OK)
+		st = conn_expect(s->conn, r.ok, &m);
+	return take_answer(s, st, op, queue, accept, answer);
+}
+
+/* Requests sent before their replies are read, in ask_each: few enough
+ * that the replies never fill the socket buffers while we still send. */
+#define ASK_BATCH 256u
+
+/* The same request about the kind queue of each slot[i], answer[i] as
+ * ask_one gives it, pipelined. The broker drops the requests that follow
+ * a refusal on a channel, so after one the rest are sent again on the
+ * fresh channel, in batches that start again from one and double while
+ * all their answers are ok: answers that are ok cost a round trip per
+ * batch, each refusal (a holder's queue, say) about two, and requests
+ * are not sent over and over where refusals are many. */
+static enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind,
+			       const unsigned *slot, size_t n, unsigned accept, uint16_t *answer)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	enum al_status st;
+	amqp_method_t m;
+	size_t i = 0, j, end, batch = ASK_BATCH;
+	void *method;
+
+	while (i < n) {
+		end = n - i < batch ? n : i + batch;
+		for (j = i; j < end; j++) {
+			sem_name_slot(&s->name, slot[j], kind, queue);
+			method = queue_request(&r, op, queue);
+			if ((st = conn_send(s->conn, r.id, method)) != AL_OK)
+				return st;
+		}
+		for (j = i; j < end;) {
+			s->conn->reply_code = 0;
+			st = conn_expect(s->conn, r.ok, &m);
+			sem_name_slot(&s->name, slot[j], kind, queue);
+			if ((st = take_answer(s, st, op, queue, accept, &answer[j++])) != AL_OK)
+				return st;
+			if (answer[j - 1] != 0)
+				break; /* the rest of the batch goes again */
+		}
+		batch = j < end ? 1 : batch < ASK_BATCH ? 2 * batch : ASK_BATCH;
+		i = j;
+	}
+	return AL_OK;
 }
 
 /* Sends one request per slot (from, from - 1, ... when descending) before
@@ -247,17 +354,31 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 	return st;
 }
 
+/* array (len elements used of *cap, each `size` bytes) with room for one
+ * more, doubled when full; NULL, with the failure recorded, if memory ran
+ * out (array is then unchanged). */
+static void *make_room(void *array, size_t len, size_t *cap, size_t size)
+{
+	size_t more = *cap ? 2 * *cap : 16;
+	void *grown;
+
+	if (len < *cap)
+		return array;
+	if (!(grown = realloc(array, more * size))) {
+		fail(AL_BROKER, "out of memory");
+		return NULL;
+	}
+	*cap = more;
+	return grown;
+}
+
 static enum al_status append(struct slot_list *l, unsigned slot)
 {
-	unsigned *grown;
+	unsigned *room = make_room(l->slot, l->len, &l->cap, sizeof(*room));
 
-	if (l->len == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 16;
-		grown = realloc(l->slot, l->cap * sizeof(*grown));
-		if (!grown)
-			return fail(AL_BROKER, "out of memory");
-		l->slot = grown;
-	}
+	if (!room)
+		return AL_BROKER;
+	l->slot = room;
 	l->slot[l->len++] = slot;
 	return AL_OK;
 }
@@ -310,29 +431,156 @@ static enum al_status sweep_strays(struct sem *s, unsigned max, unsigned *swept)
 	return st;
 }
 
-static enum al_status lock_admin(struct sem *s)
+/* The holder queues that exist for slots 1..max and in the overshoot
+ * windows above, sorted: strays, which no connection holds (a passive
+ * declare of ours sees them, where a holder's exclusive queue gets 405),
+ * and, above max, orphans (the real holders of removed slots; orphans may
+ * be NULL). A queue we may not look at (RabbitMQ 4.2 and later check
+ * permissions on passive declares) is taken for a holder's. */
+static enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
+				   struct slot_list *orphans)
+{
+	struct slot_list found = {0};
+	enum al_status st = AL_OK;
+	uint16_t *answer = NULL;
+	bool *exists;
+	size_t i;
+
+	if (max > 0) {
+		if (!(exists = calloc(max, sizeof(*exists))))
+			return fail(AL_BROKER, "out of memory");
+		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, exists);
+		for (i = 0; st == AL_OK && i < max; i++)
+			if (exists[i])
+				st = append(&found, (unsigned)i + 1);
+		free(exists);
+	}
+	if (st == AL_OK)
+		st = scan_above(s, HOLDER_QUEUE, max, &found);
+	if (st == AL_OK && found.len > 0 && !(answer = calloc(found.len, sizeof(*answer))))
+		st = fail(AL_BROKER, "out of memory");
+	if (st == AL_OK)
+		st = ask_each(s, DECLARE_PASSIVE, HOLDER_QUEUE, found.slot, found.len,
+			      ANSWER_ACCESS | ANSWER_NOT_FOUND | ANSWER_LOCKED, answer);
+	for (i = 0; st == AL_OK && i < found.len; i++) {
+		if (answer[i] == 0)
+			st = append(strays, found.slot[i]);
+		else if (answer[i] != AMQP_NOT_FOUND && found.slot[i] > max && orphans)
+			st = append(orphans, found.slot[i]);
+		if (answer[i] == AMQP_ACCESS_REFUSED)
+			trace("holder queue %u may not be looked at; taken as held", found.slot[i]);
+	}
+	free(answer);
+	free(found.slot);
+	return st;
+}
+
+/* Deletes stray holder queues, each answer as ask_each gives it. A holder
+ * that has taken the slot since the queue was found owns the queue now,
+ * exclusively, and the broker refuses to delete it (405). */
+static enum al_status delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
+				     uint16_t **answer)
+{
+	size_t i;
+
+	*answer = NULL;
+	if (strays->len == 0)
+		return AL_OK;
+	if (!(*answer = calloc(strays->len, sizeof(**answer))))
+		return fail(AL_BROKER, "out of memory");
+	for (i = 0; i < strays->len; i++)
+		trace("deleting stray holder queue %u (held by no connection)", strays->slot[i]);
+	return ask_each(s, DELETE_QUEUE, HOLDER_QUEUE, strays->slot, strays->len,
+			ANSWER_LOCKED | accept, *answer);
+}
+
+/* What administrators do on their way: a stray holder queue makes its
+ * slot read as held for ever, and outlives a destroy. A user who may not
+ * delete holder queues leaves them (counted in holders_kept) rather than
+ * fail the change it came for. */
+static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_change *out)
+{
+	struct slot_list strays = {0};
+	uint16_t *answer = NULL;
+	enum al_status st = find_holders(s, max, &strays, NULL);
+	size_t i;
+
+	if (st == AL_OK)
+		st = delete_holders(s, &strays, ANSWER_ACCESS, &answer);
+	for (i = 0; st == AL_OK && i < strays.len; i++) {
+		if (answer[i] == 0)
+			out->swept_holders++;
+		else if (answer[i] == AMQP_ACCESS_REFUSED)
+			out->holders_kept++;
+	}
+	free(answer);
+	free(strays.slot);
+	return st;
+}
+
+/* Takes the admin mutex, an exclusive queue: a crashed administrator's
+ * goes with its connection. A shared queue of that name (declared by hand
+ * or by a foreign client) would keep every administrator waiting for
+ * ever, as the exclusive declare is refused for it (405) just as for a
+ * real mutex; but a passive declare, refused for another connection's
+ * exclusive queue, sees it. With `repair` such a leftover is deleted and
+ * the mutex taken; without, lock_admin returns at once with *locked
+ * false. *stray says whether there was one. */
+static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
 {
 	double deadline = now_seconds() + s->admin_wait, delay = 0.01, pause;
+	const char *mutex = s->name.base;
+	unsigned quick = 0;
 	enum al_status st;
+	uint16_t answer;
 
-	while ((st = queue_call(s, DECLARE_EXCLUSIVE, s->name.base, AL_BUSY)) == AL_BUSY) {
+	*locked = *stray = false;
+	for (;;) {
+		if ((st = ask_one(s, DECLARE_EXCLUSIVE, mutex, ANSWER_LOCKED, &answer)) != AL_OK)
+			return st;
+		if (answer == 0) {
+			trace("holding admin mutex %s", mutex);
+			*locked = true;
+			return AL_OK;
+		}
+		st = ask_one(s, DECLARE_PASSIVE, mutex, ANSWER_LOCKED | ANSWER_NOT_FOUND, &answer);
+		if (st != AL_OK)
+			return st;
+		if (answer == 0) {
+			*stray = true;
+			if (!repair) {
+				trace("admin mutex %s is a leftover shared queue; not taken",
+				      mutex);
+				return AL_OK;
+			}
+			/* Refused (405) only if another administrator deleted it
+			 * first and holds the mutex now. */
+			st = ask_one(s, DELETE_QUEUE, mutex, ANSWER_LOCKED, &answer);
+			if (st != AL_OK)
+				return st;
+			if (answer == 0)
+				trace("deleted the leftover admin mutex %s (a shared queue; a real "
+				      "one is exclusive)",
+				      mutex);
+		}
+		/* Deleted, or gone meanwhile: try again at once (even past the
+		 * deadline), but not for ever should it keep coming back. */
+		if (answer != AMQP_RESOURCE_LOCKED && quick++ < 10)
+			continue;
 		if (now_seconds() >= deadline)
 			return fail(AL_BUSY,
 				    "another administrator is changing %s (waited %g s for %s)",
-				    s->label, s->admin_wait, s->name.base);
+				    s->label, s->admin_wait, mutex);
 		/* The last pause ends at the deadline, for one more try. */
 		pause = sooner(jitter(delay), deadline - now_seconds());
-		trace("admin mutex %s is busy; retrying in %.0f ms", s->name.base, pause * 1000);
+		trace("admin mutex %s is busy; retrying in %.0f ms", mutex, pause * 1000);
 		sleep_seconds(pause);
 		if (delay < 0.5)
 			delay *= 2;
 	}
-	if (st == AL_OK)
-		trace("holding admin mutex %s", s->name.base);
-	return st;
 }
 
-static const char *type_name(enum slot_type t)
+const char *sem_slot_type_name(enum slot_type t)
 {
 	return t == SLOT_QUORUM ? "quorum" : "classic";
 }
@@ -382,11 +630,11 @@ static enum al_status keep_slot_type(struct sem *s, unsigned max)
 		return fail(AL_BROKER,
 			    "the slots of %s are of mixed types (slot 1 %s, slot %u %s); "
 			    "recreate it",
-			    s->label, type_name(first), max, type_name(last));
-	trace("%s has %s slots", s->name.base, type_name(first));
+			    s->label, sem_slot_type_name(first), max, sem_slot_type_name(last));
+	trace("%s has %s slots", s->name.base, sem_slot_type_name(first));
 	if (s->slot_type_given && s->slot_type != first)
 		return fail(AL_USAGE, "%s has %s slots: --slot-type %s would mix types", s->label,
-			    type_name(first), type_name(s->slot_type));
+			    sem_slot_type_name(first), sem_slot_type_name(s->slot_type));
 	s->slot_type = first;
 	return AL_OK;
 }
@@ -415,7 +663,8 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	unsigned max, target = 0;
 
 	if ((st = count_slots(s, &max)) != AL_OK ||
-	    (st = sweep_strays(s, max, &out->swept)) != AL_OK)
+	    (st = sweep_strays(s, max, &out->swept)) != AL_OK ||
+	    (st = sweep_holders(s, max, out)) != AL_OK)
 		return st;
 	out->previous = out->max = max;
 	if (op == SEM_CREATE && max > 0)
@@ -439,9 +688,10 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct sem_change *out)
 {
 	enum al_status st;
+	bool locked, stray;
 
 	memset(out, 0, sizeof(*out));
-	st = lock_admin(s);
+	st = lock_admin(s, true, &locked, &stray);
 	if (st != AL_OK)
 		return st;
 	st = change_locked(s, op, n, out);
@@ -643,13 +893,25 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	return conn_notify(s->conn, queue);
 }
 
+/* A verification is two passive declares, of the slot queue and of our own
+ * holder queue, sent together: the slot may have been removed, and the
+ * holder queue deleted (rabbitmqctl delete_queue, an `expires` policy)
+ * behind our back. The broker answers in order and drops what follows a
+ * refusal, so the number of answers already in says which one failed.
+ * (A passive declare also counts as use of the queue: an `expires` policy
+ * never fires on a holder queue checked every second.) */
 enum al_status sem_verify_send(struct sem *s, unsigned slot)
 {
-	return slot_send(s, DECLARE_PASSIVE, slot, SLOT_QUEUE);
+	enum al_status st = slot_send(s, DECLARE_PASSIVE, slot, SLOT_QUEUE);
+
+	s->verify_answers = 0;
+	return st == AL_OK ? slot_send(s, DECLARE_PASSIVE, slot, HOLDER_QUEUE) : st;
 }
 
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 {
+	char queue[QUEUE_NAME_MAX + 1];
+	enum slot_kind refused;
 	enum al_status st;
 	amqp_method_t m;
 	bool got;
@@ -657,15 +919,17 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 	*verified = false;
 	do {
 		st = conn_poll(s->conn, &m, &got);
-		if (st == AL_NOT_FOUND) {
-			char queue[QUEUE_NAME_MAX + 1];
-
-			sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-			return fail(AL_LOST, "its slot queue %s was deleted", queue);
+		if (st == AL_NOT_FOUND || st == AL_BUSY) {
+			refused = s->verify_answers == 0 ? SLOT_QUEUE : HOLDER_QUEUE;
+			sem_name_slot(&s->name, slot, refused, queue);
+			if (refused == SLOT_QUEUE)
+				return fail(AL_LOST, "its slot queue %s was deleted", queue);
+			return fail(AL_LOST, "its holder queue %s was %s", queue,
+				    st == AL_BUSY ? "taken by another connection" : "deleted");
 		}
 		if (st != AL_OK)
 			return fail(AL_LOST, "the connection failed");
-		if (got && m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
+		if (got && m.id == AMQP_QUEUE_DECLARE_OK_METHOD && ++s->verify_answers == 2)
 			*verified = true;
 	} while (got);
 	return AL_OK;
@@ -708,4 +972,248 @@ void sem_status_free(struct sem_status *st)
 	free(st->free.slot);
 	free(st->orphans.slot);
 	memset(st, 0, sizeof(*st));
+}
+
+/* --- check: an fsck for one semaphore ------------------------------------ */
+
+static enum al_status add_problem(struct sem_check *c, enum sem_problem_kind kind, unsigned slot,
+				  bool repaired)
+{
+	struct sem_problem *room = make_room(c->problem, c->len, &c->cap, sizeof(*room));
+
+	if (!room)
+		return AL_BROKER;
+	c->problem = room;
+	c->problem[c->len++] =
+		(struct sem_problem){.kind = kind, .slot = slot, .repaired = repaired};
+	c->repaired += repaired;
+	return AL_OK;
+}
+
+/* Slot queues above max: what sweep_strays deletes, reported one by one;
+ * with `repair` deleted as it does, highest first. One exclusive to
+ * another connection cannot be deleted (405) and stays. */
+static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_check *c)
+{
+	struct slot_list strays = {0};
+	uint16_t *answer = NULL;
+	unsigned *down = NULL;
+	enum al_status st = scan_above(s, SLOT_QUEUE, c->max, &strays);
+	size_t i, n = strays.len;
+
+	if (st == AL_OK && repair && n > 0) {
+		answer = calloc(n, sizeof(*answer));
+		down = calloc(n, sizeof(*down));
+		if (!answer || !down)
+			st = fail(AL_BROKER, "out of memory");
+		for (i = 0; st == AL_OK && i < n; i++) {
+			down[i] = strays.slot[n - 1 - i];
+			trace("deleting stray slot queue %u above max %u", down[i], c->max);
+		}
+		if (st == AL_OK)
+			st = ask_each(s, DELETE_QUEUE, SLOT_QUEUE, down, n, ANSWER_LOCKED, answer);
+	}
+	for (i = 0; st == AL_OK && i < n; i++)
+		st = add_problem(c, SEM_STRAY_SLOT, strays.slot[i],
+				 answer && answer[n - 1 - i] == 0);
+	free(answer);
+	free(down);
+	free(strays.slot);
+	return st;
+}
+
+/* Slot queues 1..max exclusive to some connection: a passive declare of
+ * ours gets 405 for them. Those and the slots that vanished meanwhile are
+ * marked in skip[], for check_types. */
+static enum al_status check_exclusive_slots(struct sem *s, const unsigned *slots,
+					    struct sem_check *c, bool *skip)
+{
+	uint16_t *answer = calloc(c->max, sizeof(*answer));
+	enum al_status st;
+	unsigned i;
+
+	if (!answer)
+		return fail(AL_BROKER, "out of memory");
+	st = ask_each(s, DECLARE_PASSIVE, SLOT_QUEUE, slots, c->max,
+		      ANSWER_ACCESS | ANSWER_NOT_FOUND | ANSWER_LOCKED, answer);
+	for (i = 0; st == AL_OK && i < c->max; i++) {
+		skip[i] = answer[i] == AMQP_RESOURCE_LOCKED || answer[i] == AMQP_NOT_FOUND;
+		if (answer[i] == AMQP_RESOURCE_LOCKED)
+			st = add_problem(c, SEM_EXCLUSIVE_SLOT, i + 1, false);
+		else if (answer[i] == AMQP_NOT_FOUND)
+			trace("slot queue %u was deleted during the check", i + 1);
+		else if (answer[i] == AMQP_ACCESS_REFUSED)
+			trace("slot queue %u may not be looked at", i + 1);
+	}
+	free(answer);
+	return st;
+}
+
+/* The type of every slot queue but those in skip[]. A redeclare that the
+ * broker refuses costs a round trip or two (and a line in its log), so
+ * the slots are redeclared, pipelined, as the type of the lowest one
+ * (which slot_type_of finds), and only those refused are asked again: as
+ * quorum queues, which a classic queue refuses (406) whatever its
+ * arguments. (A broker that refused x-queue-type classic said outright
+ * for a classic slot queue would get every slot asked that way.) Most
+ * slots give the semaphore its type, the lowest slot's on a tie; the
+ * others are reported. Redeclaring a slot queue that was deleted
+ * meanwhile would make it again: only under the admin mutex. */
+static enum al_status check_types(struct sem *s, const unsigned *slots, const bool *skip,
+				  struct sem_check *c)
+{
+	const unsigned accept = ANSWER_MISMATCH | ANSWER_LOCKED | ANSWER_NOT_FOUND;
+	unsigned *asked = calloc(c->max, sizeof(*asked)), *again = calloc(c->max, sizeof(*again));
+	size_t *again_at = calloc(c->max, sizeof(*again_at)), n = 0, m = 0, count[2] = {0, 0}, j;
+	uint16_t *answer = calloc(c->max, sizeof(*answer));
+	/* Per slot asked: its enum slot_type, or -1 if it tells none (taken
+	 * or deleted meanwhile: 405, 404). */
+	int *type = calloc(c->max, sizeof(*type)), lowest = -1;
+	enum slot_type first = SLOT_CLASSIC;
+	enum al_status st = AL_OK;
+	bool fallback;
+
+	if (!asked || !again || !again_at || !answer || !type)
+		st = fail(AL_BROKER, "out of memory");
+	for (j = 0; st == AL_OK && j < c->max; j++)
+		if (!skip[j])
+			asked[n++] = slots[j];
+	if (st == AL_OK && n > 0 && (st = slot_type_of(s, asked[0], &first)) == AL_OK)
+		st = ask_each(s, first == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_CLASSIC,
+			      SLOT_QUEUE, asked, n, accept, answer);
+	fallback = n > 0 && first == SLOT_CLASSIC && answer[0] != 0;
+	for (j = 0; st == AL_OK && j < n; j++) {
+		if (answer[j] != 0 && answer[j] != AMQP_PRECONDITION_FAILED)
+			type[j] = -1;
+		else if (answer[j] == 0 && !fallback)
+			type[j] = (int)first;
+		else if (first == SLOT_QUORUM)
+			type[j] = SLOT_CLASSIC; /* refused as a quorum queue */
+		else
+			again_at[m++] = j;
+	}
+	for (j = 0; st == AL_OK && j < m; j++)
+		again[j] = asked[again_at[j]];
+	if (st == AL_OK && m > 0)
+		st = ask_each(s, DECLARE_QUORUM, SLOT_QUEUE, again, m, accept, answer);
+	for (j = 0; st == AL_OK && j < m; j++) {
+		type[again_at[j]] = -1;
+		if (answer[j] == 0)
+			type[again_at[j]] = SLOT_QUORUM;
+		else if (answer[j] == AMQP_PRECONDITION_FAILED)
+			type[again_at[j]] = SLOT_CLASSIC;
+	}
+	for (j = 0; st == AL_OK && j < n; j++) {
+		if (type[j] < 0)
+			continue;
+		count[type[j]]++;
+		if (lowest < 0)
+			lowest = type[j];
+	}
+	if (st == AL_OK && lowest >= 0) {
+		c->typed = true;
+		c->slot_type = (enum slot_type)lowest;
+		if (count[SLOT_QUORUM] != count[SLOT_CLASSIC])
+			c->slot_type = count[SLOT_QUORUM] > count[SLOT_CLASSIC] ? SLOT_QUORUM
+										: SLOT_CLASSIC;
+		trace("%s has %s slots", s->name.base, sem_slot_type_name(c->slot_type));
+	}
+	for (j = 0; st == AL_OK && j < n; j++) {
+		if (type[j] < 0 || type[j] == (int)c->slot_type)
+			continue;
+		if ((st = add_problem(c, SEM_MIXED_TYPE, asked[j], false)) == AL_OK)
+			c->problem[c->len - 1].type = (enum slot_type)type[j];
+	}
+	free(asked);
+	free(again);
+	free(again_at);
+	free(answer);
+	free(type);
+	return st;
+}
+
+/* The problems of slots 1..max: exclusive slot queues, and mixed types
+ * when the admin mutex is held. */
+static enum al_status check_slots(struct sem *s, bool locked, struct sem_check *c)
+{
+	unsigned *slots = calloc(c->max, sizeof(*slots)), i;
+	bool *skip = calloc(c->max, sizeof(*skip));
+	enum al_status st = AL_OK;
+
+	if (!slots || !skip)
+		st = fail(AL_BROKER, "out of memory");
+	for (i = 0; st == AL_OK && i < c->max; i++)
+		slots[i] = i + 1;
+	if (st == AL_OK)
+		st = check_exclusive_slots(s, slots, c, skip);
+	if (st == AL_OK && locked)
+		st = check_types(s, slots, skip, c);
+	else if (st == AL_OK)
+		trace("slot types not checked: the admin mutex is not held");
+	free(slots);
+	free(skip);
+	return st;
+}
+
+/* Stray holder queues as find_holders sorts them, deleted with `repair`;
+ * one that a holder has taken since is a holder's now, no problem. */
+static enum al_status check_holders(struct sem *s, bool repair, struct sem_check *c)
+{
+	struct slot_list strays = {0};
+	uint16_t *answer = NULL;
+	enum al_status st = find_holders(s, c->max, &strays, &c->orphans);
+	size_t i;
+
+	if (st == AL_OK && repair)
+		st = delete_holders(s, &strays, 0, &answer);
+	for (i = 0; st == AL_OK && i < strays.len; i++) {
+		if (answer && answer[i] == AMQP_RESOURCE_LOCKED)
+			trace("holder queue %u is held now; kept", strays.slot[i]);
+		else
+			st = add_problem(c, SEM_STRAY_HOLDER, strays.slot[i], answer != NULL);
+	}
+	free(answer);
+	free(strays.slot);
+	return st;
+}
+
+enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
+{
+	enum al_status st;
+	bool locked, stray;
+
+	memset(out, 0, sizeof(*out));
+	if ((st = lock_admin(s, repair, &locked, &stray)) != AL_OK)
+		return st;
+	if (stray)
+		st = add_problem(out, SEM_STRAY_MUTEX, 0, locked);
+	if (st == AL_OK)
+		st = count_slots(s, &out->max);
+	if (st == AL_OK)
+		st = check_stray_slots(s, repair, out);
+	if (st == AL_OK && out->max > 0)
+		st = check_slots(s, locked, out);
+	if (st == AL_OK)
+		st = check_holders(s, repair, out);
+	/* As in sem_admin: after a failure, closing the connection releases
+	 * the mutex. */
+	if (st == AL_OK && locked)
+		st = queue_call(s, DELETE_QUEUE, s->name.base, AL_OK);
+	return st;
+}
+
+void sem_check_free(struct sem_check *c)
+{
+	free(c->problem);
+	free(c->orphans.slot);
+	memset(c, 0, sizeof(*c));
+}
+
+void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *buf)
+{
+	if (p->kind == SEM_STRAY_MUTEX)
+		snprintf(buf, QUEUE_NAME_MAX + 1, "%s", s->name.base);
+	else
+		sem_name_slot(&s->name, p->slot,
+			      p->kind == SEM_STRAY_HOLDER ? HOLDER_QUEUE : SLOT_QUEUE, buf);
 }

@@ -32,6 +32,8 @@ struct sem {
 	 * the slots there are; slot_type_given makes them refuse another. */
 	enum slot_type slot_type;
 	bool slot_type_given;
+	/* Answers in to the verification sem_verify_send last sent. */
+	unsigned verify_answers;
 };
 
 enum sem_admin_op {
@@ -46,6 +48,10 @@ struct sem_change {
 	unsigned previous; /* slots before */
 	unsigned max;      /* slots after */
 	unsigned swept;    /* stray slot queues found above max and deleted */
+	/* Stray holder queues (no connection holds them) deleted, and those
+	 * the broker would not let us delete (a user without configure
+	 * permission on holder queues). */
+	unsigned swept_holders, holders_kept;
 };
 
 /* Runs one administrative change under the admin mutex. Every operation
@@ -84,15 +90,16 @@ enum al_status sem_watch_releases(struct sem *s);
  * closes; costs no round trip. */
 enum al_status sem_released(struct sem *s, unsigned slot);
 
-/* While holding: asks the broker whether the slot still exists (a passive
- * declare, never a publish, so a broker alarm cannot block it). The answer
- * is taken by sem_held_poll. */
+/* While holding: asks the broker whether the slot still exists and the
+ * holder queue is still ours (passive declares, never a publish, so a
+ * broker alarm cannot block them). The answers are taken by sem_held_poll. */
 enum al_status sem_verify_send(struct sem *s, unsigned slot);
 
 /* While holding: takes whatever the broker has sent. AL_OK while the slot
- * is still held, with *verified set if a verification came back; AL_LOST
- * if the slot was removed or the connection failed, with the reason
- * recorded ("its slot queue ... was deleted", or the connection's). */
+ * is still held, with *verified set once a whole verification came back;
+ * AL_LOST if the slot was removed, the holder queue deleted or taken, or
+ * the connection failed, with the reason recorded ("its slot queue ...
+ * was deleted", or the connection's). */
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified);
 
 /* Holders above max: after a remove or destroy they keep their slots until
@@ -103,5 +110,63 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
  * read. Free it with sem_status_free, also after a failure. */
 enum al_status sem_status(struct sem *s, struct sem_status *out);
 void sem_status_free(struct sem_status *st);
+
+/* What sem_check finds wrong with a semaphore. */
+enum sem_problem_kind {
+	/* A shared queue where the admin mutex goes: a real mutex is
+	 * exclusive, and every administrator would wait for this one for
+	 * ever. */
+	SEM_STRAY_MUTEX,
+	/* A slot queue above max, behind a hole. */
+	SEM_STRAY_SLOT,
+	/* A slot queue exclusive to some connection: it goes with that
+	 * connection and leaves a hole. */
+	SEM_EXCLUSIVE_SLOT,
+	/* A slot queue of another type than most. */
+	SEM_MIXED_TYPE,
+	/* A holder queue that no connection holds exclusively: its slot
+	 * reads as held for ever. */
+	SEM_STRAY_HOLDER,
+};
+
+struct sem_problem {
+	enum sem_problem_kind kind;
+	unsigned slot;       /* 0 for the mutex */
+	enum slot_type type; /* SEM_MIXED_TYPE: the type of this slot */
+	bool repaired;
+};
+
+struct sem_check {
+	unsigned max;
+	/* The type of most slots; known (typed) when there are slots and
+	 * they could be checked under the admin mutex. */
+	bool typed;
+	enum slot_type slot_type;
+	/* In the order found: the mutex, stray slots, exclusive slots,
+	 * mixed types, stray holders; slots ascending within each kind. */
+	struct sem_problem *problem;
+	size_t len, cap;
+	unsigned repaired;
+	/* Real holders above max: not a problem. */
+	struct slot_list orphans;
+};
+
+/* An fsck for one semaphore, under the admin mutex: counts the slots one
+ * by one and looks for each kind of problem above. With `repair` it
+ * deletes the strays (slot queues above max highest first, holder queues,
+ * a leftover mutex); the other problems cannot be repaired by deleting.
+ * Without `repair` nothing changes: a leftover mutex is then reported
+ * and the rest checked without the mutex, but for the slot types, whose
+ * check redeclares slot queues. Free out with sem_check_free, also after
+ * a failure. */
+enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out);
+void sem_check_free(struct sem_check *c);
+
+/* The name of the queue that problem p is about, into buf
+ * (QUEUE_NAME_MAX + 1 bytes). */
+void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *buf);
+
+/* "classic" or "quorum". */
+const char *sem_slot_type_name(enum slot_type t);
 
 #endif

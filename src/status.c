@@ -1,6 +1,7 @@
 #include "status.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static char message[512];
 
@@ -16,6 +17,7 @@ const char *status_name(enum al_status st)
 		[AL_CONNECTION] = "connection",
 		[AL_ACCESS] = "access",
 		[AL_BROKER] = "broker",
+		[AL_DAMAGED] = "damaged",
 	};
 	if ((unsigned)st < sizeof(names) / sizeof(names[0]) && names[st])
 		return names[st];
@@ -53,13 +55,17 @@ int trace_enabled;
 
 void trace(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
+	int n;
 
 	if (!trace_enabled)
 		return;
+	/* One write, so that a command's output never lands mid-line. */
+	n = snprintf(line, sizeof(line), "amqplock: ");
 	va_start(ap, fmt);
-	fputs("amqplock: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
+	strcat(line, "\n");
+	fputs(line, stderr);
 }

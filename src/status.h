@@ -15,6 +15,7 @@ enum al_status {
 	AL_CONNECTION = 6, /* unreachable, TLS, timeout, dropped */
 	AL_ACCESS = 7,     /* login refused or permission denied */
 	AL_BROKER = 8,     /* any other broker, protocol or internal error */
+	AL_DAMAGED = 9,    /* check: problems found and not all repaired */
 };
 
 /* The name scripts see in JSON ("busy", "not_found", ...). */

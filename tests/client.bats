@@ -19,27 +19,8 @@ await_slot() {
     head -n 1 "$T/$1.out"
 }
 
-# connected PID: amqplock PID has a socket open, i.e. it is past its
-# signal setup and talking to the broker (or waiting for a slot).
-connected() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'socket:'; }
-
 # json_status NAME FILTER: jq -c FILTER of status --json
 json_status() { al --json status "$1" | jq -c "$2"; }
-
-# slot_free NAME K / slot_held NAME K
-slot_free() { al --json status "$1" | jq -e --argjson k "$2" '.free | index($k) != null' >/dev/null; }
-slot_held() { al --json status "$1" | jq -e --argjson k "$2" '.held | index($k) != null' >/dev/null; }
-
-# A number no other process uses as its sleep argument: "sleep $MARK" and
-# "sleep $((MARK + 1))" mark the processes a test starts under a command.
-new_mark() {
-    MARK=$((3000000 + (RANDOM * 32768 + RANDOM) % 6000000))
-    MARKS+=("$MARK" "$((MARK + 1))")
-}
-# marker_pids M: the pids of "sleep M" processes
-marker_pids() { pgrep -fx "sleep $1" || true; }
-no_marker() { [ -z "$(marker_pids "$1")" ]; }
-has_marker() { ! no_marker "$1"; }
 
 # holdq QUEUE...: holds exclusive QUEUEs on a connection of a perl client
 # that never checks anything (an orphan that stays); pid in HOLDQ.
@@ -52,20 +33,12 @@ holdq() {
 }
 
 setup() {
-    n=$(unique_name)
-    T=$BATS_TEST_TMPDIR
-    PIDS=()
-    MARKS=()
+    test_init
 }
 
 teardown() {
-    local m i
     stop_bg
-    for m in "${MARKS[@]}"; do
-        for i in $(marker_pids "$m"); do
-            kill -KILL "$i" 2>/dev/null || true
-        done
-    done
+    kill_marks
     al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
 }
 
@@ -499,13 +472,9 @@ teardown() {
 
 @test "a held slot removed: CMD and its children get TERM, hold exits 4 with 'lost slot'" {
     al create "$n" 1
-    new_mark
-    local m=$MARK
-    bg h hold "$n" -- sh "$H/victim.sh" "$T" "$m"
-    local h=$BG
-    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    victim_hold hold "$n"
+    local h=$BG m=$MARK
     [ "$(cat "$T/ready")" = 1 ]
-    has_marker "$m"
 
     local t0
     t0=$(now)
@@ -527,13 +496,8 @@ teardown() {
 
 @test "--lost-signal USR1 --grace 1: a CMD that ignores TERM gets USR1, then SIGKILL a second later" {
     al create "$n" 1
-    new_mark
-    local m=$MARK
-    IGNORE_TERM=1 bg h hold --lost-signal USR1 --grace 1 "$n" -- sh "$H/victim.sh" "$T" "$m"
-    local h=$BG
-    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
-    has_marker "$m"
-    local cmd t1
+    IGNORE_TERM=1 victim_hold hold --lost-signal USR1 --grace 1 "$n"
+    local h=$BG m=$MARK cmd t1
     cmd=$(cat "$T/pid")
 
     al remove "$n"
@@ -554,13 +518,8 @@ teardown() {
 
 @test "--grace 1: a CMD that survives the default lost signal TERM is killed a second later" {
     al create "$n" 1
-    new_mark
-    local m=$MARK
-    IGNORE_TERM=1 bg h hold --grace 1 "$n" -- sh "$H/victim.sh" "$T" "$m"
-    local h=$BG
-    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
-    has_marker "$m"
-    local cmd t1
+    IGNORE_TERM=1 victim_hold hold --grace 1 "$n"
+    local h=$BG m=$MARK cmd t1
     cmd=$(cat "$T/pid")
 
     al remove "$n"
@@ -609,12 +568,9 @@ teardown() {
 
 @test "the broker closing hold's connection: CMD gets TERM, hold exits 4 with 'lost slot'" {
     al create "$n" 1
-    new_mark
-    local m=$MARK
     rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/before"
-    bg h hold "$n" -- sh "$H/victim.sh" "$T" "$m"
-    local h=$BG
-    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    victim_hold hold "$n"
+    local h=$BG m=$MARK
     rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/after"
     local conn
     conn=$(comm -13 "$T/before" "$T/after")
@@ -635,16 +591,12 @@ teardown() {
 
 @test "a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 4" {
     al create "$n" 1
-    new_mark
-    local m=$MARK
     perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
     local proxy=$!
     keep "$proxy"
     wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
-    bg h --heartbeat 1 --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" \
-        hold "$n" -- sh "$H/victim.sh" "$T" "$m"
-    local h=$BG
-    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    victim_hold --heartbeat 1 --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" hold "$n"
+    local h=$BG m=$MARK
     sleep 1.5
     running "$h"
 
@@ -731,15 +683,16 @@ teardown() {
 
 @test "a hold whose slot was removed counts as an orphan until its command has ended" {
     al create "$n" 1
-    # the command takes 2 s to end after TERM
-    bg h hold "$n" -- perl -e '$SIG{TERM} = sub { sleep 2; open(my $f, ">", $ARGV[0]); exit 0 };
+    # The command takes 5 s to end after TERM: longer than the broker would
+    # keep a connection that amqplock no longer served (3 heartbeats of 1 s).
+    bg h --heartbeat 1 hold "$n" -- perl -e '$SIG{TERM} = sub { sleep 5; open(my $f, ">", $ARGV[0]); exit 0 };
         open(my $r, ">", "$ARGV[0].ready"); close $r; sleep 1 while 1' "$T/done"
     local h=$BG
     wait_until 10 test -e "$T/done.ready" || fail "CMD did not start: $(cat "$T/h.err")"
     al remove "$n" 1
     run -0 al wait -w 20 "$n"
     [ -e "$T/done" ] || fail "wait returned while the orphan's command still ran"
-    wait_exit "$h" 5
+    wait_exit "$h" 8
     [ "$rc" -eq 4 ]
 }
 

@@ -334,6 +334,7 @@ man_text() { cat "$SRC/man.txt"; }
         'amqplock hold --grace ' ''
         'amqplock hold jobs --lost-signal TERM --prefix ' ''
         'amqplock create --slot-type q' quorum
+        'amqplock check jobs --rep' --repair
         'amqplock add jobs --slot-type=c' classic
         # -- after hold NAME, unless -c TEXT stands for the command
         'amqplock hold jobs ' --
@@ -412,6 +413,7 @@ man_text() { cat "$SRC/man.txt"; }
         'amqplock help cr'
         'amqplock hold jobs -- amqplock cr'
         'amqplock add jobs --slot-type=q'
+        'amqplock check --rep'
     )
     run -0 zsh_complete "${lines[@]}"
     assert_output "$(printf '%s\n' \
@@ -425,7 +427,8 @@ man_text() { cat "$SRC/man.txt"; }
         'amqplock hold -nw 5 jobs --grace=' \
         'amqplock help create ' \
         'amqplock hold jobs -- amqplock create ' \
-        'amqplock add jobs --slot-type=quorum ')"
+        'amqplock add jobs --slot-type=quorum ' \
+        'amqplock check --repair ')"
 }
 
 @test "fish -n passes, and fish completes commands, options, files and hold's command" {

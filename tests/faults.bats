@@ -14,9 +14,7 @@ bats_require_minimum_version 1.5.0
 load helper
 
 setup() {
-    n=$(unique_name)
-    T=$BATS_TEST_TMPDIR
-    PIDS=()
+    test_init
 }
 
 teardown() {
@@ -32,9 +30,6 @@ teardown() {
     al destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
 }
 
-# note TEXT: a measurement, shown in the TAP output.
-note() { echo "# $*" >&3; }
-
 # --- 1. at most N holders ---------------------------------------------------------
 
 # Turns of the critical section per contention test: 500 proves the
@@ -42,66 +37,15 @@ note() { echo "# $*" >&3; }
 # (AMQPLOCK_TEST_TURNS) to stay within its time budget.
 TURNS=${AMQPLOCK_TEST_TURNS:-500}
 
-# contend DIR CLIENTS ENTRIES: CLIENTS loops of `hold -w 120 $n -- crit.pl DIR`
-# in the background, each going round until DIR/log has ENTRIES entries
-# (or DIR/stop exists); every hold's exit status goes to DIR/rc. Pids in
-# CLIENT_PIDS.
+# contend DIR CLIENTS ENTRIES: CLIENTS loops (client_loops, helper.bash)
+# of `hold -w 120 $n -- crit.pl DIR`, going round until DIR/log has
+# ENTRIES entries (or DIR/stop exists).
 contend() {
-    local d=$1 clients=$2 entries=$3 i
-    CLIENT_PIDS=()
-    for i in $(seq 1 "$clients"); do
-        (
-            while [ ! -e "$d/stop" ] && [ "$(wc -l <"$d/log")" -lt "$entries" ]; do
-                rc=0
-                timeout 150 "$AMQPLOCK_BIN" hold -w 120 "$n" -- perl "$H/crit.pl" "$d" \
-                    2>>"$d/err" </dev/null || rc=$?
-                echo "$rc" >>"$d/rc"
-            done
-        ) 2>/dev/null 3>&- &
-        CLIENT_PIDS+=("$!")
-        PIDS+=("$!")
-    done
-}
-
-# finish_contention SECS: waits for every client loop to end.
-finish_contention() {
-    local p
-    for p in "${CLIENT_PIDS[@]}"; do
-        wait_until "$1" ended "$p" || fail "client loop $p still runs after $1 s"
-    done
-}
-
-# critical_dir BOUND: a fresh directory for crit.pl, allowing BOUND inside.
-critical_dir() {
-    local d=$T/crit
-    mkdir -p "$d"
-    : >"$d/log"
-    : >"$d/rc"
-    echo "$1" >"$d/bound"
-    echo "$d"
+    client_loops "$1" "$2" "$3" timeout 150 "$AMQPLOCK_BIN" hold -w 120 "$n" -- perl "$H/crit.pl" "$1"
 }
 
 # set_bound DIR N: under the same lock as crit.pl
 set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
-
-# check_contention DIR ENTRIES MOST: no breach recorded, at least ENTRIES
-# turns, and MOST commands were inside at once at some point (the test
-# really contended).
-check_contention() {
-    local d=$1
-    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
-    local turns most
-    turns=$(wc -l <"$d/log")
-    most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
-    note "$turns turns in $(awk '{ if (!a) a = $1; b = $1 } END { printf "%.1f", b - a }' "$d/log") s, at most $most inside at once"
-    [ "$turns" -ge "$2" ] || fail "only $turns turns"
-    [ "$most" -eq "$3" ] || [ "$2" -lt 100 ] || fail "at most $most inside at once, expected $3"
-    # no critical section is left running
-    [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
-}
-
-# exit_counts DIR: "count status" lines of the holds' exit statuses
-exit_counts() { sort -n "$1/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' '; }
 
 @test "at most N: 50 hold -w on 3 slots, 500 turns, never more than 3 inside, never two on a slot" {
     al create "$n" 3
@@ -170,6 +114,54 @@ exit_counts() { sort -n "$1/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' 
     [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
 }
 
+# linger_hold DIR: one `hold -w 30 $n -- crit.pl DIR linger` (the command
+# leaves a setsid child inside for a while), one time in two with
+# --heartbeat 1.
+linger_hold() {
+    local hb=()
+    [ $((RANDOM % 2)) -eq 0 ] && hb=(--heartbeat 1)
+    timeout -k 5 60 "$AMQPLOCK_BIN" "${hb[@]}" hold -w 30 "$n" -- perl "$H/crit.pl" "$1" linger
+}
+
+# Job control in the contention loop: a stopped hold stops its command's
+# processes, a continued one lets them go on only once its slot is checked,
+# and one stopped past the broker's eviction time (with --heartbeat 1 the
+# broker drops it 2.5-3 s in; stops last up to 3 s) loses its slot and
+# exits 4, its command killed before it runs again (crit.pl checks every
+# command that runs again after a stop). Each command also leaves a setsid
+# child inside for a while, which keeps the slot. About 35 s.
+@test "at most N under job control: kill -TSTP/-CONT and kill -9 of random holds, setsid children outliving CMD" {
+    al create "$n" 3
+    local d
+    d=$(critical_dir 3)
+    : >"$d/stops"
+    : >"$d/killed"
+    # 20 loops of linger_hold, until $d/stop exists
+    client_loops "$d" 20 0 linger_hold "$d"
+    perl "$H/stopper.pl" "$d" 2>"$d/stopper.err" 3>&- &
+    local stopper=$!
+    PIDS+=("$stopper")
+    wait_until 35 turns_at_least "$d" 400 || true
+    touch "$d/stop"
+    wait_until 10 ended "$stopper" || fail "the stopper did not stop"
+    finish_contention 60
+    [ ! -s "$d/stopper.err" ] || fail "stopper: $(cat "$d/stopper.err")"
+    local stops long kills
+    stops=$(wc -l <"$d/stops")
+    long=$(awk '$2 > 2.5' "$d/stops" | wc -l)
+    kills=$(wc -l <"$d/killed")
+    note "$stops holds stopped for 0.05-3 s ($long for more than 2.5 s), $kills killed; hold exits: $(exit_counts "$d")"
+    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+    # lost while stopped (4) and killed (137) are the only failures; a
+    # hold that stays stopped after CONT shows as 1 (others waited 30 s
+    # in vain) or 124 (timeout)
+    [ -z "$(grep -vxE '0|4|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+    check_contention "$d" 100 3
+    [ "$stops" -ge 20 ] || fail "only $stops stops"
+    [ "$kills" -ge 2 ] || fail "only $kills kills"
+    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+}
+
 # start_trappers N [OPTIONS...]: N holds hi of $n (i = 1..N) with OPTIONS,
 # each running trapper.pl, which writes the signals it gets to $T/sigi;
 # their pids in hs (hs[i-1]). Returns once every command runs.
@@ -215,7 +207,9 @@ trappers_lost() {
     local t0
     t0=$(now)
     kill -KILL "${hs[@]}"
-    wait_until 5 test "$(al --json status "$n" | jq -c .held)" = '[]' || fail "slots still held"
+    # (a function: wait_until must run the status again each time)
+    none_held() { [ "$(al --json status "$n" | jq -c .held)" = '[]' ]; }
+    wait_until 5 none_held || fail "slots still held"
     local took
     took=$(since "$t0")
     note "5 slots free $took s after kill -9"
@@ -389,8 +383,8 @@ every_command() {
     local url="amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/"
     bg c --url "$url" --rpc-timeout 2 --heartbeat 0 create "$n" 5000
     local c=$BG
-    wait_until 10 test "$(rmqctl -q list_queues name --no-table-headers | grep -c "^amqplock.$n-")" -gt 20 ||
-        fail "create made no progress: $(cat "$T/c.err")"
+    progressed() { [ "$(rmqctl -q list_queues name --no-table-headers | grep -c "^amqplock.$n-")" -gt 20 ]; }
+    wait_until 10 progressed || fail "create made no progress: $(cat "$T/c.err")"
     local t0
     t0=$(now)
     kill -STOP "$proxy"

@@ -93,7 +93,25 @@ since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }'
 at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
 at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
 
-# --- background processes (tests set T=$BATS_TEST_TMPDIR and PIDS=()) ---
+# note TEXT: a measurement, shown in the TAP output as a "# ..." line.
+note() { echo "# $*" >&3; }
+
+# test_init: the state the helpers below expect, for setup(): n, a
+# semaphore name of the test's own; T, its scratch directory; PIDS, the
+# background processes stop_bg ends; MARKS, the marks kill_marks ends.
+test_init() {
+    n=$(unique_name)
+    T=$BATS_TEST_TMPDIR
+    PIDS=()
+    MARKS=()
+}
+
+# slot_free NAME K / slot_held NAME K: status --json lists slot K as free
+# / held.
+slot_free() { al --json status "$1" | jq -e --argjson k "$2" '.free | index($k) != null' >/dev/null; }
+slot_held() { al --json status "$1" | jq -e --argjson k "$2" '.held | index($k) != null' >/dev/null; }
+
+# --- background processes (setup calls test_init) ---
 
 # bg TAG ARGS...: amqplock ARGS in the background, stdout in $T/TAG.out and
 # stderr in $T/TAG.err, its pid in BG (the pid of amqplock itself, to send
@@ -160,3 +178,107 @@ wait_exit() {
 
 # has_line FILE REGEX (grep -E -x)
 has_line() { grep -qEx -- "$2" "$1" 2>/dev/null; }
+
+# connected PID: amqplock PID has a socket open, i.e. it is past its
+# signal setup and talking to the broker (or waiting for a slot).
+connected() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'socket:'; }
+
+# --- marked processes: "sleep MARK" under a command ---
+
+# new_mark: a number no other process uses as its sleep argument, in MARK:
+# "sleep $MARK" and "sleep $((MARK + 1))" mark the processes a test starts
+# under a command. kill_marks (teardown) kills what is left of them.
+new_mark() {
+    MARK=$((3000000 + (RANDOM * 32768 + RANDOM) % 6000000))
+    MARKS+=("$MARK" "$((MARK + 1))")
+}
+# marker_pids M: the pids of "sleep M" processes
+marker_pids() { pgrep -fx "sleep $1" || true; }
+no_marker() { [ -z "$(marker_pids "$1")" ]; }
+has_marker() { ! no_marker "$1"; }
+kill_marks() {
+    local m p
+    for m in "${MARKS[@]}"; do
+        for p in $(marker_pids "$m"); do
+            kill -KILL "$p" 2>/dev/null || true
+        done
+    done
+}
+
+# victim_hold ARGS...: `amqplock ARGS -- victim.sh $T MARK` (ARGS end with
+# hold's semaphore name) in the background with tag h (bg), MARK a fresh
+# new_mark; returns once CMD runs and has started its "sleep MARK". Pid in
+# BG. IGNORE_TERM=1 victim_hold ... passes IGNORE_TERM on to victim.sh.
+victim_hold() {
+    new_mark
+    bg h "$@" -- sh "$H/victim.sh" "$T" "$MARK"
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    has_marker "$MARK" || fail "CMD's grandchild sleep $MARK does not run"
+}
+
+# --- contention: loops of holds around crit.pl's critical section ---
+
+# critical_dir BOUND: a fresh directory for crit.pl ($T/crit), allowing
+# BOUND inside.
+critical_dir() {
+    local d=$T/crit
+    mkdir -p "$d"
+    : >"$d/log"
+    : >"$d/rc"
+    echo "$1" >"$d/bound"
+    echo "$d"
+}
+
+# client_loops DIR CLIENTS ENTRIES CMD...: CLIENTS loops in the background,
+# each running CMD (a hold, or a function that runs one) again and again
+# until DIR/stop exists or, unless ENTRIES is 0, DIR/log has ENTRIES
+# entries. CMD runs with CLIENT set to its loop's number (1..CLIENTS),
+# stdin from /dev/null and stderr appended to DIR/err; each exit status
+# goes to DIR/rc. Pids in CLIENT_PIDS (and PIDS).
+client_loops() {
+    local d=$1 clients=$2 entries=$3 CLIENT
+    shift 3
+    CLIENT_PIDS=()
+    for CLIENT in $(seq 1 "$clients"); do
+        (
+            while [ ! -e "$d/stop" ] && { [ "$entries" -eq 0 ] || [ "$(wc -l <"$d/log")" -lt "$entries" ]; }; do
+                rc=0
+                "$@" 2>>"$d/err" </dev/null || rc=$?
+                echo "$rc" >>"$d/rc"
+            done
+        ) 2>/dev/null 3>&- &
+        CLIENT_PIDS+=("$!")
+        PIDS+=("$!")
+    done
+}
+
+# finish_contention SECS: waits for every client loop to end.
+finish_contention() {
+    local p
+    for p in "${CLIENT_PIDS[@]}"; do
+        wait_until "$1" ended "$p" || fail "client loop $p still runs after $1 s"
+    done
+}
+
+# turns DIR: how many turns crit.pl's critical section has seen
+turns() { wc -l <"$1/log"; }
+turns_at_least() { [ "$(turns "$1")" -ge "$2" ]; }
+
+# check_contention DIR ENTRIES MOST: no breach recorded, at least ENTRIES
+# turns, and MOST commands were inside at once at some point (the test
+# really contended; not asked of fewer than 100 turns).
+check_contention() {
+    local d=$1
+    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+    local count most
+    count=$(turns "$d")
+    most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
+    note "$count turns in $(awk '{ if (!a) a = $1; b = $1 } END { printf "%.1f", b - a }' "$d/log") s, at most $most inside at once"
+    [ "$count" -ge "$2" ] || fail "only $count turns"
+    [ "$most" -eq "$3" ] || [ "$2" -lt 100 ] || fail "at most $most inside at once, expected $3"
+    # no critical section is left running
+    [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
+}
+
+# exit_counts DIR: the holds' exit statuses as "COUNTxSTATUS ...", one line
+exit_counts() { sort -n "$1/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' '; }

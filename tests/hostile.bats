@@ -255,6 +255,10 @@ options_table() {
     row 'acquire --admin-wait 1'           '--admin-wait'     acquire --admin-wait 1 jobs
     row 'acquire --lost-signal TERM'       '--lost-signal'    acquire --lost-signal TERM jobs
     row 'hold --overshoot 1'               '--overshoot'      hold --overshoot 1 jobs -- true
+    row 'status --repair'                  '--repair'         status --repair jobs
+    row 'destroy --repair'                 '--repair'         destroy jobs --repair
+    row 'check --slot-type quorum'         '--slot-type'      check --slot-type quorum jobs
+    row '--repair before the command'      '--repair'         --repair check jobs
     row '--nonblock before the command'    '--nonblock'       --nonblock acquire jobs
     row 'option without its value'         '"--wait"'         acquire jobs --wait
     row '-c without its value'             '-c'               hold -c
@@ -271,6 +275,8 @@ options_table() {
     row 'acquire without NAME'             -                  acquire
     row 'wait without NAME'                -                  wait -w 1
     row 'status with an extra argument'    -                  status jobs extra
+    row 'check --repair with two names'    -                  check --repair jobs extra
+    row 'check --repair without NAME'      -                  check --repair
     row 'acquire with an extra argument'   -                  acquire jobs extra
     row 'wait with two names'              -                  wait a b
     row 'destroy, extra argument after --' -                  destroy jobs -- extra

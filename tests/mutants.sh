@@ -13,13 +13,25 @@ cd "$(dirname "$0")/.."
 mutants() {
     cat <<'EOF'
 shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most N: 50 hold
-no-watchdog|src/hold.c|s/prctl\(PR_SET_PDEATHSIG, SIGKILL\);//; s/(enum al_status hold_guard_start\(void\)\n\{)/$1\n\treturn AL_OK;/|faults.bats|^kill -9 of 5 holds
+no-keeper-kill|src/supervise.c|s/\t\t\t\tk->killing = true;\n\t\t\t\tfds\[0\]\.fd = -1;/\t\t\t\tfds[0].fd = -1;/|containment.bats|^kill -9 of the hold ends
+no-subreaper|src/supervise.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
+resume-unchecked|src/hold.c|s/if \(verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|^a 5 s kill -STOP
+stop-without-command|src/hold.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
+no-parent-watch|src/supervise.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
+holder-queue-unchecked|src/sem.c|s/return st == AL_OK \? slot_send\(s, DECLARE_PASSIVE, slot, HOLDER_QUEUE\) : st;/return st;/|containment.bats|^the holder queue deleted
+signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_interrupted\);//|containment.bats|^a signal while logging in
+inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.bats|^SIGCHLD ignored
+dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
+url-in-ps|src/main.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
 late-signal|src/hold.c|s/return h->s->conn->heartbeat \? \(double\)/return h->s->conn->heartbeat ? 3.0 * (double)/|faults.bats|^silent partitions
 lost-exits-0|src/hold.c|s/\tif \(h\.lost_at\)\n\t\treturn AL_LOST;\n//|faults.bats|^the broker's app stopped
 no-connect-deadline|src/conn.c|s/now_seconds\(\) \+ o->connect_timeout;/now_seconds() + 30;/|faults.bats|^a listener that never speaks
 no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
-no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s\)\n\{)/$1\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
+no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
+holders-taken-for-strays|src/sem.c|s/if \(answer\[i\] == 0\)\n\t\t\tst = append\(strays,/if (answer[i] != AMQP_NOT_FOUND)\n\t\t\tst = append(strays,/|check.bats|^real holders
+no-holder-sweep|src/sem.c|s/(static enum al_status sweep_holders\(struct sem \*s, unsigned max, struct sem_change \*out\)\n\{)/$1\n\treturn AL_OK;/|check.bats|swept_holders
+mutex-taken-for-stray|src/sem.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
 lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\n\treturn NULL;/|hostile.bats|.
 leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
 password-shown|src/conn.c|s/"%s:%d", host, l\.info\.port/"%s:%s:%d", l.info.password, host, l.info.port/|secrets.bats|password

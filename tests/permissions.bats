@@ -94,9 +94,7 @@ exits() {
 }
 
 setup() {
-    n=$(unique_name)
-    T=$BATS_TEST_TMPDIR
-    PIDS=()
+    test_init
 }
 
 teardown() {
@@ -259,6 +257,31 @@ new_holder() {
     wait_exit "$BG" 5
     [ "$rc" -eq 0 ] || fail "acquire exited $rc: $(cat "$T/a.err")"
     [ "$(held_by inspector "$n")" = "[]" ]
+}
+
+@test "check: a client's stray holder queue; admin repairs it, adminonly cannot delete it" {
+    as admin create "$n" 2
+    # the issue: a client declares a holder queue durable and not exclusive
+    HOLDQ_USER=$PERM_TAG-client HOLDQ_PASS=$PERM_PW HOLDQ_VHOST=$PERM_VHOST \
+        timeout 20 perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" --shared "amqplock.$n-1-B" --exit \
+        >"$T/holdq.out" 2>&1 </dev/null 3>&- || fail "holdq.pl: $(cat "$T/holdq.out")"
+    [ "$(held_by admin "$n")" = "[1]" ]
+    refused client check "$n"
+    refused inspector check --repair "$n"
+    run -9 --separate-stderr as adminonly --json check "$n"
+    assert_json '(.problems | map([.kind, .slot, .repaired])) == [["stray_holder", 1, false]]
+        and .error == "damaged"'
+    # adminonly may not delete holder queues: check --repair is refused,
+    # and the administrative commands leave the stray with a warning
+    refused adminonly check --repair "$n"
+    [[ $stderr == *"amqplock.$n-1-B"* ]] || fail "the message does not name the queue: '$stderr'"
+    run -0 --separate-stderr as adminonly add "$n"
+    [[ $stderr == "amqplock: warning: 1 stray holder queue(s) of $n could not be deleted"* ]] ||
+        fail "no warning: '$stderr'"
+    run -0 --separate-stderr as admin --json check --repair "$n"
+    assert_json '.ok and .repaired == 1 and (.problems | map([.kind, .repaired])) == [["stray_holder", true]]'
+    run -0 as client hold -n "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 1
 }
 
 @test "waiters: a client consumes from #waiters; without read or configure on it, it polls" {

@@ -2,16 +2,21 @@
 # Secrets and TLS against a live broker. No password in any output (text,
 # --json, -v; wrong password, failures after login, usage errors); the
 # password file and the private key refused when group or others can read
-# them, before any connection; the password file's first line; the URL and
-# password kept out of CMD's environment and out of every cmdline; amqps://
-# verifying the broker's certificate and host name by default, its
+# them, before any connection; the password file's first line, read once
+# per run, from a file, a pipe (<(...), /dev/stdin) or a FIFO; the URL and
+# password kept out of CMD's environment and out of every cmdline (a --url
+# password replaced by '*' however the option is spelled, CMD's own
+# arguments untouched); run as a non-root user, nothing CMD can read (its
+# environment, /proc of the keeper and of amqplock, ps) shows the password;
+# amqps:// verifying the broker's certificate and host name by default, its
 # failures (exit 6), --insecure, client certificates, and the TLS options'
 # usage errors.
 #
 # Needs jq, perl (core modules only) and the broker of tests/broker.sh with
 # its TLS listener and certificates (AMQPLOCK_TEST_TLS_PORT,
 # AMQPLOCK_TEST_TLS_DIR). Makes a broker user of its own with a
-# distinctive password (setup_file), and deletes it again.
+# distinctive password (setup_file), and deletes it again. The tests that
+# run amqplock as nobody (setpriv) need root, and are skipped without.
 
 bats_require_minimum_version 1.5.0
 load helper
@@ -53,6 +58,7 @@ setup() {
 
 teardown() {
     stop_bg
+    [ -z "${NB-}" ] || rm -rf "$NB"
     export AMQPLOCK_URL=$MAIN_URL
     al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
 }
@@ -139,6 +145,57 @@ fails_quietly() {
         [ -z "$output" ] || fail "stdout: '$output'"
     fi
     [ $verbose = 1 ] || assert_error_line
+}
+
+# feed FIFO LINE...: writes the LINEs into FIFO in the background, once a
+# reader opens it (the text is on no command line: printf is a builtin).
+feed() {
+    local fifo=$1
+    shift
+    (printf '%s\n' "$@" >"$fifo") </dev/null >/dev/null 2>&1 3>&- &
+    keep $!
+}
+
+# piped LINE1 LINE2 ARGS...: amqplock ARGS with the two lines on its stdin,
+# through a pipe.
+piped() {
+    local one=$1 two=$2
+    shift 2
+    printf '%s\n' "$one" "$two" | al "$@"
+}
+
+# A CMD for hold that prints the command lines of its parent (the keeper)
+# and grandparent (amqplock), one per line, NULs as spaces.
+# shellcheck disable=SC2016
+ANCESTORS='p=$PPID; for i in 1 2; do tr "\0" " " <"/proc/$p/cmdline"; echo; p=$(cut -d")" -f2 "/proc/$p/stat" | cut -d" " -f3); done'
+
+# masked TEXT USER: TEXT shows amqp[s]://USER: followed by '*' only up to
+# the '@' (the password replaced), and no password.
+masked() {
+    [[ $1 =~ amqps?://"$2":\*+@ ]] || fail "no amqp://$2:***@ in '$1'"
+    [[ $1 != *s3cr3t* && $1 != *"${SEC_PW#s3cr3t-XYZ-}"* && $1 != *"${BAD_PW#s3cr3t-XYZ-}"* ]] ||
+        fail "a password shows in '$1'"
+}
+
+# For the tests that run amqplock as nobody: needs root. NB is a directory
+# that nobody can use (BATS_TEST_TMPDIR is not); teardown removes it.
+nobody_dir() {
+    [ "$(id -u)" -eq 0 ] || skip "needs root, to run amqplock as nobody"
+    NB=$(mktemp -d /tmp/amqplock-secrets.XXXXXX)
+    chmod 755 "$NB"
+}
+
+# as_nobody TAG ARGS...: like bg, amqplock ARGS as nobody, its output in
+# $NB/TAG.out and .err. setpriv execs amqplock: no wrapper process (such
+# as timeout) is left between the shell and amqplock to keep the URL on its
+# own command line.
+as_nobody() {
+    local tag=$1
+    shift
+    setpriv --reuid=nobody --regid=nogroup --clear-groups "$AMQPLOCK_BIN" "$@" \
+        >"$NB/$tag.out" 2>"$NB/$tag.err" </dev/null 3>&- &
+    BG=$!
+    PIDS+=("$BG")
 }
 
 # The commands tried with a wrong password: none may do anything.
@@ -336,6 +393,113 @@ bad_login_commands() {
     fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
 }
 
+@test "--password-file from <(...), a FIFO or /dev/stdin (pipes): exit 0, the file's password used" {
+    al create "$n" 1
+    # the URL's own password is wrong: only the file's can log in
+    local u=amqp://$SEC_USER:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/
+    run -0 --separate-stderr al -u "$u" --password-file <(printf '%s\n' "$SEC_PW") status "$n"
+    no_secret
+    run -0 --separate-stderr al -u "$u" --password-file <(printf '%s\n' "$SEC_PW") \
+        hold "$n" -- echo held
+    assert_output held
+    no_secret
+
+    mkfifo -m 600 "$T/fifo"
+    feed "$T/fifo" "$SEC_PW"
+    run -0 --separate-stderr al -u "$u" --password-file "$T/fifo" status "$n"
+    no_secret
+    feed "$T/fifo" "$SEC_PW"
+    run -0 --separate-stderr al -u "$u" --password-file "$T/fifo" hold "$n" -- echo held
+    assert_output held
+
+    # /dev/stdin: only the first line is taken; the rest is CMD's
+    run -0 --separate-stderr piped "$SEC_PW" "for CMD" -u "$u" --password-file /dev/stdin \
+        hold "$n" -- cat
+    assert_output "for CMD"
+    no_secret
+    run -0 --separate-stderr piped "$SEC_PW" "" -u "$u" --password-file /dev/stdin status "$n"
+
+    # each broker of a list is tried with the one password (the first
+    # does not answer)
+    run -0 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$(closed_port)/ $u" \
+        --password-file <(printf '%s\n' "$SEC_PW") status "$n"
+}
+
+@test "a wrong password from a FIFO or a pipe is the usual 'login ... refused' (exit 7)" {
+    al create "$n" 1
+    mkfifo -m 600 "$T/fifo"
+    feed "$T/fifo" "$BAD_PW"
+    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/fifo" status "$n"
+    [[ $stderr == "amqplock: login to 127.0.0.1:$AMQPLOCK_TEST_PORT as "*refused* ]] ||
+        fail "stderr: '$stderr'"
+    feed "$T/fifo" "$BAD_PW"
+    fails_quietly 7 --json -u "$GOOD_URL" --password-file "$T/fifo" hold "$n" -- touch "$T/ran"
+    fails_quietly 7 -u "$GOOD_URL" --password-file <(printf '%s\n' "$BAD_PW") status "$n"
+    stderr_has "refused"
+    # an empty pipe is an empty password
+    fails_quietly 7 -u "$GOOD_URL" --password-file <(:) status "$n"
+    [ ! -e "$T/ran" ]
+}
+
+@test "a FIFO open to group or others is refused at once (exit 2, chmod 600); usage errors come before the FIFO is read" {
+    local t0 mode
+    mkfifo "$T/fifo"
+    for mode in 604 640 666; do
+        chmod "$mode" "$T/fifo"
+        t0=$(now)
+        # no writer: refused without waiting for one
+        run -2 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+            --password-file "$T/fifo" status "$n"
+        at_most "$(since "$t0")" 3
+        assert_error_line
+        stderr_has "chmod 600"
+    done
+    # a bad URL anywhere in the list, or a bad option, is reported without
+    # waiting for the FIFO's writer
+    chmod 600 "$T/fifo"
+    t0=$(now)
+    run -2 --separate-stderr al -u "$GOOD_URL amqp://$SEC_USER@127.0.0.1:99999/" \
+        --password-file "$T/fifo" status "$n"
+    assert_error_line
+    stderr_has "2 of 2"
+    run -2 --separate-stderr al -u "$GOOD_URL" --password-file "$T/fifo" \
+        --key "$TLS/client.key" status "$n"
+    assert_error_line
+    at_most "$(since "$t0")" 3
+}
+
+@test "a terminal as --password-file is refused (exit 2): the password would be echoed" {
+    command -v script >/dev/null || skip "needs script(1), for a terminal"
+    run -0 script -qec "$(printf '%q' "$AMQPLOCK_BIN") --password-file /dev/tty status $n; echo rc=\$?" \
+        /dev/null </dev/null
+    [[ $output == *"amqplock: password file \"/dev/tty\" is a terminal"* && $output == *rc=2* ]] ||
+        fail "output: '$output'"
+}
+
+@test "a waiting hold whose connection is closed connects again, with the password it read once from a FIFO" {
+    al create "$n" 1
+    bg a acquire "$n"
+    local a=$BG w conn
+    wait_until 10 has_line "$T/a.out" 1 || fail "no slot: $(cat "$T/a.err")"
+    mkfifo -m 600 "$T/fifo"
+    feed "$T/fifo" "$SEC_PW"
+    bg w -v -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" --password-file "$T/fifo" \
+        hold -w 30 "$n" -- echo ran
+    w=$BG
+    wait_until 10 grep -q "waiting on" "$T/w.err" || fail "not waiting: $(cat "$T/w.err")"
+    conn=$(rmqctl -q list_connections user pid --no-table-headers 2>/dev/null |
+        awk -v u="$SEC_USER" '$1 == u { print $2 }')
+    [ -n "$conn" ] && [ "$(wc -l <<<"$conn")" -eq 1 ] || fail "the waiting hold's connection? '$conn'"
+    rmqctl close_connection "$conn" "test" >/dev/null
+    wait_until 10 grep -q "connecting again" "$T/w.err" || fail "no reconnection: $(cat "$T/w.err")"
+    kill -TERM "$a"
+    wait_exit "$w" 15
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/w.err")"
+    [ "$(cat "$T/w.out")" = ran ]
+    [ "$(grep -c "connected, heartbeat" "$T/w.err")" -eq 2 ] || fail "trace: $(cat "$T/w.err")"
+    ! grep -q s3cr3t "$T/w.err" || fail "a password in the trace"
+}
+
 @test "--key (the client's private key) readable by group or others is refused (exit 2, chmod 600)" {
     local closed u mode
     closed=$(tls_url localhost "$(closed_port)")
@@ -436,6 +600,220 @@ bad_login_commands() {
     wait_exit "$h" 5
     [ "$rc" -eq 143 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     ! grep -qFf "$T/pattern" "$T/h.out" "$T/h.err" || fail "the password in hold's output"
+}
+
+@test "run as nobody, CMD finds the password nowhere it can read: AMQPLOCK_URL, AMQP_URL, -u, a FIFO" {
+    al create "$n" 1
+    nobody_dir
+    # the password and its random digits; snoop.pl reads them from a file
+    printf '%s\n' "$SEC_PW" "${SEC_PW#s3cr3t-XYZ-}" >"$NB/pattern"
+    chown nobody:nogroup "$NB/pattern"
+    chmod 600 "$NB/pattern"
+    mkfifo -m 600 "$NB/fifo"
+    chown nobody:nogroup "$NB/fifo"
+    local how snoop=("$n" -- perl "$H/snoop.pl" "$NB/pattern")
+    for how in AMQPLOCK_URL AMQP_URL -u --password-file; do
+        case $how in
+        AMQPLOCK_URL) AMQPLOCK_URL=$GOOD_URL AMQP_URL=$GOOD_URL as_nobody h hold "${snoop[@]}" ;;
+        AMQP_URL)
+            unset AMQPLOCK_URL
+            AMQP_URL=$GOOD_URL as_nobody h hold "${snoop[@]}"
+            export AMQPLOCK_URL=$MAIN_URL
+            ;;
+        -u) as_nobody h -u "$GOOD_URL" hold "${snoop[@]}" ;;
+        --password-file)
+            as_nobody h -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+                --password-file "$NB/fifo" hold "${snoop[@]}"
+            printf '%s\n' "$SEC_PW" | perl "$H/feeder.pl" "$NB/fifo" "$BG" >/dev/null ||
+                fail "amqplock did not read the FIFO: $(cat "$NB/h.err")"
+            ;;
+        esac
+        wait_exit "$BG" 20
+        run cat "$NB/h.out"
+        # hold exits with CMD's status: snoop.pl's 1 if it found the password
+        [ "$rc" -eq 0 ] || fail "$how: hold exited $rc: $output $(cat "$NB/h.err")"
+        refute_line --partial FOUND
+        # it did look: its own environment, what /proc shows of the keeper
+        # and of amqplock (the command lines only), and ps
+        assert_line 'read own environment'
+        assert_line --regexp '^read ancestor [0-9]+ amqplock-guard: cmdline$'
+        assert_line --regexp '^unreadable ancestor [0-9]+ amqplock-guard: environ '
+        assert_line --regexp '^unreadable ancestor [0-9]+ amqplock-guard: mem '
+        assert_line --regexp '^read ancestor [0-9]+ amqplock: cmdline$'
+        assert_line --regexp '^unreadable ancestor [0-9]+ amqplock: environ '
+        assert_line --regexp '^unreadable ancestor [0-9]+ amqplock: mem '
+        assert_line --regexp '^read ps auxeww '
+        ! grep -qF "${SEC_PW#s3cr3t-XYZ-}" "$NB/h.err" || fail "the password in hold's stderr"
+    done
+
+    # the same search under a parent that shows the password (a plain
+    # process of the same user with the URL in its environment and on its
+    # command line) finds it in each place
+    AMQPLOCK_URL=$GOOD_URL run -1 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        perl -e 'exit(system("perl", @ARGV[0, 1]) >> 8)' "$H/snoop.pl" "$NB/pattern" "$GOOD_URL"
+    assert_line --regexp '^FOUND ancestor [0-9]+ perl: cmdline$'
+    assert_line --regexp '^FOUND ancestor [0-9]+ perl: environ$'
+    assert_line --regexp '^FOUND ancestor [0-9]+ perl: mem$'
+    assert_line --regexp '^FOUND ps auxeww '
+}
+
+@test "root reading /proc of amqplock and of the keeper: AMQPLOCK_URL and AMQP_URL wiped, the -u password replaced" {
+    al create "$n" 1
+    local other=amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/ how h cmd keeper p
+    for how in env -u; do
+        rm -f "$T/cmd.pid"
+        if [ $how = env ]; then
+            AMQPLOCK_URL=$GOOD_URL AMQP_URL=$other bg h hold "$n" -- \
+                sh -c 'echo $$ >"$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh "$T/cmd.pid"
+        else
+            AMQPLOCK_URL=$other bg h -u "$GOOD_URL" hold "$n" -- \
+                sh -c 'echo $$ >"$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh "$T/cmd.pid"
+        fi
+        h=$BG
+        wait_until 10 test -s "$T/cmd.pid" || fail "CMD did not start: $(cat "$T/h.err")"
+        cmd=$(cat "$T/cmd.pid")
+        keeper=$(sed 's/.*) //' "/proc/$cmd/stat" | cut -d' ' -f2)
+        [ "$(cat "/proc/$keeper/comm")" = amqplock-guard ] || fail "CMD's parent is not the keeper"
+        for p in "$h" "$keeper"; do
+            tr '\0' '\n' <"/proc/$p/environ" >"$T/environ"
+            # the entries are there, every byte of their values wiped
+            grep -qxE 'AMQPLOCK_URL=\*+' "$T/environ" ||
+                fail "$how: $p's environ: $(grep AMQPLOCK_URL "$T/environ")"
+            if [ $how = env ]; then
+                grep -qxE 'AMQP_URL=\*+' "$T/environ" ||
+                    fail "$p's environ: $(grep AMQP_URL "$T/environ")"
+            fi
+            ! grep -q 's3cr3t' "$T/environ" || fail "$how: a password in $p's environ"
+            output=$(tr '\0' ' ' <"/proc/$p/cmdline")
+            [[ $output != *s3cr3t* ]] || fail "$how: a password in $p's cmdline: $output"
+            [ $how = env ] || masked "$output" "$SEC_USER"
+        done
+        kill -TERM "$h"
+        wait_exit "$h" 5
+        [ "$rc" -eq 143 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    done
+}
+
+@test "the password of -u/--url is replaced by '*' in amqplock's command line, however the option is written" {
+    al create "$n" 1
+    local u=$GOOD_URL closed spell
+    closed=amqp://$SEC_USER:$BAD_PW@[::1]:$(closed_port)/
+    # options before "hold" (global ones) and after it, "^" standing for
+    # the URL
+    for spell in "-u ^ hold" "-u^ hold" "--url ^ hold" "--url=^ hold" "--ur=^ hold" "--u ^ hold" \
+        "-qu ^ hold" "-vqu^ hold" "--json --connect-timeout=2 --url ^ hold" "hold -u ^" \
+        "hold -w1 -u ^" "hold -E3 -nu ^" "hold -nqvu^" "hold --grace 1 --prefix amqplock. -u ^" \
+        "hold --lost-signal TERM --url=^"; do
+        # shellcheck disable=SC2086
+        set -- ${spell//^/$u}
+        run -0 --separate-stderr al "$@" "$n" -- sh -c "$ANCESTORS"
+        [ "${#lines[@]}" -eq 2 ] || fail "$spell: '$output' $stderr"
+        masked "${lines[1]}" "$SEC_USER"
+        [ "${lines[0]}" = "${lines[1]}" ] || fail "the keeper's command line: '${lines[0]}'"
+        no_secret
+    done
+    # after the command, and a second URL (an unreachable one first, tried
+    # in vain), in two options or in one list
+    run -0 --separate-stderr al hold -u "$closed" "$n" --url="$u" -- sh -c "$ANCESTORS"
+    masked "${lines[1]}" "$SEC_USER"
+    [[ ${lines[1]} =~ :\*+@.*:\*+@ ]] || fail "both passwords: '${lines[1]}'"
+    no_secret
+    run -0 --separate-stderr al -u "$closed $u" hold "$n" -- sh -c "$ANCESTORS"
+    [[ ${lines[1]} =~ :\*+@.*:\*+@ ]] || fail "both passwords: '${lines[1]}'"
+    no_secret
+    # "--" before the command ends only the global options
+    run -0 --separate-stderr al -q -- hold -u "$u" "$n" -- sh -c "$ANCESTORS"
+    masked "${lines[1]}" "$SEC_USER"
+    no_secret
+}
+
+@test "CMD's arguments and -c TEXT are left as they are, URLs with passwords and -u included" {
+    al create "$n" 1
+    local v=amqp://user:$BAD_PW@host/
+    run -0 al hold "$n" -- printf '%s\n' -u "$v" "--url=$v" -u"$v"
+    assert_output "$(printf '%s\n' -u "$v" "--url=$v" -u"$v")"
+    # shellcheck disable=SC2016
+    run -0 al hold "$n" -- sh -c 'tr "\0" "\n" </proc/$$/cmdline' sh -u "$v"
+    # shellcheck disable=SC2016
+    assert_output "$(printf '%s\n' sh -c 'tr "\0" "\n" </proc/$$/cmdline' sh -u "$v")"
+    run -0 al hold -c "echo $v" "$n"
+    assert_output "$v"
+    run -0 al hold "-cecho $v" "$n"
+    assert_output "$v"
+    run -0 al hold -nc "echo -u $v" "$n"
+    assert_output "-u $v"
+    run -0 al hold --command="echo $v" "$n"
+    assert_output "$v"
+    run -0 al hold --comm "echo --url $v" "$n"
+    assert_output "--url $v"
+}
+
+# option_forms: for every option of every command in the help but --url,
+# --password-file, --help and --version, one line "COMMAND LONG SHORT ARG"
+# (SHORT and ARG "-" when there is none), with the first command that takes
+# it.
+option_forms() {
+    local c long short arg
+    declare -A seen
+    for c in $(al --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]*\) .*/\1/p' | grep -vx help); do
+        while read -r short long arg; do
+            [ -z "${seen[$long]-}" ] || continue
+            seen[$long]=1
+            echo "$c $long $short ${arg:--}"
+        done < <(al help "$c" | sed -nE 's/^  (-(.), |    )--([a-z-]+)( ([A-Z]+))? .*/\2 \3 \5/p' |
+            sed 's/^ /- /' | grep -Ev '^. (url|password-file|help|version) ')
+    done
+}
+
+@test "every option, written before -u, is told from its value: the password of the -u after it is still hidden" {
+    local closed c long short arg value opt args extra form forms=0
+    closed=amqps://$SEC_USER:$BAD_PW@localhost:$(closed_port)/
+    cp "$TLS/client.key" "$T/client.key"
+    chmod 600 "$T/client.key"
+    mkfifo -m 600 "$T/fifo"
+    while read -r c long short arg; do
+        # a value the option accepts, and its companions (after the -u)
+        extra=()
+        case $long in
+        cacert) value=$TLS/ca.pem ;;
+        cert) value=$TLS/client.pem extra=(--key "$T/client.key") ;;
+        key) value=$T/client.key extra=(--cert "$TLS/client.pem") ;;
+        prefix) value=amqplock. ;;
+        slot-type) value=classic ;;
+        lost-signal) value=TERM ;;
+        command) value=true ;;
+        *)
+            case $arg in
+            -) value= ;;
+            SECS | N) value=1 ;;
+            *) fail "no value known for --$long $arg: teach this test one" ;;
+            esac
+            ;;
+        esac
+        args=("$n")
+        [ "$c" != create ] || args=("$n" 1)
+        [ "$c" != hold ] || [ "$long" = command ] || args=("$n" -- true)
+        # the long form with the value apart, the short one with it attached
+        for form in long short; do
+            if [ $form = long ]; then
+                opt=(--"$long" ${value:+"$value"})
+            else
+                [ "$short" != - ] || continue
+                opt=(-"$short$value")
+            fi
+            bg x "$c" "${opt[@]}" -u "$closed" "${extra[@]}" --password-file "$T/fifo" "${args[@]}"
+            run perl "$H/feeder.pl" "$T/fifo" "$BG" <<<"x"
+            [ "$status" -eq 0 ] || fail "${opt[*]}: amqplock did not read the FIFO: $(cat "$T/x.err")"
+            masked "$output" "$SEC_USER"
+            [[ $output == *" $c ${opt[*]} "* ]] || fail "${opt[*]} changed: '$output'"
+            wait_exit "$BG" 10
+            # the closed port: the options were good
+            [ "$rc" -eq 6 ] || fail "${opt[*]}: exit $rc: $(cat "$T/x.err")"
+            forms=$((forms + 1))
+        done
+    done < <(option_forms)
+    # all of them were tried (21 options today, 6 with a short form)
+    [ "$forms" -ge 27 ] || fail "only $forms forms"
 }
 
 # --- amqps:// ----------------------------------------------------------------

@@ -193,6 +193,20 @@ await_slot() {
     vg 0 wait "$n"
 }
 
+@test "check and check --repair of a damaged semaphore under valgrind" {
+    plain create "$n" 4
+    # a hole at slot 3, a stray holder queue and a leftover admin mutex
+    timeout 20 perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" --delete "amqplock.$n-3-A" \
+        --shared "amqplock.$n" "amqplock.$n-1-B" --exit >"$T/holdq.out" 2>&1 </dev/null 3>&- ||
+        fail "holdq: $(cat "$T/holdq.out")"
+    vg 9 --json check --admin-wait 0 "$n"
+    assert_json '(.problems | map(.kind)) == ["stray_mutex", "stray_slot", "stray_holder"]
+        and .error == "damaged"'
+    vg 0 check --repair "$n"
+    vg 0 --json check "$n"
+    assert_json '.ok and .problems == [] and .repaired == 0'
+}
+
 @test "destroy under valgrind" {
     plain create "$n" 3
     vg 0 destroy "$n"

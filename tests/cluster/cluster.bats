@@ -31,9 +31,7 @@ setup_file() {
 
 setup() {
     [ -n "${AMQPLOCK_TEST_CLUSTER_DIR:-}" ] || skip "no cluster: run tests/cluster/run.sh"
-    n=$(unique_name)
-    T=$BATS_TEST_TMPDIR
-    PIDS=()
+    test_init
     DOWN_NODE=
 }
 
@@ -55,9 +53,6 @@ teardown() {
     fi
     c 1 destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
 }
-
-# note TEXT: a measurement, shown in the TAP output.
-note() { echo "# $*" >&3; }
 
 # url N / port N / node N: of cluster node N
 url() { local v="AMQPLOCK_TEST_C${1}_URL"; echo "${!v}"; }
@@ -386,63 +381,46 @@ ready() {
 
 # --- at most N through a node kill ----------------------------------------------------------
 
-# contend DIR CLIENTS: CLIENTS loops of `hold -w 60 $n`, each through all
-# three nodes in its own order (odd clients start at node 1, the node the
-# test kills, even ones at node 2 or 3), going round until DIR/stop exists. Each hold's CMD appends "TIME SLOT" to
-# DIR/holds as it starts, then enters crit.pl's critical section 4 times in
-# a row (about 0.3 s in all, nearly all of it inside): fewer connections
-# per turn than one entry per hold, on a machine the three nodes already
-# load. Every hold's exit status goes to DIR/rc, its stderr to DIR/err.
-# Pids in CLIENT_PIDS.
-contend() {
-    local d=$1 clients=$2 i first second third
-    CLIENT_PIDS=()
-    for i in $(seq 1 "$clients"); do
-        first=1
-        [ $((i % 2)) -eq 1 ] || first=$((i % 4 == 2 ? 2 : 3))
-        second=$((first % 3 + 1))
-        third=$((second % 3 + 1))
-        (
-            while [ ! -e "$d/stop" ]; do
-                rc=0
-                timeout 90 "$AMQPLOCK_BIN" --url "$(url $first)" --url "$(url $second)" \
-                    --url "$(url $third)" --heartbeat 2 --connect-timeout 2 --rpc-timeout 5 \
-                    hold -w 60 --grace 2 "$n" -- \
-                    bash -c 'echo "$EPOCHREALTIME $AMQPLOCK_SLOT" >>"$1/holds"
-                        for i in 1 2 3 4; do perl "$0" "$1" || exit; done' "$H/crit.pl" "$d" \
-                    2>>"$d/err" </dev/null || rc=$?
-                echo "$rc" >>"$d/rc"
-            done
-        ) 2>/dev/null 3>&- &
-        CLIENT_PIDS+=("$!")
-        PIDS+=("$!")
-    done
+# contend DIR CLIENTS: CLIENTS loops (client_loops, helper.bash) of
+# node_hold DIR, going round until DIR/stop exists.
+contend() { client_loops "$1" "$2" 0 node_hold "$1"; }
+
+# node_hold DIR: one `hold -w 60 $n` of contend's client $CLIENT, through
+# all three nodes in the client's own order (odd clients start at node 1,
+# the node the test kills, even ones at node 2 or 3). Its CMD appends
+# "TIME SLOT" to DIR/holds as it starts, then enters crit.pl's critical
+# section 4 times in a row (about 0.3 s in all, nearly all of it inside):
+# fewer connections per turn than one entry per hold, on a machine the
+# three nodes already load.
+node_hold() {
+    local first=1 second third
+    [ $((CLIENT % 2)) -eq 1 ] || first=$((CLIENT % 4 == 2 ? 2 : 3))
+    second=$((first % 3 + 1))
+    third=$((second % 3 + 1))
+    timeout 90 "$AMQPLOCK_BIN" --url "$(url $first)" --url "$(url $second)" \
+        --url "$(url $third)" --heartbeat 2 --connect-timeout 2 --rpc-timeout 5 \
+        hold -w 60 --grace 2 "$n" -- \
+        bash -c 'echo "$EPOCHREALTIME $AMQPLOCK_SLOT" >>"$1/holds"
+            for i in 1 2 3 4; do perl "$0" "$1" || exit; done' "$H/crit.pl" "$1"
 }
 
 # cmd_through N: some hold connected to node N is running its CMD (the
-# contention loops' bash) now.
+# contention loops' bash, a child of the hold's keeper amqplock-guard) now.
 cmd_through() {
-    local pid
+    local pid keeper
     for pid in $(ss -Htnp state established "( dport = :$(port "$1") )" 2>/dev/null |
         grep -o '"amqplock",pid=[0-9]*' | cut -d= -f2 | sort -u); do
-        pgrep -P "$pid" -x bash >/dev/null && return 0
+        keeper=$(pgrep -P "$pid" -x amqplock-guard) || continue
+        pgrep -P "$keeper" -x bash >/dev/null && return 0
     done
     return 1
 }
 
-# turns DIR: how many turns the critical section has seen
-turns() { wc -l <"$1/log"; }
-
-turns_at_least() { [ "$(turns "$1")" -ge "$2" ]; }
-
 @test "at most N through a node kill: 8 hold -w across three nodes on 3 quorum slots, never more than 3 inside" {
     run -0 c 1 create --slot-type quorum "$n" 3
-    local d=$T/crit
-    mkdir -p "$d"
-    : >"$d/log"
-    : >"$d/rc"
+    local d
+    d=$(critical_dir 3)
     : >"$d/holds"
-    echo 3 >"$d/bound"
     contend "$d" 8
     wait_until 60 turns_at_least "$d" 100 || fail "only $(turns "$d") turns before the kill: $(tail -5 "$d/err")"
     # node 1 is the quorum leader of the slots (declared through it)
@@ -458,10 +436,7 @@ turns_at_least() { [ "$(turns "$1")" -ge "$2" ]; }
     wait_until 60 turns_at_least "$d" $((before + 100)) ||
         fail "only $(($(turns "$d") - before)) turns after node 1 died: $(tail -5 "$d/err")"
     touch "$d/stop"
-    local p
-    for p in "${CLIENT_PIDS[@]}"; do
-        wait_until 90 ended "$p" || fail "client loop $p still runs"
-    done
+    finish_contention 90
     note "slot leaders before the kill: $leaders"
     note "node 1 killed after $before turns; $(awk -v k="$t_kill" '$1 > k { c++ } END { print c + 0 }' "$d/log") turns after it; $(grep -c '^amqplock: lost slot' "$d/err") holds through it lost their slot"
     # each slot whose holder was on node 1: how soon a new hold ran its
@@ -471,18 +446,14 @@ turns_at_least() { [ "$(turns "$1")" -ge "$2" ]; }
         note "node 1 killed: slot $k, lost by its holder there, held again $(awk -v k="$KILLED_AT" -v s="$k" \
             '$1 > k && $2 == s { printf "%.3f", $1 - k; exit }' "$d/holds") s later"
     done
-    # never more than 3 inside, never two on one slot
-    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
-    local most
-    most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
-    note "$(turns "$d") turns in $(awk '{ if (!a) a = $1; b = $1 } END { printf "%.1f", b - a }' "$d/log") s, at most $most inside at once"
-    note "hold exits: $(sort -n "$d/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' ')"
-    [ "$most" -eq 3 ] || fail "at most $most inside at once: no real contention"
-    [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
+    # never more than 3 inside, never two on one slot, and 3 inside at
+    # once at some point (real contention); no command left running
+    check_contention "$d" $((before + 100)) 3
+    note "hold exits: $(exit_counts "$d")"
     # a hold that lost its node may exit 4 (it held a slot there) or 6 (it
     # was waiting there); nothing else
     [ -z "$(grep -vxE '0|4|6' "$d/rc" || true)" ] ||
-        fail "holds failed: $(sort -n "$d/rc" | uniq -c | tr '\n' ' '); $(grep -v '^amqplock: lost slot' "$d/err" | sort | uniq -c | head -10)"
+        fail "holds failed: $(exit_counts "$d"); $(grep -v '^amqplock: lost slot' "$d/err" | sort | uniq -c | head -10)"
     # the survivors report the semaphore whole and free
     assert_equal "$(c 2 --json status "$n" | jq -c '[.max, .held]')" '[3,[]]'
     # node 1 comes back, and serves holders again

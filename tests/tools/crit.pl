@@ -1,36 +1,49 @@
 #!/usr/bin/perl
-# crit.pl DIR: one turn in the critical section of the fault suite's
-# at-most-N runs, as the CMD of amqplock hold (AMQPLOCK_SLOT says its slot).
+# crit.pl DIR [linger]: one turn in the critical section of the fault
+# suite's at-most-N runs, as the CMD of amqplock hold (AMQPLOCK_SLOT says
+# its slot). A turn is a job: this process and, with "linger", a child it
+# leaves behind in a session of its own (setsid) that stays inside 50-400
+# ms longer, as `setsid job &` would; amqplock must keep the slot until it
+# has gone too.
 #
-# Under flock DIR/lock it reads DIR/inside ("pid slot" of the commands that
-# entered and did not leave), drops those no longer running (a command
-# killed with its hold never leaves), and records in DIR/bad any breach:
-# more live commands than DIR/bound allows, or its slot already taken by a
-# live command. Each entry appends "monotonic-time count slot pid" to
-# DIR/log. It stays 20-80 ms, then leaves. Its parent is the hold, so
-# DIR/inside also tells a killer which amqplock process holds a slot.
+# DIR/inside lists "pid slot hold job" for each process of a job inside
+# (hold: the amqplock whose keeper is CMD's parent). Under flock DIR/lock
+# a job entering records in DIR/bad any breach: more jobs inside than
+# DIR/bound allows, or its slot used by another job. A process counts as
+# inside until it is a zombie or has SIGKILL pending: from then on it runs
+# no more code of its own. (When a hold is killed, the keeper kills every
+# process of the command before the broker connection closes.) A stopped
+# process does not count either: it runs nothing. But if it ever runs
+# again (it catches SIGCONT), it checks at once, under the lock, that no
+# other job has entered its slot meanwhile (DIR/owner.SLOT names the last
+# job that did) and that the bound still holds; amqplock must never let a
+# command go on after its slot was given away. Each entry appends
+# "monotonic-time count slot pid" to DIR/log. The job stays 20-80 ms.
 use strict;
 use warnings;
 use Fcntl qw(:flock);
+use FindBin;
+use lib $FindBin::Bin;
+use Holds qw(comm hold_of);
+use POSIX ();
 use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC sleep);
 
-my $d = shift or die "usage: crit.pl DIR\n";
+my $d = shift or die "usage: crit.pl DIR [linger]\n";
+my $linger = (shift // '') eq 'linger';
 my $slot = $ENV{AMQPLOCK_SLOT} // 'unset';
+my $job = "$$." . int(rand(1e9));
 
-# A command counts as running until it is a zombie or has SIGKILL pending:
-# from then on it runs no more code of its own, even if a loaded machine
-# takes a while to tear it down. (When a hold is killed, the kernel closes
-# its socket and then sends the command its death signal; the broker
-# cannot hand the slot on faster than that.)
+# 0: gone, a zombie, or SIGKILL pending; 1: running; 2: stopped
 sub running {
     my ($pid) = @_;
     open(my $f, '<', "/proc/$pid/status") or return 0;
     my %st = map { /^(\w+):\s*(.*)/ ? ($1, $2) : () } <$f>;
-    return 0 if ($st{State} // 'Z') =~ /^[ZX]/;
+    my $state = $st{State} // 'Z';
+    return 0 if $state =~ /^[ZX]/;
     for my $pending (@st{qw(SigPnd ShdPnd)}) {
-        return 0 if defined $pending && hex($pending) & (1 << 8);    # SIGKILL
+        return 0 if defined $pending && hex(substr($pending, -8)) & (1 << 8);    # SIGKILL
     }
-    return 1;
+    return $state =~ /^[Tt]/ ? 2 : 1;
 }
 
 sub slurp {
@@ -48,25 +61,96 @@ sub spew {
     close $f or die "$path: $!\n";
 }
 
-open(my $lock, '>>', "$d/lock") or die "$d/lock: $!\n";
+sub bad { spew("$d/bad", "$_[0]\n", 1) }
 
-flock($lock, LOCK_EX) or die "flock: $!\n";
-my @inside = grep { running((split ' ')[0]) } split /\n/, slurp("$d/inside", '');
-my ($bound) = slurp("$d/bound", '0') =~ /(\d+)/;
-my $count = @inside + 1;
-spew("$d/bad", "$count inside, bound $bound\n", 1) if $count > $bound;
-for (@inside) {
-    my ($pid, $s) = split ' ';
-    spew("$d/bad", "slot $slot taken by $pid and $$ at once\n", 1) if $s eq $slot;
+my $lock;
+sub lock_dir {
+    open($lock, '>>', "$d/lock") or die "$d/lock: $!\n";
+    flock($lock, LOCK_EX) or die "flock: $!\n";
 }
-push @inside, "$$ $slot ${\getppid()}";
-spew("$d/inside", join('', map {"$_\n"} @inside));
+sub unlock_dir { close $lock }
+
+# The entries of processes still inside (running or stopped), as
+# [pid, slot, hold, job, running].
+sub inside {
+    my @e;
+    for (split /\n/, slurp("$d/inside", '')) {
+        my @f = split ' ';
+        my $r = running($f[0]);
+        push @e, [@f, $r] if $r;
+    }
+    return @e;
+}
+
+# Jobs whose processes are running, with this one.
+sub jobs_running {
+    my %jobs = ($job => 1);
+    $jobs{ $_->[3] } = 1 for grep { $_->[4] == 1 } @_;
+    return scalar keys %jobs;
+}
+
+sub bound { my ($b) = slurp("$d/bound", '0') =~ /(\d+)/; return $b }
+
+sub save { spew("$d/inside", join('', map { join(' ', @$_[0 .. 3]) . "\n" } @_)) }
+
+# Continued after a stop: was the slot given away meanwhile?
+my $resumed = 0;
+$SIG{CONT} = sub { $resumed = 1 };
+sub check_resumed {
+    return unless $resumed;
+    $resumed = 0;
+    lock_dir();
+    my @e = inside();
+    my $owner = slurp("$d/owner.$slot", '');
+    bad("$$ of job $job ran again on slot $slot after job $owner entered it") if $owner ne $job;
+    my $count = jobs_running(@e);
+    bad("$$ of job $job ran again with $count jobs inside, bound ${\bound()}") if $count > bound();
+    unlock_dir();
+}
+
+# sleeps SECS, checking after each stop
+sub stay {
+    my $end = clock_gettime(CLOCK_MONOTONIC) + $_[0];
+    while ((my $left = $end - clock_gettime(CLOCK_MONOTONIC)) > 0) {
+        sleep($left);
+        check_resumed();
+    }
+    check_resumed();
+}
+
+sub leave {
+    lock_dir();
+    save(grep { $_->[0] != $$ } inside());
+    unlock_dir();
+}
+
+lock_dir();
+my $hold = hold_of($$);
+bad("crit.pl $$ does not run under amqplock hold: parent ${\getppid()} (${\comm(getppid())})") unless $hold;
+my @e = inside();
+my $count = jobs_running(@e);
+bad("$count inside, bound ${\bound()}") if $count > bound();
+for (grep { $_->[4] == 1 && $_->[1] eq $slot } @e) {
+    bad("slot $slot taken by $_->[0] of job $_->[3] and $$ of job $job at once");
+}
+spew("$d/owner.$slot", $job);
+push @e, [$$, $slot, $hold, $job];
+if ($linger) {
+    my $pid = fork // die "fork: $!\n";
+    if (!$pid) {
+        # not the parent's lock: close it unreleased (releasing it here
+        # would release the parent's)
+        close $lock;
+        POSIX::setsid();
+        stay(0.05 + rand(0.35));
+        leave();
+        POSIX::_exit(0);
+    }
+    push @e, [$pid, $slot, $hold, $job];
+}
+save(@e);
 spew("$d/log", sprintf("%.6f %d %s %d\n", clock_gettime(CLOCK_MONOTONIC), $count, $slot, $$), 1);
-flock($lock, LOCK_UN);
+unlock_dir();
 
-sleep(0.02 + rand(0.06));
-
-flock($lock, LOCK_EX) or die "flock: $!\n";
-@inside = grep { (split ' ')[0] != $$ } split /\n/, slurp("$d/inside", '');
-spew("$d/inside", join('', map {"$_\n"} @inside));
-flock($lock, LOCK_UN);
+stay(0.02 + rand(0.06));
+leave();

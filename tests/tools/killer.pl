@@ -3,10 +3,15 @@
 # random command inside crit.pl's critical section (DIR/inside, read under
 # DIR/lock), then rests 50-250 ms; appends each victim's pid to
 # DIR/killed. One process, so that it is quick enough to find a command
-# still inside.
+# still inside. The hold is found from the command: the amqplock whose
+# keeper (amqplock-guard) is the command's parent, or an ancestor of it
+# (Holds.pm), and must be the one crit.pl recorded.
 use strict;
 use warnings;
 use Fcntl qw(:flock);
+use FindBin;
+use lib $FindBin::Bin;
+use Holds qw(hold_of);
 use Time::HiRes qw(sleep);
 
 my $d = shift or die "usage: killer.pl DIR\n";
@@ -21,13 +26,10 @@ until (-e "$d/stop") {
     }
     my $victim;
     if (@inside) {
-        my (undef, undef, $hold) = split ' ', $inside[rand @inside];
-        my $comm = '';
-        if (open(my $c, '<', "/proc/$hold/comm")) {
-            $comm = <$c> // '';
-        }
-        # only an amqplock, not a reused pid
-        $victim = $hold if $comm eq "amqplock\n" && kill('KILL', $hold);
+        my ($pid, undef, $recorded) = split ' ', $inside[rand @inside];
+        my $hold = hold_of($pid);
+        # only that amqplock, not a reused pid
+        $victim = $hold if $hold && $hold == $recorded && kill('KILL', $hold);
     }
     flock($lock, LOCK_UN);
     if ($victim) {

@@ -1,0 +1,50 @@
+/* Signals in amqplock's three kinds of process.
+ *
+ * amqplock: until it holds a slot, a signal that would end it ends it at
+ * once (signals_exit_on_interrupt); from then on the signals it handles are
+ * blocked and read from a signalfd in its event loop (signals_block).
+ * The keeper ignores what is not meant for it (signals_keeper). CMD starts
+ * with the dispositions amqplock was started with and an empty mask
+ * (signals_reset_for_exec). */
+#ifndef AMQPLOCK_SIGNALS_H
+#define AMQPLOCK_SIGNALS_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "status.h"
+
+/* First thing in main: records which of SIGHUP, SIGINT and SIGQUIT were
+ * ignored when amqplock started (by convention, `nohup` and `cmd &` in a
+ * script, they stay ignored in amqplock and in CMD), and undoes an
+ * inherited ignored SIGCHLD, which would make the kernel reap children
+ * behind amqplock's back. */
+void signals_init(void);
+
+/* The signals that end a waiting amqplock and that a holding one passes on
+ * to CMD: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, less those
+ * inherited as ignored. */
+void signals_terminating(sigset_t *set);
+
+/* Until the slot is held: each terminating signal calls say(sig), which
+ * may only use async-signal-safe calls, then _exit(128 + sig). Nothing is
+ * held then that needs undoing: the broker drops a connection's queues
+ * when its socket closes. */
+void signals_exit_on_interrupt(void (*say)(int sig));
+
+/* From the moment the slot is held: blocks the terminating signals,
+ * SIGCHLD and, with job_control, SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT, and
+ * returns a signalfd for them in *fd. */
+enum al_status signals_block(bool job_control, int *fd);
+
+/* The next signal waiting on fd, or 0. */
+int signals_next(int fd);
+
+/* In the keeper: ignores every signal a terminal or a user sends to the
+ * whole job, so that only SIGKILL ends it. */
+void signals_keeper(void);
+
+/* In CMD, just before exec. */
+void signals_reset_for_exec(void);
+
+#endif

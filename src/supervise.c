@@ -1,0 +1,629 @@
+#include "supervise.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "signals.h"
+
+/* How often the keeper looks whether amqplock has been stopped. amqplock
+ * keeps its slot through a stop this short (the broker waits at least
+ * 2.5 heartbeats), so CMD never runs unsupervised for long. */
+#define WATCH_INTERVAL_MS 200
+/* While killing: how often to look again for descendants. */
+#define KILL_INTERVAL_MS 20
+
+/* Requests from amqplock to the keeper. */
+enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL };
+
+struct order_msg {
+	int order, sig;
+};
+/* The keeper's answer to STOP_ALL, among the events: every descendant is
+ * stopped. Never returned by super_next. */
+#define FROZEN (-1)
+struct event_msg {
+	int event, value;
+};
+
+/* --- processes -------------------------------------------------------- */
+
+struct proc {
+	pid_t pid, ppid;
+	char state;
+};
+
+struct procs {
+	struct proc *p;
+	size_t len, cap;
+};
+
+static bool read_proc(pid_t pid, struct proc *out)
+{
+	char path[32], buf[512], *close_paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold anything, even ')'. */
+	close_paren = strrchr(buf, ')');
+	if (!close_paren || sscanf(close_paren + 1, " %c %d", &out->state, &out->ppid) != 2)
+		return false;
+	out->pid = pid;
+	return true;
+}
+
+/* Every process on the system, by one pass over /proc. */
+static bool scan_procs(struct procs *all)
+{
+	struct dirent *e;
+	struct proc p;
+	DIR *d = opendir("/proc");
+	char *end;
+	long pid;
+
+	all->len = 0;
+	if (!d)
+		return false;
+	while ((e = readdir(d))) {
+		pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0 || !read_proc((pid_t)pid, &p))
+			continue;
+		if (all->len == all->cap) {
+			size_t cap = all->cap ? 2 * all->cap : 256;
+			struct proc *grown = realloc(all->p, cap * sizeof(*grown));
+
+			if (!grown)
+				break;
+			all->p = grown;
+			all->cap = cap;
+		}
+		all->p[all->len++] = p;
+	}
+	closedir(d);
+	return true;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct proc *x = a, *y = b;
+
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Keeps in `all` only the live descendants of root (root excluded): each
+ * process is marked once its parent is, pass after pass, as many passes
+ * as the tree is deep. */
+static void keep_descendants(struct procs *all, pid_t root)
+{
+	size_t *parent = malloc((all->len ? all->len : 1) * sizeof(*parent));
+	bool *mine = calloc(all->len ? all->len : 1, sizeof(*mine));
+	bool grew = true;
+	size_t i, kept = 0;
+	struct proc key, *found;
+
+	if (!parent || !mine) {
+		all->len = 0;
+		goto out;
+	}
+	qsort(all->p, all->len, sizeof(*all->p), by_pid);
+	for (i = 0; i < all->len; i++) {
+		key.pid = all->p[i].ppid;
+		found = bsearch(&key, all->p, all->len, sizeof(*all->p), by_pid);
+		parent[i] = found ? (size_t)(found - all->p) : i;
+		mine[i] = all->p[i].ppid == root;
+	}
+	while (grew) {
+		grew = false;
+		for (i = 0; i < all->len; i++)
+			if (!mine[i] && mine[parent[i]])
+				mine[i] = grew = true;
+	}
+	for (i = 0; i < all->len; i++)
+		if (mine[i] && all->p[i].state != 'Z' && all->p[i].state != 'X')
+			all->p[kept++] = all->p[i];
+	all->len = kept;
+out:
+	free(parent);
+	free(mine);
+}
+
+static bool descendants(pid_t root, struct procs *out)
+{
+	if (!scan_procs(out))
+		return false;
+	keep_descendants(out, root);
+	return true;
+}
+
+/* sig to every descendant of root; the number signalled. */
+static size_t signal_descendants(pid_t root, int sig)
+{
+	struct procs d = {0};
+	size_t i, n = 0;
+
+	if (descendants(root, &d))
+		for (i = 0; i < d.len; i++)
+			n += kill(d.p[i].pid, sig) == 0;
+	free(d.p);
+	return n;
+}
+
+/* --- the keeper ------------------------------------------------------- */
+
+struct keeper {
+	int ctl;      /* socket to amqplock */
+	int sig_fd;   /* SIGCHLD */
+	pid_t parent; /* amqplock */
+	pid_t cmd;
+	bool cmd_done;
+	bool killing;       /* SIGKILL to every descendant until none is left */
+	bool parent_frozen; /* the descendants were stopped because amqplock is */
+	/* What the keeper stopped, to be continued again (and only that: a
+	 * job stopped inside an interactive CMD stays stopped). */
+	pid_t *stopped;
+	size_t n_stopped, cap_stopped;
+};
+
+static void tell(int fd, enum super_event ev, int value)
+{
+	struct event_msg m = {ev, value};
+
+	/* amqplock may be gone: then nobody listens, which is fine. */
+	if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) < 0)
+		return;
+}
+
+static bool stopped_before(const struct keeper *k, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_stopped; i++)
+		if (k->stopped[i] == pid)
+			return true;
+	return false;
+}
+
+static void remember_stopped(struct keeper *k, pid_t pid)
+{
+	if (k->n_stopped == k->cap_stopped) {
+		size_t cap = k->cap_stopped ? 2 * k->cap_stopped : 32;
+		pid_t *grown = realloc(k->stopped, cap * sizeof(*grown));
+
+		if (!grown)
+			return;
+		k->stopped = grown;
+		k->cap_stopped = cap;
+	}
+	k->stopped[k->n_stopped++] = pid;
+}
+
+/* Stops every running descendant, pass after pass until a pass finds none
+ * left running: a child forked while a pass ran is caught by the next. A
+ * process that forks without end could outrun this; the bound keeps the
+ * keeper responsive, and such a job is then stopped but for its newest
+ * children, which a following pass (or the SIGKILL of a lost slot) gets. */
+#define STOP_PASSES 10
+
+static void stop_all(struct keeper *k)
+{
+	struct procs d = {0};
+	size_t i, stopped = 1;
+	int pass;
+
+	for (pass = 0; pass < STOP_PASSES && stopped > 0; pass++) {
+		if (!descendants(getpid(), &d))
+			break;
+		for (i = 0, stopped = 0; i < d.len; i++) {
+			/* (One stopped a moment ago may not show 'T' yet.) */
+			if (d.p[i].state == 'T' || d.p[i].state == 't' ||
+			    stopped_before(k, d.p[i].pid) || kill(d.p[i].pid, SIGSTOP) != 0)
+				continue;
+			remember_stopped(k, d.p[i].pid);
+			stopped++;
+		}
+	}
+	free(d.p);
+}
+
+static void continue_all(struct keeper *k)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_stopped; i++)
+		kill(k->stopped[i], SIGCONT);
+	k->n_stopped = 0;
+	k->parent_frozen = false;
+	if (k->cmd > 0)
+		kill(-k->cmd, SIGCONT);
+}
+
+static void obey(struct keeper *k, const struct order_msg *m)
+{
+	switch (m->order) {
+	case SIGNAL_GROUP:
+		if (k->cmd > 0)
+			kill(-k->cmd, m->sig);
+		break;
+	case SIGNAL_ALL:
+		if (m->sig == SIGKILL)
+			k->killing = true;
+		signal_descendants(getpid(), m->sig);
+		break;
+	case STOP_ALL:
+		stop_all(k);
+		tell(k->ctl, FROZEN, 0);
+		break;
+	case CONTINUE_ALL:
+		continue_all(k);
+		break;
+	}
+}
+
+/* A stopped amqplock cannot keep its slot (it answers no heartbeat), so
+ * nothing it supervises may run meanwhile. When it is continued it checks
+ * the slot first, then asks for CONTINUE_ALL. */
+static void watch_parent(struct keeper *k)
+{
+	struct proc p;
+
+	if (k->parent_frozen || !read_proc(k->parent, &p) || p.state != 'T')
+		return;
+	stop_all(k);
+	k->parent_frozen = true;
+}
+
+static int exit_status(int wstatus)
+{
+	if (WIFEXITED(wstatus))
+		return WEXITSTATUS(wstatus);
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return 1;
+}
+
+/* Reaps every child that changed state; false once none is left. */
+static bool reap(struct keeper *k)
+{
+	int wstatus;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &wstatus, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
+		if (pid != k->cmd)
+			continue;
+		/* A stop the keeper made itself is no news to amqplock, which
+		 * asked for it or is stopped itself; reporting it would stop
+		 * amqplock again on its way out of a stop. */
+		if (WIFSTOPPED(wstatus) && !stopped_before(k, pid))
+			tell(k->ctl, SUPER_STOPPED, WSTOPSIG(wstatus));
+		else if (!WIFCONTINUED(wstatus)) {
+			k->cmd_done = true;
+			tell(k->ctl, SUPER_EXITED, exit_status(wstatus));
+		}
+	}
+	return !(pid < 0 && errno == ECHILD);
+}
+
+static void drain(int fd)
+{
+	struct signalfd_siginfo si;
+
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		;
+}
+
+static _Noreturn void keeper_loop(struct keeper *k)
+{
+	struct pollfd fds[2] = {{k->ctl, POLLIN, 0}, {k->sig_fd, POLLIN, 0}};
+	struct order_msg m;
+	ssize_t n;
+
+	for (;;) {
+		if (!reap(k)) {
+			tell(k->ctl, SUPER_EMPTY, 0);
+			_exit(0);
+		}
+		if (k->killing)
+			signal_descendants(getpid(), SIGKILL);
+		if (poll(fds, 2, k->killing ? KILL_INTERVAL_MS : WATCH_INTERVAL_MS) < 0 &&
+		    errno != EINTR)
+			k->killing = true;
+		if (fds[1].revents)
+			drain(k->sig_fd);
+		if (fds[0].revents) {
+			n = recv(k->ctl, &m, sizeof(m), MSG_DONTWAIT);
+			if (n == (ssize_t)sizeof(m))
+				obey(k, &m);
+			else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+				/* amqplock is gone: no descendant may outlive it. */
+				k->killing = true;
+				fds[0].fd = -1;
+			}
+		}
+		if (!k->killing)
+			watch_parent(k);
+	}
+}
+
+/* In CMD's process: its own process group, death with the keeper, the
+ * terminal if it is to have it, dispositions and mask as amqplock got
+ * them, then exec. On failure errno goes up err_fd. */
+static _Noreturn void cmd_main(const struct super_opts *o, pid_t keeper, int err_fd)
+{
+	int e;
+
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != keeper)
+		_exit(127);
+	/* SIGTTOU is still blocked: taking the terminal from the background
+	 * is allowed then. */
+	if (o->give_terminal && o->terminal >= 0)
+		tcsetpgrp(o->terminal, getpid());
+	signals_reset_for_exec();
+	execvp(o->argv[0], o->argv);
+	e = errno;
+	if (write(err_fd, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* Closes every descriptor but those in keep[] (ascending, n of them). */
+static void close_all_but(const int *keep, size_t n)
+{
+	unsigned from = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (keep[i] < 0)
+			continue;
+		if ((unsigned)keep[i] > from)
+			close_range(from, (unsigned)keep[i] - 1, 0);
+		from = (unsigned)keep[i] + 1;
+	}
+	close_range(from, ~0u, 0);
+}
+
+static int sort_ints(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
+{
+	struct keeper k = {.ctl = ctl, .parent = parent};
+	pid_t keeper;
+	sigset_t chld;
+	int p[2], e = 0, null, keep[3];
+	ssize_t n;
+
+	prctl(PR_SET_NAME, "amqplock-guard");
+	/* A group of its own: `kill -9 -<job>` must not take it with amqplock. */
+	setpgid(0, 0);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	signals_keeper();
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	k.sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (pipe2(p, O_CLOEXEC) != 0 || k.sig_fd < 0) {
+		tell(ctl, SUPER_NO_EXEC, errno);
+		tell(ctl, SUPER_EXITED, 126);
+		_exit(1);
+	}
+	keeper = getpid();
+	k.cmd = fork();
+	if (k.cmd == 0)
+		cmd_main(o, keeper, p[1]);
+	if (k.cmd < 0) {
+		tell(ctl, SUPER_NO_EXEC, errno);
+		tell(ctl, SUPER_EXITED, 126);
+		_exit(1);
+	}
+	/* Both sides set the group, so it exists before anyone signals it. */
+	setpgid(k.cmd, k.cmd);
+	close(p[1]);
+	do
+		n = read(p[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	tell(ctl, SUPER_STARTED, (int)k.cmd);
+	if (n == (ssize_t)sizeof(e))
+		tell(ctl, SUPER_NO_EXEC, e);
+	/* CMD has what it inherits; the keeper keeps only its own. Holding
+	 * stdout would keep a $(amqplock hold ...) reader waiting. */
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0), dup2(null, 1), dup2(null, 2);
+		close(null);
+	}
+	keep[0] = ctl, keep[1] = k.sig_fd, keep[2] = o->hold_fd;
+	qsort(keep, 3, sizeof(keep[0]), sort_ints);
+	close_all_but(keep, 3);
+	keeper_loop(&k);
+}
+
+/* --- amqplock's side ---------------------------------------------------- */
+
+enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
+{
+	pid_t parent = getpid();
+	int sv_pair[2];
+
+	memset(sv, 0, sizeof(*sv));
+	sv->fd = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_pair) != 0)
+		return fail(AL_BROKER, "cannot create a socket pair: %s", strerror(errno));
+	sv->keeper = fork();
+	if (sv->keeper < 0) {
+		close(sv_pair[0]), close(sv_pair[1]);
+		return fail(AL_BROKER, "cannot fork: %s", strerror(errno));
+	}
+	if (sv->keeper == 0) {
+		close(sv_pair[0]);
+		keeper_main(o, sv_pair[1], parent);
+	}
+	close(sv_pair[1]);
+	sv->fd = sv_pair[0];
+	return AL_OK;
+}
+
+int super_fd(const struct supervisor *sv)
+{
+	return sv->fd;
+}
+
+/* The next message from the keeper, as it came: false if none is waiting
+ * (or the keeper is gone: then SUPER_VANISHED). */
+static bool receive(struct supervisor *sv, int *event, int *value)
+{
+	struct event_msg m;
+	ssize_t n;
+
+	if (sv->fd < 0)
+		return false;
+	n = recv(sv->fd, &m, sizeof(m), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	if (n != (ssize_t)sizeof(m)) {
+		close(sv->fd);
+		sv->fd = -1;
+		m.event = SUPER_VANISHED, m.value = 0;
+	}
+	if (m.event == SUPER_STARTED)
+		sv->cmd = (pid_t)m.value;
+	if (m.event == SUPER_EMPTY) {
+		close(sv->fd);
+		sv->fd = -1;
+	}
+	*event = m.event, *value = m.value;
+	return true;
+}
+
+enum super_event super_next(struct supervisor *sv, int *value)
+{
+	int event;
+
+	*value = 0;
+	if (sv->n_held > 0) {
+		event = sv->held[0].event, *value = sv->held[0].value;
+		memmove(sv->held, sv->held + 1, --sv->n_held * sizeof(sv->held[0]));
+		return (enum super_event)event;
+	}
+	while (receive(sv, &event, value))
+		if (event != FROZEN)
+			return (enum super_event)event;
+	return SUPER_NOTHING;
+}
+
+static void order(struct supervisor *sv, enum order what, int sig)
+{
+	struct order_msg m = {what, sig};
+
+	if (sv->fd >= 0 && send(sv->fd, &m, sizeof(m), MSG_NOSIGNAL) < 0)
+		trace("cannot reach the keeper: %s", strerror(errno));
+}
+
+void super_signal_group(struct supervisor *sv, int sig)
+{
+	/* Straight from here: the group is CMD's. */
+	if (sv->cmd > 0)
+		kill(-sv->cmd, sig);
+	else
+		order(sv, SIGNAL_GROUP, sig);
+}
+
+void super_signal_all(struct supervisor *sv, int sig)
+{
+	order(sv, SIGNAL_ALL, sig);
+}
+
+void super_stop_all(struct supervisor *sv, double wait)
+{
+	double deadline = now_seconds() + wait;
+	struct pollfd fd = {sv->fd, POLLIN, 0};
+	int event, value;
+
+	order(sv, STOP_ALL, 0);
+	while (sv->fd >= 0 && now_seconds() < deadline) {
+		if (!receive(sv, &event, &value)) {
+			if (poll(&fd, 1, poll_ms(deadline - now_seconds())) < 0 && errno != EINTR)
+				return;
+			continue;
+		}
+		if (event == FROZEN)
+			return;
+		/* Anything else waits its turn in super_next. */
+		if (sv->n_held < SUPER_HELD_EVENTS) {
+			sv->held[sv->n_held].event = event;
+			sv->held[sv->n_held++].value = value;
+		}
+		if (event == SUPER_VANISHED || event == SUPER_EMPTY)
+			return;
+	}
+	trace("the keeper did not confirm the stop within %g s", wait);
+}
+
+void super_continue_all(struct supervisor *sv)
+{
+	order(sv, CONTINUE_ALL, 0);
+}
+
+bool super_kill_orphans(void)
+{
+	int wstatus;
+
+	signal_descendants(getpid(), SIGKILL);
+	while (waitpid(-1, &wstatus, WNOHANG) > 0)
+		;
+	return waitpid(-1, &wstatus, WNOHANG) < 0 && errno == ECHILD;
+}
+
+bool super_in_foreground(int terminal)
+{
+	return terminal >= 0 && tcgetpgrp(terminal) == getpgrp();
+}
+
+void super_give_terminal(int terminal, pid_t pgrp)
+{
+	/* SIGTTOU is blocked while CMD runs, so this works from the
+	 * background too. */
+	if (terminal >= 0 && tcsetpgrp(terminal, pgrp) != 0)
+		trace("cannot hand the terminal to process group %d: %s", (int)pgrp,
+		      strerror(errno));
+}
+
+bool super_stop_self(int sig)
+{
+	sigset_t one, pending;
+
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	if (sig != SIGSTOP)
+		signal(sig, SIG_DFL);
+	kill(getpid(), sig);
+	/* The stop happens here, if the kernel lets it. */
+	sigprocmask(SIG_UNBLOCK, &one, NULL);
+	sigprocmask(SIG_BLOCK, &one, NULL);
+	/* A stop ends with SIGCONT, which is blocked and so stays pending. */
+	return sigpending(&pending) == 0 && sigismember(&pending, SIGCONT);
+}

@@ -1,0 +1,97 @@
+/* Supervising CMD: everything about the command that hold runs, and
+ * nothing about the broker.
+ *
+ * CMD runs as the child of a small process of its own, the keeper, which
+ * is a subreaper: whatever CMD starts (a setsid daemon, a `timeout` in a
+ * group of its own, a double fork) stays its descendant. The keeper tells
+ * amqplock when CMD stops, when it exits, and when the last descendant is
+ * gone; on request it signals, stops or continues every descendant. If
+ * amqplock dies, even by SIGKILL, the keeper kills every descendant before
+ * it lets go of the broker connection it inherited, so the slot is never
+ * free while any of them runs. If amqplock is stopped by a signal it
+ * cannot catch (SIGSTOP), the keeper stops the descendants too.
+ *
+ * The policy (when to stop, when to continue, what a lost slot means)
+ * stays with the caller. */
+#ifndef AMQPLOCK_SUPERVISE_H
+#define AMQPLOCK_SUPERVISE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "status.h"
+
+struct super_opts {
+	char **argv; /* CMD */
+	/* The controlling terminal, or -1: with give_terminal, CMD's process
+	 * group becomes its foreground group before CMD runs. */
+	int terminal;
+	bool give_terminal;
+	/* A descriptor the keeper keeps open until every descendant is gone
+	 * (the broker connection: the slot lives as long as it does), or -1. */
+	int hold_fd;
+};
+
+enum super_event {
+	SUPER_NOTHING,
+	SUPER_STARTED,  /* value: CMD's pid, which is also its process group */
+	SUPER_NO_EXEC,  /* value: errno of the failed exec (exit status follows) */
+	SUPER_STOPPED,  /* CMD stopped; value: the signal */
+	SUPER_EXITED,   /* value: CMD's exit status (128+N after signal N) */
+	SUPER_EMPTY,    /* no descendant is left; the keeper is done */
+	SUPER_VANISHED, /* the keeper died; its orphans are ours (see super_kill_orphans) */
+};
+
+/* Events read while waiting for something else, returned first. */
+#define SUPER_HELD_EVENTS 8
+
+struct supervisor {
+	pid_t keeper;
+	pid_t cmd; /* 0 until SUPER_STARTED */
+	int fd;    /* to the keeper; -1 once it is done */
+	struct {
+		int event, value;
+	} held[SUPER_HELD_EVENTS];
+	size_t n_held;
+};
+
+/* Forks the keeper, which forks and runs CMD. amqplock must be a subreaper
+ * itself (it adopts whatever the keeper leaves if the keeper is killed).
+ * The signals amqplock blocks stay blocked in the keeper. */
+enum al_status super_start(struct supervisor *sv, const struct super_opts *o);
+
+/* The descriptor to poll for events. */
+int super_fd(const struct supervisor *sv);
+
+/* The next event, or SUPER_NOTHING if none is waiting; *value as above. */
+enum super_event super_next(struct supervisor *sv, int *value);
+
+/* sig to CMD's process group, as a terminal would send it. */
+void super_signal_group(struct supervisor *sv, int sig);
+/* sig to every descendant, whatever group or session it is in. */
+void super_signal_all(struct supervisor *sv, int sig);
+/* SIGSTOP to every descendant that is not stopped already; returns once
+ * the keeper says they all are, or after `wait` seconds. */
+void super_stop_all(struct supervisor *sv, double wait);
+/* SIGCONT to what super_stop_all (or the keeper, while amqplock was
+ * stopped) stopped, and to CMD's process group. */
+void super_continue_all(struct supervisor *sv);
+
+/* After SUPER_VANISHED: SIGKILL to every remaining descendant of amqplock
+ * (the keeper's orphans); true once none is left. */
+bool super_kill_orphans(void);
+
+/* The terminal: fd if it is amqplock's controlling terminal and amqplock's
+ * process group is its foreground group, else -1. */
+bool super_in_foreground(int terminal);
+/* Makes pgrp the terminal's foreground group, from the background too. */
+void super_give_terminal(int terminal, pid_t pgrp);
+
+/* Stops amqplock itself with sig (SIGTSTP, SIGTTIN, SIGTTOU or SIGSTOP),
+ * as the shell expects of a job whose command stopped; returns once it is
+ * continued. False if the kernel did not stop it (an orphaned process
+ * group ignores SIGTSTP, SIGTTIN and SIGTTOU). */
+bool super_stop_self(int sig);
+
+#endif
