@@ -18,7 +18,11 @@
 #      declares (and deletes) sent one at a time by bench/floor;
 #   6. hand-off latency on a 1-slot semaphore with 20 waiters, after clean
 #      releases and after kill -9 of the holder (bench/handoff.pl);
-#   7. peak RSS of `amqplock hold NAME -- true` (/usr/bin/time -v).
+#   7. peak RSS of `amqplock hold NAME -- true` (/usr/bin/time -v);
+#   8. the lease: what it adds to a hold (against `hold --lease 0`, which
+#      still probes leases), how long a hold whose connection the broker
+#      closed takes to re-attach, and the frames a holder sends per minute
+#      (bench/lease.pl).
 # 1-4 are medians of BENCH_ROUNDS (default 40) whole-process runs per
 # command after 3 warm-up rounds, the commands compared taking turns in one
 # loop (bench/timeit) so that machine noise hits all of them; 5 has
@@ -40,6 +44,7 @@ ROUNDS=${BENCH_ROUNDS:-40}
 SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-4}
 HANDOFF_ROUNDS=${BENCH_HANDOFF_ROUNDS:-3}
 HANDOFF_WAITERS=20
+LEASE_ROUNDS=${BENCH_LEASE_ROUNDS:-10}
 KILL_WAITERS=${BENCH_KILL_WAITERS:-15}
 RSS_RUNS=10
 RESULTS=$B/RESULTS.md
@@ -251,6 +256,7 @@ OWN0=$(own_ticks)
 log "1: hold vs floor vs flock vs etcd, $ROUNDS rounds"
 step "$WORK/m1.txt" "$T" -r "$ROUNDS" -w 3 -t 60 -o "$WORK/raw.txt" -- \
     hold "$AL" hold bench-1 -- true :: \
+    hold0 "$AL" hold --lease 0 bench-1 -- true :: \
     floor "$B/floor" :: \
     flock flock "$WORK/flock" true :: \
     etcd etcdctl --endpoints="$ETCD_URL" lock bench-1 true :: \
@@ -287,6 +293,14 @@ step "$WORK/m6clean.txt" perl "$B/handoff.pl" clean "$AL" bench-handoff "$HANDOF
     "$HANDOFF_WAITERS" "$WORK"
 log "6: hand-off after kill -9 of the holder, $KILL_WAITERS waiters"
 step "$WORK/m6kill.txt" perl "$B/handoff.pl" kill "$AL" bench-handoff 1 "$KILL_WAITERS" "$WORK"
+
+# --- 8: the lease ---------------------------------------------------------------
+
+log "8: re-attach after close_connection, $LEASE_ROUNDS rounds; frames per held slot"
+step "$WORK/m8reclaim.txt" perl "$B/lease.pl" reclaim "$AL" bench-handoff "$LEASE_ROUNDS" \
+    "$TOP/tests/broker.sh" ctl "$WORK/broker"
+step "$WORK/m8rate.txt" perl "$B/lease.pl" rate "$AL" bench-handoff 20 \
+    "$TOP/tests/broker.sh" ctl "$WORK/broker"
 
 # --- 7: peak RSS -------------------------------------------------------------------
 
@@ -328,6 +342,9 @@ done
 # handoff.pl: n N p50 MS p99 MS min MS max MS overlaps K
 read -r _ hc_n _ hc_p50 _ hc_p99 _ hc_min _ hc_max _ hc_over <"$WORK/m6clean.txt"
 read -r _ hk_n _ hk_p50 _ hk_p99 _ hk_min _ hk_max _ hk_over <"$WORK/m6kill.txt"
+# lease.pl: "n N p50 MS max MS"; "frames_per_min F"
+read -r _ rc_n _ rc_p50 _ rc_max <"$WORK/m8reclaim.txt"
+read -r _ frames_min <"$WORK/m8rate.txt"
 # Median peak RSS (KiB) of a label's runs.
 rss_med() {
     awk -v l="$1" '$1 == l { print $2 }' "$WORK/rss.txt" | sort -n |
@@ -344,6 +361,7 @@ row() {
     echo "$out"
 }
 R_HOLD=$(ratio "${MED[hold]}" "${MED[floor]}")
+R_LEASE=$(ratio "${MED[hold]}" "${MED[hold0]}")
 R_ETCD=$(ratio "${MED[etcd]}" "${MED[hold]}")
 R_MAX=$(ratio "${MED[max1000]}" "${MED[max1]}")
 R_ACQ=$(ratio "${MED[acq1000busy]}" "${MED[acq1]}")
@@ -357,6 +375,8 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
     echo "|---|---|---:|---:|---:|---|---|---|"
     row 1 '`amqplock hold NAME -- true` (1 slot)' "$(m hold)" "$(spread hold)" "${N[hold]}" \
         "hold/floor $R_HOLD" "≤ 1.5" "$(met le "$R_HOLD" 1.5)"
+    row 1 '`amqplock hold --lease 0 NAME -- true` (no lease)' "$(m hold0)" "$(spread hold0)" \
+        "${N[hold0]}" "hold/hold0 $R_LEASE" "≤ 1.2" "$(met le "$R_LEASE" 1.2)"
     row 1 '`bench/floor` (connect, login, channel, exclusive declare, close)' "$(m floor)" \
         "$(spread floor)" "${N[floor]}" "" "" ""
     row 1 '`flock FILE true`' "$(m flock)" "$(spread flock)" "${N[flock]}" \
@@ -402,6 +422,9 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
         "$(met le "$RSS_HOLD_MIB" 4)"
     row 7 'peak RSS of `bench/floor`; of `flock FILE true`' \
         "$(rss_med floor) KiB; $(rss_med flock) KiB" "" "$RSS_RUNS" "" "" ""
+    row 8 'a hold re-attached after `close_connection` (away_ms), p50' "$(fmt "$rc_p50")" \
+        "max $(fmt "$rc_max")" "$rc_n" "" "" ""
+    row 8 'frames a holder sends per minute (renewals, heartbeats)' "$frames_min" "" 1 "" "" ""
 } >"$WORK/table.md"
 
 echo

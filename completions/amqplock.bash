@@ -27,8 +27,8 @@ _amqplock_command_opts() {
     status) echo --overshoot ;;
     check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
-    acquire) echo --nonblock --wait --conflict-exit-code ;;
-    hold) echo --nonblock --wait --conflict-exit-code --command --lost-signal --grace ;;
+    acquire) echo --nonblock --wait --conflict-exit-code --lease ;;
+    hold) echo --nonblock --wait --conflict-exit-code --command --lost-signal --grace --lease ;;
     esac
 }
 
@@ -39,7 +39,7 @@ _amqplock_value_opt() {
     -u | --url | --password-file | --cacert | --cert | --key | --prefix | \
         --heartbeat | --connect-timeout | --rpc-timeout | --admin-wait | \
         --overshoot | --slot-type | -w | --wait | -E | --conflict-exit-code | -c | \
-        --command | --lost-signal | --grace)
+        --command | --lost-signal | --grace | --lease)
         return 0
         ;;
     esac

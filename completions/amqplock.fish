@@ -5,7 +5,7 @@
 # The options that take a value, as amqplock's getopt tables have them.
 set -g __amqplock_value_opts -u --url --password-file --cacert --cert --key --prefix \
     --heartbeat --connect-timeout --rpc-timeout --admin-wait --overshoot --slot-type -w --wait \
-    -E --conflict-exit-code -c --command --lost-signal --grace
+    -E --conflict-exit-code -c --command --lost-signal --grace --lease
 
 # Prints the command (create, hold, ...) and then, one a line, what follows
 # it on the command line before the cursor: the options are left out.
@@ -135,6 +135,10 @@ set -l waiting '__amqplock_using acquire hold wait'
 complete -c amqplock -n $waiting -s n -l nonblock -d 'Try once; do not wait'
 complete -c amqplock -n $waiting -s w -l wait -x -d 'Give up after SECS (0 = -n)'
 complete -c amqplock -n $waiting -s E -l conflict-exit-code -x -d 'Exit code when nothing was obtained in time'
+
+# acquire and hold: how long the broker keeps the slot for a holder that
+# lost its connection.
+complete -c amqplock -n '__amqplock_using acquire hold' -l lease -x -d 'Keep the slot SECS for a holder that lost its connection (0 = none)'
 
 # hold. The signals for --lost-signal are those amqplock accepts: the ones
 # whose default action ends a process, by glibc's names (not KILL STOP CONT

@@ -3,6 +3,7 @@
 #define AMQPLOCK_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "conn.h"
 #include "sem.h"
@@ -30,6 +31,9 @@ struct cli {
 	char **command;     /* after "--" */
 	int lost_signal;
 	double grace;
+	/* acquire, hold: seconds; < 0: not given (the default then) */
+	double lease;
+	int64_t lease_token;
 	/* The semaphore named by the first argument, once checked. */
 	const char *name;
 	/* Set by a command: the exit code to use instead of the status's

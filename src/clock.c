@@ -12,6 +12,14 @@ double now_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double boot_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 void sleep_seconds(double s)
 {
 	struct timespec ts;
@@ -32,6 +40,19 @@ double jitter(double d)
 double sooner(double a, double b)
 {
 	return a < b ? a : b;
+}
+
+#define LEASE_MARGIN_FIXED 1.0
+#define LEASE_MARGIN_RATE  0.05
+
+double lease_margin(double lease)
+{
+	return LEASE_MARGIN_FIXED + LEASE_MARGIN_RATE * lease;
+}
+
+double lease_shortest(double grace, double silence)
+{
+	return (grace + silence + 1.0 + LEASE_MARGIN_FIXED) / (1.0 - LEASE_MARGIN_RATE);
 }
 
 int poll_ms(double seconds)

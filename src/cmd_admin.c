@@ -151,6 +151,10 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		out_str("semaphore", "semaphore  %s\n", cli->name);
 		out_uint("max", "max        %lu\n", ss.max);
 		out_slots("held", "held       %s\n", ss.held.slot, ss.held.len);
+		/* Leased, their holders away: reconnecting, or gone for good
+		 * (then free when the lease runs out). */
+		out_slots("away", ss.away.len ? "away       %s\n" : NULL, ss.away.slot,
+			  ss.away.len);
 		out_slots("free", "free       %s\n", ss.free.slot, ss.free.len);
 		out_slots("orphans", "orphans    %s\n", ss.orphans.slot, ss.orphans.len);
 		st = out_end();
@@ -173,6 +177,10 @@ static const char *problem_name(enum sem_problem_kind kind)
 		return "mixed_type";
 	case SEM_STRAY_HOLDER:
 		return "stray_holder";
+	case SEM_MISSING_MARKER:
+		return "missing_marker";
+	case SEM_STRAY_MARKER:
+		return "stray_marker";
 	}
 	return "unknown";
 }
@@ -182,7 +190,7 @@ static const char *problem_name(enum sem_problem_kind kind)
 static const char *verdict(const struct sem_problem *p)
 {
 	if (p->repaired)
-		return "deleted";
+		return p->kind == SEM_MISSING_MARKER ? "made" : "deleted";
 	if (p->kind == SEM_MIXED_TYPE)
 		return "cannot be repaired, recreate the semaphore";
 	if (p->kind == SEM_EXCLUSIVE_SLOT)
@@ -200,7 +208,7 @@ static void print_problem(struct cli *cli, const struct sem *s, const struct sem
 	out_item_begin();
 	out_str(NULL, "%s: ", cli->name);
 	out_str("kind", NULL, problem_name(p->kind));
-	if (p->kind != SEM_STRAY_MUTEX)
+	if (p->slot > 0)
 		out_uint("slot", "slot %lu: ", p->slot);
 	switch (p->kind) {
 	case SEM_STRAY_MUTEX:
@@ -220,6 +228,12 @@ static void print_problem(struct cli *cli, const struct sem *s, const struct sem
 		break;
 	case SEM_STRAY_HOLDER:
 		out_str("queue", "stray holder queue %s, held by no connection", queue);
+		break;
+	case SEM_MISSING_MARKER:
+		out_str("queue", "quorum marker %s is missing: leases are not replicated", queue);
+		break;
+	case SEM_STRAY_MARKER:
+		out_str("queue", "quorum marker %s, but the slots are not quorum queues", queue);
 		break;
 	}
 	out_bool("repaired", p->repaired);

@@ -11,6 +11,10 @@
 
 /* wait: the pause between looks grows to this. */
 #define WAIT_LONGEST_PAUSE 0.5
+/* The default lease is this plus --grace: a hold rides out a broker
+ * outage of 10 s and more (a restart, a failover) with a heartbeat's
+ * silence to notice it, and a host that dies keeps its slot this long. */
+#define LEASE_BASE 30.0
 
 struct client {
 	struct cli *cli;
@@ -36,15 +40,58 @@ static void report_lost(void *arg)
 	cl->cli->reported = true;
 }
 
+static void report_notice(void *arg, const char *name, const char *key, unsigned long ms,
+			  const char *text)
+{
+	struct client *cl = arg;
+
+	if (!cl->cli->quiet)
+		out_error_line(text);
+	event(cl, name);
+	out_uint(key, NULL, ms);
+	out_str("message", NULL, text);
+	out_end();
+}
+
+/* The lease given or the default, checked against what it must cover: the
+ * command's --grace and the silence that tells a lost connection. */
+static enum al_status settle_lease(struct cli *cli, bool has_command)
+{
+	double grace = has_command ? cli->grace : 0;
+	double silence = hold_silence(cli->conn.heartbeat, cli->conn.rpc_timeout);
+	double shortest = lease_shortest(grace, silence);
+
+	if (cli->lease < 0)
+		cli->lease = LEASE_BASE + grace > shortest ? LEASE_BASE + grace
+							   : (double)(unsigned long)shortest + 1;
+	else if (cli->lease > 0 && cli->lease < shortest && !has_command)
+		return fail(AL_USAGE,
+			    "--lease %g is too short for --heartbeat %u: at least %.0f s, or 0 for "
+			    "no lease",
+			    cli->lease, cli->conn.heartbeat, (double)(unsigned long)shortest + 1);
+	else if (cli->lease > 0 && cli->lease < shortest)
+		return fail(AL_USAGE,
+			    "--lease %g is too short for --grace %g with --heartbeat %u: at least "
+			    "%.0f s, or 0 for no lease",
+			    cli->lease, grace, cli->conn.heartbeat,
+			    (double)(unsigned long)shortest + 1);
+	trace("lease %g s", cli->lease);
+	return AL_OK;
+}
+
 static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char **argv)
 {
 	struct hold_opts o = {
 		.nonblock = cli->nonblock,
 		.wait = cli->wait,
 		.lost_signal = cli->lost_signal,
-		.grace = cli->grace,
+		/* Without a command (acquire) nothing needs a grace period. */
+		.grace = argv ? cli->grace : 0,
 		.argv = argv,
+		.lease = cli->lease,
+		.conn_opts = &cli->conn,
 		.lost = report_lost,
+		.notice = report_notice,
 		.arg = cl,
 	};
 	return o;
@@ -112,6 +159,9 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	int code, sig_fd;
 
 	(void)argc, (void)argv;
+	if ((st = settle_lease(cli, false)) != AL_OK)
+		return st;
+	o.lease = cli->lease;
 	if ((st = take(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
@@ -140,6 +190,9 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	int code = 0, sig_fd;
 
 	(void)argc, (void)argv;
+	if ((st = settle_lease(cli, true)) != AL_OK)
+		return st;
+	o.lease = cli->lease;
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
 	if ((st = take(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;

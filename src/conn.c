@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -188,8 +189,10 @@ static const char *url_problem(const char *url)
 	for (at = p; at < end; at++)
 		if (*at == '@')
 			p = at + 1;
-	if (*p == '[') { /* [IPv6 address] */
+	if (*p == '[') { /* [IPv6 address], not empty */
 		bracket = memchr(p, ']', (size_t)(end - p));
+		if (bracket == p + 1)
+			return "no host";
 		p = bracket ? bracket + 1 : end;
 	} else if (p == end || *p == ':')
 		return "no host";
@@ -328,7 +331,11 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	c->dead = true;
 	if (st == AL_NOT_FOUND || st == AL_BUSY)
 		st = AL_BROKER;
-	if (m->reply_code == AMQP_CONNECTION_FORCED)
+	/* Forced: an operator or a node going down. Internal error: a crash
+	 * of the broker's side of the connection (RabbitMQ 3.10 has one when
+	 * a probe meets a quorum queue being deleted); a new connection
+	 * works, so it counts as a lost connection, not a refusal. */
+	if (m->reply_code == AMQP_CONNECTION_FORCED || m->reply_code == AMQP_INTERNAL_ERROR)
 		st = AL_CONNECTION;
 	return fail(st, "the broker at %s closed the connection: %s", c->where,
 		    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
@@ -886,4 +893,11 @@ void conn_abort(struct conn *c)
 {
 	c->dead = true;
 	conn_close(c);
+}
+
+void conn_hang_up(struct conn *c)
+{
+	if (c->amqp && amqp_get_sockfd(c->amqp) >= 0)
+		shutdown(amqp_get_sockfd(c->amqp), SHUT_RDWR);
+	conn_abort(c);
 }

@@ -63,6 +63,11 @@ void conn_close(struct conn *c);
  * broker would make us wait for. */
 void conn_abort(struct conn *c);
 
+/* conn_abort, and the TCP connection ends even where another process
+ * (the keeper) holds a copy of the socket: the broker, if it still hears
+ * us, drops the connection's exclusive queues at once. */
+void conn_hang_up(struct conn *c);
+
 /* Replaces the channel with a fresh one in confirm mode. Needed after the
  * broker closed the channel (405, 404, ...); the close-ok has been sent. */
 enum al_status conn_reset_channel(struct conn *c);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,12 @@
  * slot is taken within a second. */
 #define FIRST_RETRY   0.01
 #define LONGEST_RETRY 0.5
+/* Away: first and longest pause between attempts to reconnect. */
+#define FIRST_RECONNECT   0.1
+#define LONGEST_RECONNECT 1.0
+/* Away: "lease_running_out" comes this long before the command gets
+ * --lost-signal. */
+#define LEASE_WARNING 5.0
 
 /* Sleeps until `until` (monotonic seconds) or data on the broker socket. */
 static bool wait_readable(struct conn *c, double until)
@@ -56,6 +63,8 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 		/* Cleared before the attempt: a release announced during it
 		 * cuts the next pause short. */
 		s->conn->notified = false;
+		/* A lease claimed now lasts from before the claim was sent. */
+		s->lease.renewed = boot_seconds();
 		st = sem_acquire(s, slot, max);
 		if (st != AL_BUSY || o->nonblock || now_seconds() >= deadline)
 			break;
@@ -116,10 +125,20 @@ struct holding {
 	/* The slot. */
 	double heard;       /* last time the broker sent anything */
 	double verify_sent; /* 0: no verification outstanding */
+	double verify_sent_boot;
 	double next_verify;
 	double lost_at;   /* 0: still held */
 	double killed_at; /* 0: no SIGKILL yet */
+	/* Away: the connection was lost and the lease keeps the slot while
+	 * amqplock connects again. */
+	bool away, warned;
+	double away_since;
+	bool thaw_when_back; /* continued while away: the command goes on once back */
+	double next_reconnect, reconnect_delay;
+	char away_reason[256];
 };
+
+static void thaw(struct holding *h);
 
 /* How long the broker may stay silent before the slot counts as lost: one
  * heartbeat. The broker itself waits at least twice that before it gives
@@ -127,7 +146,62 @@ struct holding {
  * the reply deadline bounds each verification instead. */
 static double silence_limit(const struct holding *h)
 {
-	return h->s->conn->heartbeat ? (double)h->s->conn->heartbeat : h->s->conn->rpc_timeout;
+	return hold_silence(h->s->conn->heartbeat, h->s->conn->rpc_timeout);
+}
+
+double hold_silence(unsigned heartbeat, double rpc_timeout)
+{
+	/* Not under 1.5 s: with the check every second, a reply a little
+	 * late would otherwise count as silence at --heartbeat 1. */
+	double least = 1.5 * VERIFY_INTERVAL;
+
+	if (!heartbeat)
+		return rpc_timeout;
+	return heartbeat < least ? least : (double)heartbeat;
+}
+
+/* On the boot clock: when the command gets --lost-signal, and SIGKILL,
+ * unless a renewal comes first. The broker keeps the lease until renewed
+ * + lease at the earliest (its clock), so the command is dead before. */
+static double kill_deadline(const struct holding *h)
+{
+	return h->s->lease.renewed + h->o->lease - lease_margin(h->o->lease);
+}
+
+static double signal_deadline(const struct holding *h)
+{
+	return kill_deadline(h) - h->o->grace;
+}
+
+/* The broker confirmed a renewal sent at `sent` (boot clock); the keeper
+ * learns the new deadline. */
+static void renewed(struct holding *h, double sent)
+{
+	if (!h->o->lease)
+		return;
+	h->s->lease.renewed = sent;
+	if (h->supervising && !h->done)
+		super_kill_at(&h->sv, kill_deadline(h));
+}
+
+static void notice(struct holding *h, const char *event, const char *key, double seconds,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* News for the user: event, one figure (key, in milliseconds) and text. */
+static void notice(struct holding *h, const char *event, const char *key, double seconds,
+		   const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (h->o->notice)
+		h->o->notice(h->o->arg, event, key,
+			     seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
+	else
+		trace("%s", text);
 }
 
 static void kill_command(struct holding *h)
@@ -167,6 +241,42 @@ static void lose(struct holding *h, bool keep_connection)
 		conn_abort(h->s->conn);
 }
 
+/* The connection failed or went silent (the reason is recorded). Without
+ * a lease the slot goes with it. With one, the command runs on while
+ * amqplock connects again; the old connection is hung up first, so that
+ * a broker that still hears us drops our old holder queue at once. */
+static void connection_lost(struct holding *h)
+{
+	double left;
+
+	if (!h->o->lease) {
+		lose(h, false);
+		return;
+	}
+	snprintf(h->away_reason, sizeof(h->away_reason), "%s", status_message());
+	status_clear();
+	conn_hang_up(h->s->conn);
+	h->away = true;
+	h->away_since = now_seconds();
+	h->warned = false;
+	h->next_reconnect = now_seconds();
+	h->reconnect_delay = FIRST_RECONNECT;
+	h->verify_sent = 0;
+	left = signal_deadline(h) - boot_seconds();
+	notice(h, "disconnected", "deadline_ms", left,
+	       "connection for slot %u of %s lost (%s); reconnecting, the lease keeps the slot "
+	       "for the command %.1f s",
+	       h->slot, h->s->label, h->away_reason, left > 0 ? left : 0);
+}
+
+/* A verification's send time on both clocks. */
+static void verification_sent(struct holding *h)
+{
+	h->verify_sent = now_seconds();
+	h->verify_sent_boot = boot_seconds();
+	h->next_verify = h->verify_sent + VERIFY_INTERVAL;
+}
+
 /* Takes what the broker sent, starts or times out a verification. */
 static void check_slot(struct holding *h, bool readable)
 {
@@ -176,46 +286,113 @@ static void check_slot(struct holding *h, bool readable)
 	if (readable) {
 		h->heard = now;
 		if (sem_held_poll(h->s, h->slot, &verified) != AL_OK) {
-			lose(h, !h->s->conn->dead);
+			if (h->s->conn->dead)
+				connection_lost(h);
+			else
+				lose(h, true);
 			return;
 		}
-		if (verified)
+		if (verified && h->verify_sent) {
 			h->verify_sent = 0;
+			renewed(h, h->verify_sent_boot);
+		}
 	}
 	if (h->verify_sent && now - h->verify_sent > silence_limit(h)) {
 		fail(AL_LOST, "the broker did not answer a check within %g s", silence_limit(h));
-		lose(h, false);
+		connection_lost(h);
 	} else if (h->s->conn->heartbeat && now - h->heard > silence_limit(h)) {
 		fail(AL_LOST, "the broker has been silent for %.1f s", now - h->heard);
-		lose(h, false);
+		connection_lost(h);
 	} else if (!h->verify_sent && now >= h->next_verify) {
 		if (sem_verify_send(h->s, h->slot) != AL_OK) {
-			lose(h, false);
+			connection_lost(h);
 			return;
 		}
-		h->verify_sent = now;
-		h->next_verify = now + VERIFY_INTERVAL;
+		verification_sent(h);
 	}
 }
 
-/* One verification, waited for: after amqplock was stopped, before the
- * command may go on. */
-static enum al_status verify_now(struct holding *h)
+/* One attempt to connect again and take the slot back, within what is
+ * left of the lease. AL_OK: held again; AL_LOST: it never will be (the
+ * reason recorded); anything else: try again later. */
+static enum al_status reattach(struct holding *h, double left)
 {
-	double deadline;
+	struct conn_opts co = *h->o->conn_opts;
+	double sent;
+	bool ours;
+	enum al_status st;
+
+	co.connect_timeout = sooner(co.connect_timeout, left);
+	co.rpc_timeout = sooner(co.rpc_timeout, left);
+	conn_close(h->s->conn);
+	if ((st = conn_open(h->s->conn, &co)) != AL_OK)
+		return st;
+	sent = boot_seconds();
+	st = sem_reattach(h->s, h->slot, &ours);
+	/* Replies may take their usual time again. */
+	h->s->conn->rpc_timeout = h->o->conn_opts->rpc_timeout;
+	if (st == AL_OK)
+		renewed(h, sent);
+	return st;
+}
+
+/* Away: the lease runs out unless amqplock gets back in time. The command
+ * gets --lost-signal at the signal deadline whatever else happens. */
+static void keep_trying(struct holding *h)
+{
+	double left = signal_deadline(h) - boot_seconds(), now = now_seconds();
+	enum al_status st;
+
+	if (left <= 0) {
+		fail(AL_LOST, "could not get back to the broker before the lease ran out (%s)",
+		     h->away_reason);
+		lose(h, false);
+		return;
+	}
+	if (!h->warned && left <= LEASE_WARNING) {
+		h->warned = true;
+		notice(h, "lease_running_out", "deadline_ms", left,
+		       "the lease of slot %u of %s runs out: the command gets SIG%s in %.1f s "
+		       "unless amqplock reconnects",
+		       h->slot, h->s->label, sigabbrev_np(h->o->lost_signal), left);
+	}
+	if (now < h->next_reconnect)
+		return;
+	st = reattach(h, left);
+	if (st == AL_OK) {
+		h->away = false;
+		h->heard = now_seconds();
+		h->next_verify = h->heard + VERIFY_INTERVAL;
+		notice(h, "reconnected", "away_ms", now_seconds() - h->away_since,
+		       "reconnected to %s after %.2f s; slot %u of %s is still ours",
+		       h->s->conn->where, now_seconds() - h->away_since, h->slot, h->s->label);
+		if (h->thaw_when_back)
+			thaw(h);
+	} else if (st == AL_LOST) {
+		lose(h, !h->s->conn->dead);
+	} else {
+		trace("%s; trying again", status_message());
+		status_clear();
+		conn_abort(h->s->conn);
+		h->next_reconnect = now_seconds() + jitter(h->reconnect_delay);
+		h->reconnect_delay = sooner(2 * h->reconnect_delay, LONGEST_RECONNECT);
+	}
+}
+
+/* Waits, within the reply deadline, for the answers to the verification
+ * outstanding; the lease is renewed as of its sending. */
+static enum al_status await_verification(struct holding *h)
+{
+	double deadline = now_seconds() + h->s->conn->rpc_timeout;
 	bool verified = false;
 
-	/* What came while we were stopped, then a fresh question. */
-	if (h->verify_sent && sem_held_poll(h->s, h->slot, &verified) != AL_OK)
-		return AL_LOST;
-	if (sem_verify_send(h->s, h->slot) != AL_OK)
-		return fail(AL_LOST, "the connection failed");
-	deadline = now_seconds() + h->s->conn->rpc_timeout;
-	verified = false;
 	while (!verified) {
-		if (now_seconds() >= deadline)
-			return fail(AL_LOST, "the broker did not answer a check within %g s",
-				    h->s->conn->rpc_timeout);
+		if (now_seconds() >= deadline) {
+			fail(AL_LOST, "the broker did not answer a check within %g s",
+			     h->s->conn->rpc_timeout);
+			conn_abort(h->s->conn); /* a reply may still come: unusable */
+			return AL_LOST;
+		}
 		if (wait_readable(h->s->conn, deadline) &&
 		    sem_held_poll(h->s, h->slot, &verified) != AL_OK)
 			return AL_LOST;
@@ -223,7 +400,22 @@ static enum al_status verify_now(struct holding *h)
 	h->heard = now_seconds();
 	h->verify_sent = 0;
 	h->next_verify = h->heard + VERIFY_INTERVAL;
+	renewed(h, h->verify_sent_boot);
 	return AL_OK;
+}
+
+/* One verification, waited for: after amqplock was stopped, before the
+ * command may go on. One sent before the stop is answered first: its
+ * answers must not be taken for the fresh question's, which would date
+ * the renewal too late. */
+static enum al_status verify_now(struct holding *h)
+{
+	if (h->verify_sent && await_verification(h) != AL_OK)
+		return AL_LOST;
+	if (sem_verify_send(h->s, h->slot) != AL_OK)
+		return fail(AL_LOST, "the connection failed");
+	verification_sent(h);
+	return await_verification(h);
 }
 
 static void hand_terminal(struct holding *h)
@@ -242,6 +434,14 @@ static void take_terminal_back(struct holding *h)
 	}
 }
 
+static void thaw(struct holding *h)
+{
+	hand_terminal(h);
+	super_continue_all(&h->sv);
+	h->frozen = false;
+	h->thaw_when_back = false;
+}
+
 /* amqplock was continued (fg, bg, kill -CONT): the command goes on only
  * once the slot is known to be still ours. */
 static void resume(struct holding *h)
@@ -253,13 +453,20 @@ static void resume(struct holding *h)
 	 * slot must not let it run another instruction. */
 	h->frozen = true;
 	trace("continued; checking slot %u before the command goes on", h->slot);
-	if (verify_now(h) != AL_OK) {
-		lose(h, !h->s->conn->dead);
+	if (!h->away && verify_now(h) != AL_OK) {
+		if (!h->o->lease || !h->s->conn->dead) {
+			lose(h, !h->s->conn->dead);
+			return;
+		}
+		connection_lost(h);
+	}
+	/* With a lease the command stays stopped until amqplock is back. */
+	if (h->away) {
+		h->thaw_when_back = true;
 		return;
 	}
-	hand_terminal(h);
-	super_continue_all(&h->sv);
-	h->frozen = false;
+	if (!h->lost_at)
+		thaw(h);
 }
 
 /* A stop of the job: the command's processes first, then amqplock, so the
@@ -334,6 +541,15 @@ static void on_supervisor(struct holding *h)
 				trace("every process of the command has ended");
 			h->done = true;
 			break;
+		case SUPER_DEADLINE:
+			/* amqplock was held up (in a library call) past the
+			 * lease's deadline; the keeper did what it had to. */
+			if (!h->lost_at) {
+				fail(AL_LOST, "no renewal of the lease in time; the keeper killed "
+					      "the command");
+				lose(h, false);
+			}
+			break;
 		case SUPER_VANISHED:
 			/* Someone killed the keeper: the command died with it
 			 * (PR_SET_PDEATHSIG); its orphans are ours now. */
@@ -387,10 +603,15 @@ static void on_signal(struct holding *h, int sig)
 
 static double next_wakeup(const struct holding *h)
 {
-	double t;
+	double t, now = now_seconds();
 
 	if (h->lost_at)
-		return now_seconds() + WIND_DOWN_POLL;
+		return now + WIND_DOWN_POLL;
+	if (h->away) {
+		/* The lease's times are on the boot clock; poll on ours. */
+		t = now + signal_deadline(h) - boot_seconds();
+		return sooner(h->next_reconnect, h->warned ? t : t - LEASE_WARNING);
+	}
 	t = h->verify_sent ? h->verify_sent + silence_limit(h) : h->next_verify;
 	if (h->s->conn->heartbeat)
 		t = sooner(t, h->heard + silence_limit(h));
@@ -426,12 +647,32 @@ static bool wound_down(struct holding *h)
 	return h->killed_at && now_seconds() - h->killed_at >= KILL_WAIT;
 }
 
+/* Ends the lease on a connection of its own, one attempt: the keeper's
+ * last act if amqplock died (every process of the command has ended by
+ * then), or amqplock's after the command ended while it was away. */
+static void end_lease_apart(void *arg)
+{
+	struct holding *h = arg;
+	struct sem s = *h->s;
+	struct conn c;
+
+	s.conn = &c;
+	if (conn_open(&c, h->o->conn_opts) == AL_OK && sem_lease_end(&s, h->slot) == AL_OK)
+		trace("ended the lease of slot %u", h->slot);
+	else
+		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", h->slot,
+		      status_message(), h->o->lease);
+	conn_close(&c);
+}
+
 static void start_command(struct holding *h)
 {
 	struct super_opts so = {
 		.argv = h->o->argv,
 		.terminal = h->terminal,
 		.hold_fd = conn_fd(h->s->conn),
+		.last_act = h->o->lease ? end_lease_apart : NULL,
+		.arg = h,
 	};
 
 	/* A job of an interactive shell: the command gets the terminal
@@ -450,6 +691,7 @@ static void start_command(struct holding *h)
 	}
 	h->supervising = true;
 	h->has_terminal = so.give_terminal;
+	renewed(h, h->s->lease.renewed);
 }
 
 enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int sig_fd,
@@ -485,6 +727,8 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 		if (h.lost_at) {
 			if (!s->conn->dead && conn_keepalive(s->conn) != AL_OK)
 				conn_abort(s->conn);
+		} else if (!h.done && h.away) {
+			keep_trying(&h);
 		} else if (!h.done) {
 			check_slot(&h, readable);
 		}
@@ -493,11 +737,22 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	if (h.terminal >= 0)
 		close(h.terminal);
 	*code = h.code;
-	if (h.lost_at)
+	if (h.lost_at) {
+		/* Lost but the lease still ours (the slot was removed, say):
+		 * the command has ended, so the lease may go, on a fresh
+		 * channel (the refusal that told of the loss closed ours). */
+		if (o->lease && !s->conn->dead &&
+		    (conn_reset_channel(s->conn) != AL_OK || sem_lease_end(s, slot) != AL_OK))
+			trace("could not end the lease of slot %u: it runs out", slot);
 		return AL_LOST;
+	}
 	/* Waiters hear of it at once; a failure here changes nothing, as
-	 * the connection's close gives the slot back anyway. */
-	if (!s->conn->dead)
-		sem_released(s, slot);
+	 * the connection's close gives the slot back anyway, but for a
+	 * lease, which lasts its length if it cannot be ended now. */
+	if (!s->conn->dead && sem_released(s, slot) == AL_OK)
+		return AL_OK;
+	if (o->lease)
+		end_lease_apart(&h);
+	status_clear();
 	return AL_OK;
 }

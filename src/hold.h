@@ -11,15 +11,30 @@
 
 #include "sem.h"
 
+/* How long the broker may stay silent before a held slot's connection
+ * counts as lost, for the heartbeat negotiated (0: none) and the reply
+ * deadline. */
+double hold_silence(unsigned heartbeat, double rpc_timeout);
+
 struct hold_opts {
 	bool nonblock;   /* try once */
 	double wait;     /* give up after this many seconds; < 0: never */
 	int lost_signal; /* sent to every process of the command on loss */
 	double grace;    /* seconds between lost_signal and SIGKILL */
 	char **argv;     /* the command; NULL: hold until a signal */
+	/* The lease, seconds (s->lease as cli_connect set it up); 0: none,
+	 * the slot is lost with the connection. */
+	double lease;
+	/* Where to connect again after a lost connection, with a lease. */
+	const struct conn_opts *conn_opts;
 	/* Called the moment the slot is lost (the reason is in
 	 * status_message()), before the command has ended. */
 	void (*lost)(void *arg);
+	/* News while holding: event "disconnected" or "lease_running_out"
+	 * (key "deadline_ms": until the command gets lost_signal) or
+	 * "reconnected" (key "away_ms"), with a sentence for people. */
+	void (*notice)(void *arg, const char *event, const char *key, unsigned long ms,
+		       const char *text);
 	void *arg;
 };
 

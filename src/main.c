@@ -44,7 +44,8 @@ enum scope {
 	GROW = 1 << 5,  /* may declare slot queues */
 	/* check --repair: may delete the strays it finds */
 	REPAIR = 1 << 6,
-	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR,
+	LEASE = 1 << 7, /* holds a slot */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE,
 };
 
 enum opt_id {
@@ -73,6 +74,7 @@ enum opt_id {
 	OPT_GRACE,
 	OPT_SLOT_TYPE,
 	OPT_REPAIR,
+	OPT_LEASE,
 };
 
 struct opt_def {
@@ -125,6 +127,9 @@ static const struct opt_def opt_defs[] = {
 	 "signal for the command if the slot is lost (default TERM)"},
 	{"grace", OPT_GRACE, "SECS", HOLD,
 	 "SIGKILL the command this long after --lost-signal (default 10)"},
+	{"lease", OPT_LEASE, "SECS", LEASE,
+	 "keep the slot this long for a holder that lost its connection,\n"
+	 "to reconnect; 0 = none (default 30 + --grace)"},
 	{"help", OPT_HELP, NULL, GLOBAL, "show help and exit"},
 	{"version", OPT_VERSION, NULL, GLOBAL, "show the version and exit"},
 };
@@ -147,9 +152,9 @@ static const struct command commands[] = {
 	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
 	 false},
 	{"acquire", cmd_acquire, 1, 1, "NAME", "take a slot, print it, hold it until a signal",
-	 WAIT, false},
+	 WAIT | LEASE, false},
 	{"hold", cmd_hold, 1, 1, "NAME -- CMD [ARGS...]", "run CMD while holding a slot",
-	 WAIT | HOLD, true},
+	 WAIT | HOLD | LEASE, true},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -401,6 +406,8 @@ static enum al_status apply_option(struct cli *cli, int id, char *arg, int *show
 		return signal_opt(arg, &cli->lost_signal);
 	case OPT_GRACE:
 		return seconds_opt("grace", arg, 0, &cli->grace);
+	case OPT_LEASE:
+		return seconds_opt("lease", arg, 0, &cli->lease);
 	case OPT_HELP:
 		*show = SHOW_HELP;
 		return AL_OK;
@@ -477,6 +484,7 @@ static void defaults(struct cli *cli)
 	cli->conflict_exit = 1;
 	cli->lost_signal = SIGTERM;
 	cli->grace = DEFAULT_GRACE;
+	cli->lease = -1;
 	cli->exit_code = -1;
 }
 
@@ -508,6 +516,13 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
 	s->admin_wait = cli->admin_wait;
 	s->slot_type = cli->slot_type;
 	s->slot_type_given = cli->slot_type_given;
+	if (cli->lease > 0) {
+		if (!cli->lease_token)
+			cli->lease_token = sem_lease_token();
+		s->lease.on = true;
+		s->lease.ms = (unsigned)(cli->lease * 1000);
+		s->lease.token = cli->lease_token;
+	}
 	/* Loud on every run, so that a forgotten --insecure does not go
 	 * unnoticed in a cron job's mail. */
 	if (cli->conn.insecure)

@@ -17,13 +17,13 @@ static const char *charset_problem(const char *s)
 	return NULL;
 }
 
-/* True if s ends in "-<digits>-A" or "-<digits>-B": such a name would make
- * one semaphore's admin mutex another semaphore's slot or holder queue. */
+/* True if s ends in "-<digits>-A", "-B" or "-L": such a name would make one
+ * semaphore's admin mutex another semaphore's slot, holder or lease queue. */
 static bool has_slot_suffix(const char *s, size_t len)
 {
 	size_t i;
 
-	if (len < 4 || s[len - 2] != '-' || (s[len - 1] != 'A' && s[len - 1] != 'B'))
+	if (len < 4 || s[len - 2] != '-' || !strchr("ABL", s[len - 1]))
 		return false;
 	i = len - 2;
 	if (i == 0 || s[i - 1] < '0' || s[i - 1] > '9')
@@ -44,7 +44,7 @@ const char *name_problem(const char *name)
 	if (charset_problem(name))
 		return charset_problem(name);
 	if (has_slot_suffix(name, len))
-		return "may not end in -<number>-A or -<number>-B (reserved for slot queues)";
+		return "may not end in -<number>-A, -B or -L (reserved for slot queues)";
 	return NULL;
 }
 
@@ -65,15 +65,21 @@ const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *n
 		return "may not start with \"amq.\" (reserved by RabbitMQ), prefix included";
 	/* The name alone was checked, but "p-" and "1-A" make "p-1-A" too. */
 	if (has_slot_suffix(sn->base, (size_t)n))
-		return "may not end in -<number>-A or -<number>-B (reserved for slot queues), "
+		return "may not end in -<number>-A, -B or -L (reserved for slot queues), "
 		       "prefix included";
 	sn->len = (size_t)n;
 	return NULL;
 }
 
+/* The marker's name: '#' cannot occur in a semaphore name. */
+#define QUORUM_MARKER "#quorum"
+
 void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind, char *buf)
 {
-	snprintf(buf, QUEUE_NAME_MAX + 1, "%s-%u-%c", sn->base, slot, (char)kind);
+	if (kind == QUORUM_MARKER_QUEUE)
+		snprintf(buf, QUEUE_NAME_MAX + 1, "%s" QUORUM_MARKER, sn->base);
+	else
+		snprintf(buf, QUEUE_NAME_MAX + 1, "%s-%u-%c", sn->base, slot, (char)kind);
 }
 
 unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
@@ -82,6 +88,10 @@ unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_
 	unsigned long slot = 0;
 	size_t i;
 
+	if (kind == QUORUM_MARKER_QUEUE)
+		return len == sn->len + strlen(QUORUM_MARKER) &&
+		       memcmp(queue, sn->base, sn->len) == 0 &&
+		       memcmp(queue + sn->len, QUORUM_MARKER, len - sn->len) == 0;
 	if (len < sn->len + 4 || memcmp(queue, sn->base, sn->len) != 0 || queue[sn->len] != '-' ||
 	    queue[len - 2] != '-' || queue[len - 1] != (char)kind)
 		return 0;

@@ -14,8 +14,10 @@
  * typo cannot ask the broker for a billion queues. */
 #define SLOTS_MAX 10000u
 
-/* Queue names of one semaphore: "<prefix><name>" is its admin mutex, and
- * "<prefix><name>-<k>-A" / "-<k>-B" its slot k and the holder of slot k. */
+/* Queue names of one semaphore: "<prefix><name>" is its admin mutex,
+ * "<prefix><name>-<k>-A" / "-<k>-B" / "-<k>-L" its slot k, the holder of
+ * slot k and the holder's lease, and "<prefix><name>#quorum" exists when
+ * its slots are quorum queues (so that holders make quorum leases). */
 /* Room left for "-<slot>-A" with any unsigned slot number. */
 #define BASE_MAX (QUEUE_NAME_MAX - 14)
 
@@ -33,13 +35,18 @@ const char *prefix_problem(const char *prefix);
  * NULL, or why the combination is refused (e.g. it starts with "amq."). */
 const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *name);
 
-enum slot_kind { SLOT_QUEUE = 'A', HOLDER_QUEUE = 'B' };
+enum slot_kind {
+	SLOT_QUEUE = 'A',
+	HOLDER_QUEUE = 'B',
+	LEASE_QUEUE = 'L',
+	QUORUM_MARKER_QUEUE = 'Q', /* one per semaphore: its "slot" is 1 */
+};
 
 /* Writes the queue name of slot k into buf (QUEUE_NAME_MAX + 1 bytes). */
 void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind, char *buf);
 
 /* The slot number if queue (len bytes, not NUL-terminated) is the kind
- * queue of some slot of sn, else 0. */
+ * queue of some slot of sn, else 0 (the quorum marker: 1 if it is). */
 unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
 			     enum slot_kind kind);
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "clock.h"
 #include "probe.h"
@@ -131,6 +132,7 @@ enum queue_op {
 	DECLARE_CLASSIC,
 	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
 	DECLARE_PASSIVE,   /* does it exist? */
+	DECLARE_LEASE,     /* durable, x-expires, our token (s->lease) */
 	DELETE_QUEUE,
 };
 
@@ -138,6 +140,7 @@ struct queue_request {
 	amqp_method_number_t id, ok;
 	amqp_queue_declare_t declare;
 	amqp_queue_delete_t del;
+	amqp_table_entry_t lease_args[3];
 };
 
 static amqp_table_entry_t quorum_type = {
@@ -150,7 +153,25 @@ static amqp_table_entry_t classic_type = {
 	.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = {sizeof("classic") - 1, "classic"}},
 };
 
-static void *queue_request(struct queue_request *r, enum queue_op op, const char *queue)
+/* A lease queue's arguments: x-expires makes the broker delete it D after
+ * its last declare; x-max-length, which nothing ever reaches (nobody
+ * publishes to a lease), is the token: the broker refuses a redeclare
+ * with any other value (406), so a declare is an atomic "create, or
+ * renew if it is mine". */
+static amqp_table_t lease_arguments(const struct sem *s, amqp_table_entry_t *e)
+{
+	e[0] = (amqp_table_entry_t){
+		.key = amqp_cstring_bytes("x-expires"),
+		.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t)s->lease.ms}};
+	e[1] = (amqp_table_entry_t){
+		.key = amqp_cstring_bytes("x-max-length"),
+		.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = s->lease.token}};
+	e[2] = quorum_type;
+	return (amqp_table_t){.num_entries = s->lease.quorum ? 3 : 2, .entries = e};
+}
+
+static void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op op,
+			   const char *queue)
 {
 	memset(r, 0, sizeof(*r));
 	if (op == DELETE_QUEUE) {
@@ -162,11 +183,14 @@ static void *queue_request(struct queue_request *r, enum queue_op op, const char
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
 	r->ok = AMQP_QUEUE_DECLARE_OK_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
-	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM || op == DECLARE_CLASSIC;
+	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM || op == DECLARE_CLASSIC ||
+			     op == DECLARE_LEASE;
 	if (op == DECLARE_QUORUM)
 		r->declare.arguments = (amqp_table_t){.num_entries = 1, .entries = &quorum_type};
 	if (op == DECLARE_CLASSIC)
 		r->declare.arguments = (amqp_table_t){.num_entries = 1, .entries = &classic_type};
+	if (op == DECLARE_LEASE)
+		r->declare.arguments = lease_arguments(s, r->lease_args);
 	r->declare.exclusive = op == DECLARE_EXCLUSIVE;
 	r->declare.passive = op == DECLARE_PASSIVE;
 	return &r->declare;
@@ -185,7 +209,7 @@ static enum al_status queue_call(struct sem *s, enum queue_op op, const char *qu
 				 enum al_status expected)
 {
 	struct queue_request r;
-	void *method = queue_request(&r, op, queue);
+	void *method = queue_request(s, &r, op, queue);
 	enum al_status st;
 	amqp_method_t m;
 
@@ -242,7 +266,7 @@ static enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue
 			      uint16_t *answer)
 {
 	struct queue_request r;
-	void *method = queue_request(&r, op, queue);
+	void *method = queue_request(s, &r, op, queue);
 	enum al_status st;
 	amqp_method_t m;
 
@@ -277,7 +301,7 @@ static enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind k
 		end = n - i < batch ? n : i + batch;
 		for (j = i; j < end; j++) {
 			sem_name_slot(&s->name, slot[j], kind, queue);
-			method = queue_request(&r, op, queue);
+			method = queue_request(s, &r, op, queue);
 			if ((st = conn_send(s->conn, r.id, method)) != AL_OK)
 				return st;
 		}
@@ -315,7 +339,7 @@ static enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, u
 	for (i = 0; i < count && st == AL_OK; i++) {
 		slot = descending ? from - i : from + i;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-		method = queue_request(&r, op, queue);
+		method = queue_request(s, &r, op, queue);
 		st = conn_send(s->conn, r.id, method);
 	}
 	for (i = 0; i < count && st == AL_OK; i++) {
@@ -383,6 +407,49 @@ static enum al_status append(struct slot_list *l, unsigned slot)
 	return AL_OK;
 }
 
+/* Of slots first..first+n-1, those without a holder queue (holder[i]
+ * false) are asked whether they have a lease: lease[i], or, with lease
+ * NULL, holder[i] set for them too (a holder away, coming back). Leases
+ * are probed only where no holder queue is: a probe that meets a quorum
+ * queue being deleted (a holder's release) crashes the connection on
+ * RabbitMQ 3.10. */
+static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, bool *holder,
+				     bool *lease)
+{
+	struct probe *p = calloc(n ? n : 1, sizeof(*p));
+	enum al_status st = AL_OK;
+	size_t i, m = 0;
+
+	if (!p)
+		return fail(AL_BROKER, "out of memory");
+	for (i = 0; i < n; i++) {
+		if (lease)
+			lease[i] = false;
+		if (!holder[i])
+			p[m++] = (struct probe){.kind = LEASE_QUEUE, .slot = first + (unsigned)i};
+	}
+	if (m > 0)
+		st = probe_queues(s->conn, &s->name, p, m);
+	for (i = 0; st == AL_OK && i < m; i++) {
+		if (p[i].exists && lease)
+			lease[p[i].slot - first] = true;
+		else if (p[i].exists)
+			holder[p[i].slot - first] = true;
+	}
+	free(p);
+	return st;
+}
+
+/* Which of slots first..first+n-1 have a holder queue (holder[i]), and
+ * which of the others a lease (as leases_of_free says). */
+static enum al_status probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder,
+				  bool *lease)
+{
+	enum al_status st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, first, n, holder);
+
+	return st == AL_OK ? leases_of_free(s, first, n, holder, lease) : st;
+}
+
 /* Collects the kind queues that exist above max, probing windows of
  * `overshoot` slots and going on to the next window while one finds any.
  * What lies beyond an empty window goes unseen: that is the limit of a
@@ -436,7 +503,10 @@ static enum al_status sweep_strays(struct sem *s, unsigned max, unsigned *swept)
  * declare of ours sees them, where a holder's exclusive queue gets 405),
  * and, above max, orphans (the real holders of removed slots; orphans may
  * be NULL). A queue we may not look at (RabbitMQ 4.2 and later check
- * permissions on passive declares) is taken for a holder's. */
+ * permissions on passive declares) is taken for a holder's. (Asking the
+ * holders' leases first would spare the broker those refusals, but a
+ * probe of a lease being deleted can crash the connection: see
+ * leases_of_free.) */
 static enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
 				   struct slot_list *orphans)
 {
@@ -598,7 +668,7 @@ static enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *ty
 	amqp_method_t m;
 
 	sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
-	method = queue_request(&r, DECLARE_QUORUM, queue);
+	method = queue_request(s, &r, DECLARE_QUORUM, queue);
 	s->conn->reply_code = 0;
 	if ((st = conn_send(s->conn, r.id, method)) == AL_OK)
 		st = conn_expect(s->conn, r.ok, &m);
@@ -656,6 +726,16 @@ static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max,
 	return AL_OK;
 }
 
+/* Makes or deletes the semaphore's quorum marker, a quorum queue itself
+ * (so that it survives the loss of a node, as the slots do). */
+static enum al_status set_marker(struct sem *s, bool quorum)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+
+	sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, queue);
+	return queue_call(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue, AL_OK);
+}
+
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
 				    struct sem_change *out)
 {
@@ -682,6 +762,12 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		st = delete_slots_down(s, max, max - target);
 	if (st == AL_OK)
 		out->max = target;
+	/* Quorum slots get quorum leases: the marker tells holders so. Its
+	 * type is known here when slots were made (or --slot-type said). */
+	if (st == AL_OK && target == 0)
+		st = set_marker(s, false);
+	else if (st == AL_OK && (target > max || s->slot_type_given))
+		st = set_marker(s, s->slot_type == SLOT_QUORUM);
 	return st;
 }
 
@@ -711,12 +797,12 @@ static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enu
 	void *method;
 
 	sem_name_slot(&s->name, k, kind, queue);
-	method = queue_request(&r, op, queue);
+	method = queue_request(s, &r, op, queue);
 	return conn_send(s->conn, r.id, method);
 }
 
-/* The lowest free slots from `first` to max: holder queues probed in
- * windows that double, up to the first window with a free slot. */
+/* The lowest free slots from `first` to max: holder queues and leases
+ * probed in windows that double, up to the first window with a free slot. */
 static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 				 struct slot_list *free_list)
 {
@@ -726,7 +812,7 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 
 	for (; st == AL_OK && first <= max && free_list->len == 0; first += n) {
 		n = max - first + 1 < window ? max - first + 1 : window;
-		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, first, n, held);
+		st = probe_taken(s, first, n, held, NULL);
 		for (i = 0; st == AL_OK && i < n; i++)
 			if (!held[i])
 				st = append(free_list, first + i);
@@ -736,65 +822,204 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 	return st;
 }
 
-/* The first look at a semaphore: slots and holders 1..FIRST_WINDOW in one
- * round trip, then max, and the lowest free slots. */
+/* The first look at a semaphore: slots and holders 1..FIRST_WINDOW and
+ * the quorum marker in one round trip, the leases of the slots without a
+ * holder in another; then max and the lowest free slots. */
 static enum al_status look(struct sem *s, unsigned *max, struct slot_list *free_list)
 {
-	struct probe p[2 * FIRST_WINDOW];
+	struct probe p[2 * FIRST_WINDOW + 1];
+	bool taken[FIRST_WINDOW];
 	enum al_status st;
-	unsigned i;
+	unsigned i, n;
 
 	free_list->len = 0;
 	for (i = 0; i < FIRST_WINDOW; i++) {
 		p[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
 		p[FIRST_WINDOW + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
 	}
-	if ((st = probe_queues(s->conn, &s->name, p, 2 * FIRST_WINDOW)) != AL_OK ||
+	p[2 * FIRST_WINDOW] = (struct probe){.kind = QUORUM_MARKER_QUEUE, .slot = 1};
+	if ((st = probe_queues(s->conn, &s->name, p, 2 * FIRST_WINDOW + 1)) != AL_OK ||
 	    (st = max_after_window(s, p, max)) != AL_OK)
 		return st;
-	for (i = 0; st == AL_OK && i < FIRST_WINDOW && i < *max; i++)
-		if (!p[FIRST_WINDOW + i].exists)
+	s->lease.quorum = p[2 * FIRST_WINDOW].exists;
+	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
+	for (i = 0; i < n; i++)
+		taken[i] = p[FIRST_WINDOW + i].exists;
+	if ((st = leases_of_free(s, 1, n, taken, NULL)) != AL_OK)
+		return st;
+	for (i = 0; st == AL_OK && i < n; i++)
+		if (!taken[i])
 			st = append(free_list, i + 1);
 	if (st == AL_OK && free_list->len == 0)
 		st = free_slots(s, FIRST_WINDOW + 1, *max, free_list);
 	return st;
 }
 
+/* One request in a pipelined sequence about the queues of one slot. */
+struct step {
+	enum queue_op op;
+	enum slot_kind kind;
+};
+
+/* Sends every step about slot's queues at once, then reads the answers in
+ * order: one round trip. *done counts the steps answered ok; the first
+ * refusal ends the sequence (the broker drops the rest), *refused is its
+ * reply code (0: none) and a fresh channel replaces the closed one. A
+ * failure of the connection is returned as such. */
+static enum al_status run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
+				size_t *done, uint16_t *refused)
+{
+	enum al_status st = AL_OK;
+	amqp_method_t m;
+	size_t i;
+
+	*done = 0;
+	*refused = 0;
+	for (i = 0; i < n && st == AL_OK; i++)
+		st = slot_send(s, step[i].op, slot, step[i].kind);
+	for (i = 0; i < n && st == AL_OK; i++) {
+		s->conn->reply_code = 0;
+		st = conn_expect(s->conn,
+				 step[i].op == DELETE_QUEUE ? AMQP_QUEUE_DELETE_OK_METHOD
+							    : AMQP_QUEUE_DECLARE_OK_METHOD,
+				 &m);
+		if (st == AL_OK)
+			++*done;
+	}
+	if (st == AL_OK || s->conn->dead || s->conn->reply_code == 0)
+		return st;
+	*refused = s->conn->reply_code;
+	return conn_reset_channel(s->conn);
+}
+
+/* The refusal of step `at` of a run_steps sequence, described. */
+static enum al_status step_refused(struct sem *s, unsigned slot, const struct step *step,
+				   enum al_status st)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+
+	sem_name_slot(&s->name, slot, step->kind, queue);
+	return conn_refused(s->conn, st, doing(step->op), queue);
+}
+
 /* Claims slot k: declares its holder queue exclusive and, in the same
  * round trip, checks that the slot still exists (a remove may have taken
- * it since it was probed). The check is a passive declare, which works
- * under a broker alarm; a probe would not. After a failure the broker
- * drops the rest of the channel's requests. AL_BUSY if another client
- * was first or the slot is gone. */
+ * it since it was probed) and, with a lease, declares the lease: that
+ * declare is refused (406) if any lease of the slot exists, since its
+ * token differs. The check is a passive declare, which works under a
+ * broker alarm; a probe would not. AL_BUSY if another client was first,
+ * the slot is gone or leased. */
 static enum al_status claim(struct sem *s, unsigned k)
 {
+	static const struct step steps[] = {
+		{DECLARE_EXCLUSIVE, HOLDER_QUEUE},
+		{DECLARE_PASSIVE, SLOT_QUEUE},
+		{DECLARE_LEASE, LEASE_QUEUE},
+	};
 	char holder[QUEUE_NAME_MAX + 1];
 	enum al_status st;
-	amqp_method_t m;
+	uint16_t refused;
+	bool leased;
+	size_t done;
 
-	sem_name_slot(&s->name, k, HOLDER_QUEUE, holder);
-	if ((st = slot_send(s, DECLARE_EXCLUSIVE, k, HOLDER_QUEUE)) != AL_OK ||
-	    (st = slot_send(s, DECLARE_PASSIVE, k, SLOT_QUEUE)) != AL_OK)
+	st = run_steps(s, k, steps, s->lease.on ? 3 : 2, &done, &refused);
+	if (st == AL_OK && refused == 0 && s->lease.on)
+		trace("slot %u leased for %u ms", k, s->lease.ms);
+	/* Without a lease of our own, someone else's is looked for once the
+	 * holder queue is ours: its holder may have gone away since the
+	 * slot was probed. */
+	if (st == AL_OK && refused == 0 && !s->lease.on &&
+	    (st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased)) == AL_OK && leased) {
+		done = 2;
+		refused = AMQP_PRECONDITION_FAILED;
+	}
+	if (st != AL_OK || refused == 0)
 		return st;
-	st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
-	if (st != AL_OK) {
-		if (st == AL_BUSY && !s->conn->dead)
-			return conn_reset_channel(s->conn) == AL_OK ? AL_BUSY : AL_CONNECTION;
-		return conn_refused(s->conn, st, "declaring", holder);
-	}
-	st = conn_expect(s->conn, AMQP_QUEUE_DECLARE_OK_METHOD, &m);
-	if (st == AL_NOT_FOUND && !s->conn->dead) {
-		trace("slot %u was removed meanwhile", k);
-		if (conn_reset_channel(s->conn) != AL_OK ||
-		    queue_call(s, DELETE_QUEUE, holder, AL_OK) != AL_OK)
-			return AL_CONNECTION;
+	if (done == 0 && refused == AMQP_RESOURCE_LOCKED)
 		return AL_BUSY;
+	/* Removed (404 on the slot queue) or leased by another (406 on the
+	 * lease): a race lost; anything else is a failure. */
+	if (!(done == 1 && refused == AMQP_NOT_FOUND) &&
+	    !(done == 2 && refused == AMQP_PRECONDITION_FAILED))
+		return step_refused(s, k, &steps[done], status_for_reply(refused));
+	trace("slot %u was %s meanwhile", k,
+	      done == 1 ? "removed" : "leased by a holder that is away");
+	/* Our holder queue goes, so that the slot does not read as held. */
+	sem_name_slot(&s->name, k, HOLDER_QUEUE, holder);
+	if (queue_call(s, DELETE_QUEUE, holder, AL_OK) != AL_OK)
+		return AL_CONNECTION;
+	return AL_BUSY;
+}
+
+int64_t sem_lease_token(void)
+{
+	uint64_t t = 0;
+
+	/* Unpredictable and unique enough: 63 random bits. rand() would
+	 * repeat for two clients started in the same second. */
+	if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t))
+		t = (uint64_t)now_seconds() * 1000003u ^ (uint64_t)rand() << 20;
+	t &= INT64_MAX;
+	return t ? (int64_t)t : 1;
+}
+
+enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
+{
+	/* Passive first: a re-attach never makes a lease, it only renews
+	 * one that still exists, and only if the token is ours. */
+	static const struct step steps[] = {
+		{DECLARE_PASSIVE, LEASE_QUEUE},
+		{DECLARE_LEASE, LEASE_QUEUE},
+		{DECLARE_PASSIVE, SLOT_QUEUE},
+		{DECLARE_EXCLUSIVE, HOLDER_QUEUE},
+	};
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	uint16_t refused;
+	size_t done;
+
+	*lease_ours = false;
+	st = run_steps(s, slot, steps, 4, &done, &refused);
+	*lease_ours = done >= 2;
+	if (st != AL_OK)
+		return st;
+	sem_name_slot(&s->name, slot, steps[done < 4 ? done : 3].kind, queue);
+	s->lease.need_holder = false;
+	if (refused == 0)
+		return AL_OK;
+	if (done == 0 && refused == AMQP_NOT_FOUND)
+		return fail(AL_LOST, "its lease %s ran out before amqplock could reconnect", queue);
+	if (done == 1 && refused == AMQP_PRECONDITION_FAILED)
+		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
+	if (done == 2 && refused == AMQP_NOT_FOUND)
+		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+	if (done == 3 && refused == AMQP_RESOURCE_LOCKED) {
+		/* The broker has not yet dropped our old connection, whose
+		 * holder queue it is; the lease keeps the slot meanwhile. */
+		trace("holder queue %s is still the old connection's; taking it later", queue);
+		s->lease.need_holder = true;
+		return AL_OK;
 	}
-	if (st != AL_OK) {
-		sem_name_slot(&s->name, k, SLOT_QUEUE, holder);
-		return conn_refused(s->conn, st, "checking", holder);
-	}
-	return AL_OK;
+	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+}
+
+enum al_status sem_lease_end(struct sem *s, unsigned slot)
+{
+	static const struct step steps[] = {
+		{DECLARE_PASSIVE, LEASE_QUEUE},
+		{DECLARE_LEASE, LEASE_QUEUE},
+		{DELETE_QUEUE, LEASE_QUEUE},
+	};
+	enum al_status st;
+	uint16_t refused;
+	size_t done;
+
+	/* Gone (404) or another's (406): nothing of ours to end. */
+	st = run_steps(s, slot, steps, 3, &done, &refused);
+	if (st != AL_OK || refused == 0 || (done == 0 && refused == AMQP_NOT_FOUND) ||
+	    (done == 1 && refused == AMQP_PRECONDITION_FAILED))
+		return st;
+	return step_refused(s, slot, &steps[done], status_for_reply(refused));
 }
 
 enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
@@ -853,39 +1078,40 @@ enum al_status sem_watch_releases(struct sem *s)
 	return conn_subscribe(s->conn, queue);
 }
 
-/* The clients waiting for a release of this semaphore: the consumers of
- * its waiters queue, 0 if there is none. One round trip. A 404 leaves the
- * channel closed, which is fine just before the connection's close. */
-static enum al_status count_waiters(struct sem *s, const char *queue, uint32_t *waiters)
-{
-	struct queue_request r;
-	void *method = queue_request(&r, DECLARE_PASSIVE, queue);
-	enum al_status st;
-	amqp_method_t m;
-
-	*waiters = 0;
-	if ((st = conn_send(s->conn, r.id, method)) != AL_OK)
-		return st;
-	st = conn_expect(s->conn, r.ok, &m);
-	if (st == AL_OK)
-		*waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
-	return st == AL_NOT_FOUND && !s->conn->dead ? AL_OK : st;
-}
-
 /* With nobody waiting, the connection's close gives the slot back: the
  * broker deletes a connection's exclusive queues when it ends, so a
  * holder without waiters pays one round trip here and nothing more. With
  * waiters, the holder queue is deleted first, so that the waiter the
  * broker wakes finds the slot free: a channel's methods are handled in
- * order. Neither waits for a reply; the connection's close does. */
+ * order. Neither waits for a reply; the connection's close does. The
+ * lease is deleted first, in the same round trip as the question how
+ * many wait (the consumers of the waiters queue): it is not exclusive,
+ * and a close would leave it blocking the slot for its whole length. A
+ * 404 for the waiters queue leaves the channel closed, which is fine just
+ * before the connection's close. */
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
-	char queue[QUEUE_NAME_MAX + 1];
-	enum al_status st;
-	uint32_t waiters;
+	char queue[QUEUE_NAME_MAX + 1], lease[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	enum al_status st = AL_OK;
+	uint32_t waiters = 0;
+	amqp_method_t m;
 
 	waiters_queue(s, queue);
-	if ((st = count_waiters(s, queue, &waiters)) != AL_OK || waiters == 0)
+	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
+	if (s->lease.on)
+		st = slot_send(s, DELETE_QUEUE, slot, LEASE_QUEUE);
+	if (st == AL_OK)
+		st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
+			       queue_request(s, &r, DECLARE_PASSIVE, queue));
+	if (st == AL_OK && s->lease.on &&
+	    (st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m)) != AL_OK)
+		return conn_refused(s->conn, st, "deleting", lease);
+	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK)
+		waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
+	if (st == AL_NOT_FOUND && !s->conn->dead)
+		return AL_OK;
+	if (st != AL_OK || waiters == 0)
 		return st;
 	trace("%u clients wait for a slot of %s; telling one", (unsigned)waiters, s->label);
 	if ((st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE)) != AL_OK)
@@ -893,25 +1119,64 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	return conn_notify(s->conn, queue);
 }
 
-/* A verification is two passive declares, of the slot queue and of our own
- * holder queue, sent together: the slot may have been removed, and the
- * holder queue deleted (rabbitmqctl delete_queue, an `expires` policy)
- * behind our back. The broker answers in order and drops what follows a
- * refusal, so the number of answers already in says which one failed.
- * (A passive declare also counts as use of the queue: an `expires` policy
- * never fires on a holder queue checked every second.) */
+/* A verification asks, in one pipelined round trip: the lease declared
+ * again (renewed, and refused if it is not ours), the slot queue (the
+ * slot may have been removed) and our holder queue (deleted behind our
+ * back: rabbitmqctl delete_queue, an `expires` policy) declared passively.
+ * The broker answers in order and drops what follows a refusal, so the
+ * number of answers already in says which one failed. (A passive declare
+ * also counts as use of the queue: an `expires` policy never fires on a
+ * holder queue checked every second.) After a reconnect the holder queue
+ * may still be the old connection's: it is declared, not checked, until
+ * it is ours again. */
 enum al_status sem_verify_send(struct sem *s, unsigned slot)
 {
-	enum al_status st = slot_send(s, DECLARE_PASSIVE, slot, SLOT_QUEUE);
+	enum al_status st = AL_OK;
+	unsigned i, n = 0;
 
+	if (s->lease.on)
+		s->verify_kind[n++] = LEASE_QUEUE;
+	s->verify_kind[n++] = SLOT_QUEUE;
+	s->verify_kind[n++] = HOLDER_QUEUE;
+	s->verify_asked = n;
 	s->verify_answers = 0;
-	return st == AL_OK ? slot_send(s, DECLARE_PASSIVE, slot, HOLDER_QUEUE) : st;
+	for (i = 0; i < n && st == AL_OK; i++)
+		st = slot_send(s,
+			       s->verify_kind[i] == LEASE_QUEUE ? DECLARE_LEASE
+			       : s->verify_kind[i] == HOLDER_QUEUE && s->lease.need_holder
+				       ? DECLARE_EXCLUSIVE
+				       : DECLARE_PASSIVE,
+			       slot, s->verify_kind[i]);
+	return st;
+}
+
+/* The refusal that ended a verification, as a loss; AL_OK if it is none
+ * (our old holder queue not yet dropped: the lease keeps the slot). */
+static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_status st)
+{
+	enum slot_kind kind = s->verify_kind[s->verify_answers];
+	char queue[QUEUE_NAME_MAX + 1];
+
+	sem_name_slot(&s->name, slot, kind, queue);
+	if (kind == HOLDER_QUEUE && s->lease.need_holder && st == AL_BUSY) {
+		s->verify_answers = s->verify_asked;
+		return conn_reset_channel(s->conn) == AL_OK
+			       ? AL_OK
+			       : fail(AL_LOST, "the connection failed");
+	}
+	if (kind == SLOT_QUEUE && st == AL_NOT_FOUND)
+		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+	if (kind == HOLDER_QUEUE && (st == AL_NOT_FOUND || st == AL_BUSY))
+		return fail(AL_LOST, "its holder queue %s was %s", queue,
+			    st == AL_BUSY ? "taken by another connection" : "deleted");
+	if (kind == LEASE_QUEUE && s->conn->reply_code == AMQP_PRECONDITION_FAILED)
+		return fail(AL_LOST, "its lease %s was taken by another holder", queue);
+	conn_refused(s->conn, st, kind == SLOT_QUEUE ? "checking" : "declaring", queue);
+	return AL_LOST;
 }
 
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 {
-	char queue[QUEUE_NAME_MAX + 1];
-	enum slot_kind refused;
 	enum al_status st;
 	amqp_method_t m;
 	bool got;
@@ -919,19 +1184,49 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 	*verified = false;
 	do {
 		st = conn_poll(s->conn, &m, &got);
-		if (st == AL_NOT_FOUND || st == AL_BUSY) {
-			refused = s->verify_answers == 0 ? SLOT_QUEUE : HOLDER_QUEUE;
-			sem_name_slot(&s->name, slot, refused, queue);
-			if (refused == SLOT_QUEUE)
-				return fail(AL_LOST, "its slot queue %s was deleted", queue);
-			return fail(AL_LOST, "its holder queue %s was %s", queue,
-				    st == AL_BUSY ? "taken by another connection" : "deleted");
+		if (st != AL_OK && !s->conn->dead && s->verify_answers < s->verify_asked) {
+			if ((st = verify_refused(s, slot, st)) != AL_OK)
+				return st;
+			*verified = got = true;
+			continue;
 		}
 		if (st != AL_OK)
 			return fail(AL_LOST, "the connection failed");
-		if (got && m.id == AMQP_QUEUE_DECLARE_OK_METHOD && ++s->verify_answers == 2)
-			*verified = true;
+		if (!got || m.id != AMQP_QUEUE_DECLARE_OK_METHOD ||
+		    ++s->verify_answers != s->verify_asked)
+			continue;
+		*verified = true;
+		if (s->lease.need_holder) {
+			trace("holder queue of slot %u is ours again", slot);
+			s->lease.need_holder = false;
+		}
 	} while (got);
+	return AL_OK;
+}
+
+static int ascending(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The holders above max: holder queues, and leases whose holders are
+ * away; each slot once, ascending. */
+static enum al_status scan_orphans(struct sem *s, unsigned max, struct slot_list *orphans)
+{
+	enum al_status st = scan_above(s, HOLDER_QUEUE, max, orphans);
+	size_t i, kept = 0;
+
+	if (st == AL_OK)
+		st = scan_above(s, LEASE_QUEUE, max, orphans);
+	if (st != AL_OK || orphans->len == 0)
+		return st;
+	qsort(orphans->slot, orphans->len, sizeof(*orphans->slot), ascending);
+	for (i = 0; i < orphans->len; i++)
+		if (kept == 0 || orphans->slot[kept - 1] != orphans->slot[i])
+			orphans->slot[kept++] = orphans->slot[i];
+	orphans->len = kept;
 	return AL_OK;
 }
 
@@ -940,13 +1235,13 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
 	enum al_status st = sem_max(s, max);
 
 	orphans->len = 0;
-	return st == AL_OK ? scan_above(s, HOLDER_QUEUE, *max, orphans) : st;
+	return st == AL_OK ? scan_orphans(s, *max, orphans) : st;
 }
 
 enum al_status sem_status(struct sem *s, struct sem_status *out)
 {
 	enum al_status st;
-	bool *held = NULL;
+	bool *holder, *lease;
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
@@ -954,21 +1249,28 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		return st;
 	if (out->max == 0)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
-	held = calloc(out->max, sizeof(*held));
-	if (!held)
-		return fail(AL_BROKER, "out of memory");
-	st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, out->max, held);
-	for (i = 0; st == AL_OK && i < out->max; i++)
-		st = append(held[i] ? &out->held : &out->free, i + 1);
-	free(held);
+	holder = calloc(out->max, sizeof(*holder));
+	lease = calloc(out->max, sizeof(*lease));
+	if (!holder || !lease)
+		st = fail(AL_BROKER, "out of memory");
 	if (st == AL_OK)
-		st = scan_above(s, HOLDER_QUEUE, out->max, &out->orphans);
+		st = probe_taken(s, 1, out->max, holder, lease);
+	for (i = 0; st == AL_OK && i < out->max; i++) {
+		st = append(holder[i] || lease[i] ? &out->held : &out->free, i + 1);
+		if (st == AL_OK && lease[i] && !holder[i])
+			st = append(&out->away, i + 1);
+	}
+	free(holder);
+	free(lease);
+	if (st == AL_OK)
+		st = scan_orphans(s, out->max, &out->orphans);
 	return st;
 }
 
 void sem_status_free(struct sem_status *st)
 {
 	free(st->held.slot);
+	free(st->away.slot);
 	free(st->free.slot);
 	free(st->orphans.slot);
 	memset(st, 0, sizeof(*st));
@@ -1177,6 +1479,24 @@ static enum al_status check_holders(struct sem *s, bool repair, struct sem_check
 	return st;
 }
 
+/* The quorum marker against the slots' type (known only under the admin
+ * mutex): missing for quorum slots (an older amqplock made them), or there
+ * for classic slots or none. With `repair` made or deleted. */
+static enum al_status check_marker(struct sem *s, bool repair, struct sem_check *c)
+{
+	bool exists, quorum = c->typed && c->slot_type == SLOT_QUORUM;
+	enum al_status st;
+
+	if (!c->typed && c->max > 0)
+		return AL_OK;
+	if ((st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &exists)) != AL_OK ||
+	    exists == quorum)
+		return st;
+	if (repair && (st = set_marker(s, quorum)) != AL_OK)
+		return st;
+	return add_problem(c, quorum ? SEM_MISSING_MARKER : SEM_STRAY_MARKER, 0, repair);
+}
+
 enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 {
 	enum al_status st;
@@ -1195,6 +1515,8 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 		st = check_slots(s, locked, out);
 	if (st == AL_OK)
 		st = check_holders(s, repair, out);
+	if (st == AL_OK && locked)
+		st = check_marker(s, repair, out);
 	/* As in sem_admin: after a failure, closing the connection releases
 	 * the mutex. */
 	if (st == AL_OK && locked)
@@ -1213,6 +1535,8 @@ void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *b
 {
 	if (p->kind == SEM_STRAY_MUTEX)
 		snprintf(buf, QUEUE_NAME_MAX + 1, "%s", s->name.base);
+	else if (p->kind == SEM_MISSING_MARKER || p->kind == SEM_STRAY_MARKER)
+		sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, buf);
 	else
 		sem_name_slot(&s->name, p->slot,
 			      p->kind == SEM_STRAY_HOLDER ? HOLDER_QUEUE : SLOT_QUEUE, buf);

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conn.h"
 #include "names.h"
@@ -32,8 +33,25 @@ struct sem {
 	 * the slots there are; slot_type_given makes them refuse another. */
 	enum slot_type slot_type;
 	bool slot_type_given;
-	/* Answers in to the verification sem_verify_send last sent. */
-	unsigned verify_answers;
+	/* The holder's lease (docs/design.md, section 4); off: none, the
+	 * slot lives as long as the connection. */
+	struct {
+		bool on;
+		unsigned ms;   /* x-expires: how long it outlives its holder */
+		int64_t token; /* x-max-length: whose it is (random, > 0) */
+		bool quorum;   /* a quorum queue: the slots are quorum queues */
+		/* Our holder queue is gone (the broker has not yet dropped a
+		 * lost connection's): the verification declares it again. */
+		bool need_holder;
+		/* When the last renewal that the broker confirmed was sent
+		 * (boot_seconds(); hold.c keeps it): the lease lasts at
+		 * least until renewed + ms / 1000 on the broker's clock. */
+		double renewed;
+	} lease;
+	/* The verification sem_verify_send last sent: the queue kinds asked
+	 * about, in order, and how many answers are in. */
+	enum slot_kind verify_kind[3];
+	unsigned verify_asked, verify_answers;
 };
 
 enum sem_admin_op {
@@ -72,14 +90,33 @@ struct slot_list {
 
 struct sem_status {
 	unsigned max;
-	struct slot_list held, free, orphans;
+	/* held: a holder queue or a lease; away: a lease only (its holder
+	 * lost its connection and may come back), also in held. */
+	struct slot_list held, away, free, orphans;
 };
 
-/* One attempt to take a free slot: probes slots and holders, claims the
- * lowest free slot by declaring its holder queue exclusive, and checks
- * that the slot still exists. AL_BUSY if every slot is held. The slot is
- * held as long as the connection lives. */
+/* One attempt to take a free slot: probes slots, holders and leases,
+ * claims the lowest free slot by declaring its holder queue exclusive
+ * (and, with s->lease.on, its lease), and checks that the slot still
+ * exists. AL_BUSY if every slot is held. Without a lease the slot is held
+ * as long as the connection lives. */
 enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max);
+
+/* A fresh lease token: random, positive, fixed for the run. */
+int64_t sem_lease_token(void);
+
+/* After a lost connection, on a new one: takes slot back if its lease is
+ * still ours (renewing it) and the slot still exists. AL_OK: held again
+ * (lease.need_holder if the broker still has the old holder queue);
+ * AL_LOST with the reason if the lease ran out, is another's, or the slot
+ * was removed (*lease_ours then says whether the lease is still ours and
+ * should be ended once the command has); anything else: try again. */
+enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours);
+
+/* Ends our lease of slot, if it is still ours: on its own connection,
+ * after the command has ended (the keeper's last act when amqplock died,
+ * or after a loss that left the lease ours). Waits for the answers. */
+enum al_status sem_lease_end(struct sem *s, unsigned slot);
 
 /* Waiting for a slot: asks to be told of clean releases of this
  * semaphore (sem_released); conn->notified is then set when one comes.
@@ -91,19 +128,21 @@ enum al_status sem_watch_releases(struct sem *s);
 enum al_status sem_released(struct sem *s, unsigned slot);
 
 /* While holding: asks the broker whether the slot still exists and the
- * holder queue is still ours (passive declares, never a publish, so a
- * broker alarm cannot block them). The answers are taken by sem_held_poll. */
+ * holder queue is still ours, and renews the lease (declares, never a
+ * publish, so a broker alarm cannot block them). The answers are taken by
+ * sem_held_poll. */
 enum al_status sem_verify_send(struct sem *s, unsigned slot);
 
 /* While holding: takes whatever the broker has sent. AL_OK while the slot
- * is still held, with *verified set once a whole verification came back;
- * AL_LOST if the slot was removed, the holder queue deleted or taken, or
- * the connection failed, with the reason recorded ("its slot queue ...
- * was deleted", or the connection's). */
+ * is still held, with *verified set once a whole verification came back
+ * (the lease renewed as of its sending); AL_LOST if the slot was removed,
+ * the holder queue deleted or taken, the lease taken, or the connection
+ * failed (then s->conn->dead), with the reason recorded ("its slot queue
+ * ... was deleted", or the connection's). */
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified);
 
-/* Holders above max: after a remove or destroy they keep their slots until
- * they leave. */
+/* Holders above max (holder queues or leases): after a remove or destroy
+ * they keep their slots until they leave. */
 enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orphans);
 
 /* A snapshot without the admin mutex: it may be stale by the time it is
@@ -127,6 +166,12 @@ enum sem_problem_kind {
 	/* A holder queue that no connection holds exclusively: its slot
 	 * reads as held for ever. */
 	SEM_STRAY_HOLDER,
+	/* Quorum slots without the marker that gives their holders quorum
+	 * leases (made by an older amqplock): leases then do not survive
+	 * the loss of their node. */
+	SEM_MISSING_MARKER,
+	/* The quorum marker where the slots are classic, or there are none. */
+	SEM_STRAY_MARKER,
 };
 
 struct sem_problem {

@@ -25,10 +25,11 @@
 #define KILL_INTERVAL_MS 20
 
 /* Requests from amqplock to the keeper. */
-enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL };
+enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL, KILL_AT };
 
 struct order_msg {
 	int order, sig;
+	double when; /* KILL_AT */
 };
 /* The keeper's answer to STOP_ALL, among the events: every descendant is
  * stopped. Never returned by super_next. */
@@ -178,6 +179,9 @@ struct keeper {
 	bool cmd_done;
 	bool killing;       /* SIGKILL to every descendant until none is left */
 	bool parent_frozen; /* the descendants were stopped because amqplock is */
+	bool orphaned;      /* amqplock is gone */
+	double kill_at;     /* boot_seconds(); 0: none */
+	const struct super_opts *o;
 	/* What the keeper stopped, to be continued again (and only that: a
 	 * job stopped inside an interactive CMD stays stopped). */
 	pid_t *stopped;
@@ -276,6 +280,9 @@ static void obey(struct keeper *k, const struct order_msg *m)
 	case CONTINUE_ALL:
 		continue_all(k);
 		break;
+	case KILL_AT:
+		k->kill_at = m->when;
+		break;
 	}
 }
 
@@ -340,7 +347,14 @@ static _Noreturn void keeper_loop(struct keeper *k)
 	for (;;) {
 		if (!reap(k)) {
 			tell(k->ctl, SUPER_EMPTY, 0);
+			if (k->orphaned && k->o->last_act)
+				k->o->last_act(k->o->arg);
 			_exit(0);
+		}
+		if (k->kill_at > 0 && boot_seconds() >= k->kill_at && !k->killing) {
+			/* amqplock renewed nothing in time and did not act. */
+			k->killing = true;
+			tell(k->ctl, SUPER_DEADLINE, 0);
 		}
 		if (k->killing)
 			signal_descendants(getpid(), SIGKILL);
@@ -355,7 +369,7 @@ static _Noreturn void keeper_loop(struct keeper *k)
 				obey(k, &m);
 			else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 				/* amqplock is gone: no descendant may outlive it. */
-				k->killing = true;
+				k->killing = k->orphaned = true;
 				fds[0].fd = -1;
 			}
 		}
@@ -410,7 +424,7 @@ static int sort_ints(const void *a, const void *b)
 
 static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 {
-	struct keeper k = {.ctl = ctl, .parent = parent};
+	struct keeper k = {.ctl = ctl, .parent = parent, .o = o};
 	pid_t keeper;
 	sigset_t chld;
 	int p[2], e = 0, null, keep[3];
@@ -501,7 +515,12 @@ static bool receive(struct supervisor *sv, int *event, int *value)
 
 	if (sv->fd < 0)
 		return false;
-	n = recv(sv->fd, &m, sizeof(m), MSG_DONTWAIT);
+	/* A keeper that exits with an order of ours unread makes the kernel
+	 * report ECONNRESET once; the events it sent before are still
+	 * there to read. */
+	do
+		n = recv(sv->fd, &m, sizeof(m), MSG_DONTWAIT);
+	while (n < 0 && errno == ECONNRESET);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return false;
 	if (n != (ssize_t)sizeof(m)) {
@@ -535,12 +554,17 @@ enum super_event super_next(struct supervisor *sv, int *value)
 	return SUPER_NOTHING;
 }
 
+static void send_order(struct supervisor *sv, const struct order_msg *m)
+{
+	if (sv->fd >= 0 && send(sv->fd, m, sizeof(*m), MSG_NOSIGNAL) < 0)
+		trace("cannot reach the keeper: %s", strerror(errno));
+}
+
 static void order(struct supervisor *sv, enum order what, int sig)
 {
-	struct order_msg m = {what, sig};
+	struct order_msg m = {what, sig, 0};
 
-	if (sv->fd >= 0 && send(sv->fd, &m, sizeof(m), MSG_NOSIGNAL) < 0)
-		trace("cannot reach the keeper: %s", strerror(errno));
+	send_order(sv, &m);
 }
 
 void super_signal_group(struct supervisor *sv, int sig)
@@ -586,6 +610,16 @@ void super_stop_all(struct supervisor *sv, double wait)
 void super_continue_all(struct supervisor *sv)
 {
 	order(sv, CONTINUE_ALL, 0);
+}
+
+void super_kill_at(struct supervisor *sv, double when)
+{
+	struct order_msg m = {KILL_AT, 0, when};
+
+	/* Its clock checks run with the watch for a stopped amqplock, so the
+	 * kill comes up to WATCH_INTERVAL_MS late: the lease's margin is
+	 * far larger. */
+	send_order(sv, &m);
 }
 
 bool super_kill_orphans(void)

@@ -31,6 +31,10 @@ struct super_opts {
 	/* A descriptor the keeper keeps open until every descendant is gone
 	 * (the broker connection: the slot lives as long as it does), or -1. */
 	int hold_fd;
+	/* If amqplock dies first: the keeper's last act, once every
+	 * descendant is gone (ending the lease), or NULL. */
+	void (*last_act)(void *arg);
+	void *arg;
 };
 
 enum super_event {
@@ -41,6 +45,7 @@ enum super_event {
 	SUPER_EXITED,   /* value: CMD's exit status (128+N after signal N) */
 	SUPER_EMPTY,    /* no descendant is left; the keeper is done */
 	SUPER_VANISHED, /* the keeper died; its orphans are ours (see super_kill_orphans) */
+	SUPER_DEADLINE, /* the keeper's super_kill_at deadline came: it kills them all */
 };
 
 /* Events read while waiting for something else, returned first. */
@@ -77,6 +82,11 @@ void super_stop_all(struct supervisor *sv, double wait);
 /* SIGCONT to what super_stop_all (or the keeper, while amqplock was
  * stopped) stopped, and to CMD's process group. */
 void super_continue_all(struct supervisor *sv);
+
+/* A dead man's switch: the keeper sends SIGKILL to every descendant at
+ * `when` (boot_seconds()) unless it is moved again first; 0: never. So a
+ * command stops by the deadline of its lease even if amqplock is stuck. */
+void super_kill_at(struct supervisor *sv, double when);
 
 /* After SUPER_VANISHED: SIGKILL to every remaining descendant of amqplock
  * (the keeper's orphans); true once none is left. */

@@ -100,16 +100,7 @@ export AMQPLOCK_TEST_TLS_DIR='$dir/tls'
 export AMQPLOCK_TEST_NODE='$node'
 export AMQPLOCK_URL='amqp://guest:guest@127.0.0.1:$port/'
 ENV
-    (
-        export HOME="$dir/home" RABBITMQ_NODENAME="$node" RABBITMQ_NODE_PORT="$port" \
-            RABBITMQ_DIST_PORT=$((port + 10000)) ERL_EPMD_PORT=$((port + 20000)) \
-            RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
-            RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
-            RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
-            RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
-        setsid "$RMQ_BIN/rabbitmq-server" >"$dir/server.out" 2>&1 </dev/null &
-        echo $! >"$dir/server.pid"
-    )
+    launch "$dir"
     local deadline=$((SECONDS + 90))
     until ! port_free "$port"; do
         if [ $SECONDS -ge $deadline ] || ! kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
@@ -123,6 +114,28 @@ ENV
         stop "$dir"
         die "RabbitMQ did not finish starting (log in $dir)"
     }
+}
+
+# launch DIR: the node that DIR/env describes, started in the background
+# in a session of its own (the pid in DIR/server.pid); no descriptor of
+# ours stays open in it (a bats run waits for fd 3). Also used by
+# tests/tools/renode.sh to start a stopped node again.
+launch() {
+    local dir=$1
+    node_env "$dir"
+    (
+        port=$AMQPLOCK_TEST_PORT
+        export HOME="$dir/home" RABBITMQ_NODENAME="$AMQPLOCK_TEST_NODE" \
+            RABBITMQ_NODE_PORT="$port" RABBITMQ_DIST_PORT=$((port + 10000)) \
+            ERL_EPMD_PORT=$((port + 20000)) \
+            RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+            RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
+            RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
+            RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
+        setsid "$RMQ_BIN/rabbitmq-server" >>"$dir/server.out" 2>&1 </dev/null 3>&- 4>&- \
+            5>&- 6>&- 7>&- 8>&- 9>&- &
+        echo $! >"$dir/server.pid"
+    )
 }
 
 ctl() {
@@ -158,5 +171,6 @@ case "${1:-}" in
 start) start "${2:?usage: broker.sh start DIR}" ;;
 stop) stop "${2:?usage: broker.sh stop DIR}" ;;
 ctl) d=${2:?usage: broker.sh ctl DIR ARGS...}; shift 2; ctl "$d" "$@" ;;
-*) die "usage: broker.sh start|stop|ctl DIR" ;;
+launch) launch "$(cd "${2:?usage: broker.sh launch DIR}" && pwd)" ;;
+*) die "usage: broker.sh start|stop|ctl|launch DIR" ;;
 esac

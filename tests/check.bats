@@ -386,7 +386,7 @@ teardown() {
 
 # --- real holders are never touched -------------------------------------------------------
 
-@test "real holders, within max and above it, are never reported or deleted" {
+@test "real holders, within max and above it, are never reported or deleted, nor their leases" {
     al create "$n" 3
     bg acquire acquire "$n"
     local acq=$BG
@@ -406,9 +406,10 @@ teardown() {
     assert_json '.ok and (has("swept_holders") | not)'
     run -0 --separate-stderr al --json max "$n" 3
     assert_json '.ok and (has("swept_holders") | not)'
+    # the leases of the two real holders stay too
     run sem_queues
-    assert_output "$( (slot_lines 1 3; printf 'amqplock.%s-%s-B false true\n' "$n" 1 "$n" 2 "$n" 5) |
-        sort -V)"
+    assert_output "$( (slot_lines 1 3; printf 'amqplock.%s-%s-B false true\n' "$n" 1 "$n" 2 "$n" 5
+        printf 'amqplock.%s-%s-L true false\n' "$n" 1 "$n" 2) | sort -V)"
     running "$acq" || fail "acquire ended: $(cat "$T/acquire.err")"
     running "$hold" || fail "hold ended: $(cat "$T/hold.err")"
     running "$HOLD_PID" || fail "the orphan's client ended"

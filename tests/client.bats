@@ -2,8 +2,9 @@
 # The lock clients against a live broker: acquire, hold and wait. Taking a
 # slot, waiting for one and giving up (-n, -w, -E), the command's
 # environment, stdout and exit status, signals passed on to it, the
-# watchdog that kills it with amqplock, lost slots (remove, a connection
-# closed by the broker, a silent broker), orphans, and a contention run.
+# watchdog that kills it with amqplock, lost slots (remove; without a
+# lease, a connection closed by the broker, a silent broker), orphans, and
+# a contention run.
 #
 # Needs jq, flock, pgrep, perl (core modules only) and env --default-signal
 # (coreutils 8.31 or later). Helper scripts live in tests/tools/.
@@ -566,10 +567,10 @@ teardown() {
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err"
 }
 
-@test "the broker closing hold's connection: CMD gets TERM, hold exits 4 with 'lost slot'" {
+@test "without a lease, the broker closing hold's connection: CMD gets TERM, hold exits 4 with 'lost slot'" {
     al create "$n" 1
     rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/before"
-    victim_hold hold "$n"
+    victim_hold hold --lease 0 "$n"
     local h=$BG m=$MARK
     rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/after"
     local conn
@@ -589,13 +590,13 @@ teardown() {
     slot_free "$n" 1
 }
 
-@test "a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 4" {
+@test "without a lease, a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 4" {
     al create "$n" 1
     perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
     local proxy=$!
     keep "$proxy"
     wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
-    victim_hold --heartbeat 1 --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" hold "$n"
+    victim_hold --heartbeat 1 --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" hold --lease 0 "$n"
     local h=$BG m=$MARK
     sleep 1.5
     running "$h"
@@ -743,4 +744,29 @@ teardown() {
         fail "slots used: $(cut -d' ' -f2 "$d/log" | sort | uniq -c)"
     [ "$(cat "$d/count")" -eq 0 ]
     [ "$(json_status "$n" '[.held, .free]')" = '[[],[1,2,3]]' ]
+}
+
+# Quorum slots get quorum leases, which every release deletes while the
+# waiters probe them: each hold must still just wait its turn.
+@test "8 loops of hold -w 60 on 2 quorum slots: every hold gets its turn and exits 0" {
+    al create --slot-type quorum "$n" 2
+    local i pids=()
+    for i in $(seq 1 8); do
+        (
+            for _ in 1 2 3 4 5 6 7 8; do
+                rc=0
+                timeout 90 "$AMQPLOCK_BIN" hold -w 60 "$n" -- sleep 0.05 2>>"$T/err" || rc=$?
+                echo "$rc" >>"$T/rc"
+            done
+        ) 3>&- &
+        pids+=("$!")
+        PIDS+=("$!")
+    done
+    for i in "${pids[@]}"; do
+        wait_until 120 ended "$i" || fail "a loop still runs"
+    done
+    [ "$(wc -l <"$T/rc")" -eq 64 ]
+    [ -z "$(grep -vx 0 "$T/rc" || true)" ] ||
+        fail "holds failed: $(sort -n "$T/rc" | uniq -c | tr '\n' ' '); $(sort "$T/err" | uniq -c | head -5)"
+    [ "$(json_status "$n" '[.held, .away, .free]')" = '[[],[],[1,2]]' ]
 }

@@ -109,7 +109,7 @@ bg_job() {
     PIDS+=("$BG")
 }
 
-# ticker_hold START DIR COUNT [OPTIONS...]: `amqplock OPTIONS hold $n --
+# ticker_hold START DIR COUNT [OPTIONS...]: `amqplock hold OPTIONS $n --
 # ticker.pl DIR COUNT` (DIR made here), started with START (bg or bg_job)
 # and tag h; returns once it ticks. The hold's pid in BG, the ticker's
 # three in TICKER.
@@ -117,7 +117,7 @@ ticker_hold() {
     local start=$1 d=$2 count=$3
     shift 3
     mkdir "$d"
-    "$start" h "$@" hold "$n" -- perl "$H/ticker.pl" "$d" "$count"
+    "$start" h hold "$@" "$n" -- perl "$H/ticker.pl" "$d" "$count"
     wait_until 20 ticking "$d" || fail "CMD does not tick: $(cat "$T/h.err")"
     TICKER=$(ticker_pids "$d")
 }
@@ -367,10 +367,10 @@ ctrl_z_ticker() {
     slot_free "$n" 1
 }
 
-@test "a 5 s Ctrl-Z with --heartbeat 1: another hold -n gets the slot; after fg the first CMD never runs again, exit 4" {
+@test "without a lease, a 5 s Ctrl-Z with --heartbeat 1: another hold -n gets the slot; after fg the first CMD never runs again, exit 4" {
     al create "$n" 1
     local d=$T/tk d2=$T/tk2
-    ctrl_z_ticker "$d" "'$AMQPLOCK_BIN' --heartbeat 1 hold $n -- perl '$H/ticker.pl' '$d' 0" \
+    ctrl_z_ticker "$d" "'$AMQPLOCK_BIN' --heartbeat 1 hold --lease 0 $n -- perl '$H/ticker.pl' '$d' 0" \
         expect "^amqplock: lost slot 1 of $n: " \
         prompt \
         line 'echo "hold=$?"' \
@@ -481,10 +481,10 @@ ctrl_z_ticker() {
     slot_free "$n" 1
 }
 
-@test "a 5 s kill -STOP with --heartbeat 1: another hold -n gets the slot; after kill -CONT the CMD never runs again, exit 4 at once" {
+@test "without a lease, a 5 s kill -STOP with --heartbeat 1: another hold -n gets the slot; after kill -CONT the CMD never runs again, exit 4 at once" {
     al create "$n" 1
     local d=$T/tk d2=$T/tk2
-    ticker_hold bg "$d" 0 --heartbeat 1
+    ticker_hold bg "$d" 0 --heartbeat 1 --lease 0
     local h=$BG t0
     stop_ticker STOP "$h"
     # shellcheck disable=SC2086

@@ -205,7 +205,7 @@ man_text() { cat "$SRC/man.txt"; }
         FILES 'EXIT STATUS' EXAMPLES 'GUARANTEES AND LIMITS' 'SEE ALSO')" \
         "$(grep -E '^[A-Z][A-Z ]+$' <<<"$text")"
     for s in AMQPLOCK_URL AMQP_URL AMQPLOCK_PREFIX AMQPLOCK_SEMAPHORE AMQPLOCK_SLOT \
-        '#waiters' '-k-A' '-k-B' 'flock(1)' 'rabbitmqctl(8)'; do
+        '#waiters' '#quorum' '-k-A' '-k-B' '-k-L' 'flock(1)' 'rabbitmqctl(8)'; do
         [[ $text == *"$s"* ]] || fail "the man page does not mention $s"
     done
     # the codes of src/status.h with their names from src/status.c
@@ -316,7 +316,8 @@ man_text() { cat "$SRC/man.txt"; }
     # LINE, and then what bash completes for it ("" for nothing)
     local table=(
         'amqplock re' remove
-        'amqplock hold --l' --lost-signal
+        'amqplock hold --lo' --lost-signal
+        'amqplock acquire --le' --lease
         'amqplock help h' hold
         # global options after the command, and only global ones before it
         'amqplock status --js' --json
@@ -437,8 +438,10 @@ man_text() { cat "$SRC/man.txt"; }
     assert_output ''
     run -0 fish_complete 'amqplock cr'
     assert_output create
-    run -0 fish_complete 'amqplock hold --l'
+    run -0 fish_complete 'amqplock hold --lo'
     assert_output --lost-signal
+    run -0 fish_complete 'amqplock acquire --le'
+    assert_output --lease
     run -0 fish_complete 'amqplock --prefix x st'
     assert_output status
     run -0 fish_complete 'amqplock hold jobs '

@@ -162,15 +162,15 @@ linger_hold() {
     [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
-# start_trappers N [OPTIONS...]: N holds hi of $n (i = 1..N) with OPTIONS,
-# each running trapper.pl, which writes the signals it gets to $T/sigi;
-# their pids in hs (hs[i-1]). Returns once every command runs.
+# start_trappers N [OPTIONS...]: N holds hi of $n (i = 1..N) with OPTIONS
+# (after "hold"), each running trapper.pl, which writes the signals it gets
+# to $T/sigi; their pids in hs (hs[i-1]). Returns once every command runs.
 start_trappers() {
     local count=$1 i
     shift
     hs=()
     for i in $(seq 1 "$count"); do
-        bg "h$i" "$@" hold -w 10 "$n" -- perl "$H/trapper.pl" "$T/sig$i"
+        bg "h$i" hold "$@" -w 10 "$n" -- perl "$H/trapper.pl" "$T/sig$i"
         hs+=("$BG")
     done
     for i in $(seq 1 "$count"); do
@@ -217,10 +217,10 @@ trappers_lost() {
     wait_until 3 test -z "$(pgrep -f -- "$T/ready" || true)" || fail "commands outlived their hold"
 }
 
-@test "rabbitmqctl close_all_connections: every CMD signalled, every hold exits 4" {
+@test "without a lease, rabbitmqctl close_all_connections: every CMD signalled, every hold exits 4" {
     al create "$n" 3
     local hs
-    start_trappers 3
+    start_trappers 3 --lease 0
     rmqctl close_all_connections "fault suite" >/dev/null
     trappers_lost 10 "closed the connection"
     [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
@@ -232,7 +232,7 @@ trappers_lost() {
 # no FIN, no RST, just silence. 20 holders, each on a 1-slot semaphore of
 # its own, reach the broker through one relay; 20 waiters connect
 # directly. The relay is frozen and each pair is timed.
-@test "silent partitions, 20 at once with --heartbeat 2: every CMD is signalled before its slot is re-granted" {
+@test "silent partitions without a lease, 20 at once with --heartbeat 2: every CMD is signalled before its slot is re-granted" {
     local reps=20 i
     perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
     local proxy=$!
@@ -244,7 +244,7 @@ trappers_lost() {
         sub stamp { open(my $f, ">", $_[0]); printf $f "%.6f\n", clock_gettime(CLOCK_MONOTONIC); close $f }'
     for i in $(seq 1 "$reps"); do
         al create "$n-$i" 1 >/dev/null
-        bg "h$i" --heartbeat 2 --url "$url" hold "$n-$i" -- perl -e "$stamp"'
+        bg "h$i" --heartbeat 2 --url "$url" hold --lease 0 "$n-$i" -- perl -e "$stamp"'
             $SIG{TERM} = sub { stamp($ARGV[0] . ".term"); exit 0 };
             stamp($ARGV[0] . ".ready"); sleep 1 while 1' "$T/h$i"
     done
@@ -284,10 +284,10 @@ trappers_lost() {
 
 # --- 4. broker restarts -----------------------------------------------------------------
 
-@test "the broker's app stopped and started: CMDs signalled, holds exit 4, slots survive, new holds work" {
+@test "without a lease, the broker's app stopped and started: CMDs signalled, holds exit 4, slots survive, new holds work" {
     al create "$n" 3
     local hs
-    start_trappers 3
+    start_trappers 3 --lease 0
     APP_STOPPED=1
     local t0
     t0=$(now)

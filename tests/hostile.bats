@@ -215,6 +215,7 @@ urls_table() {
     row 'no host, a port'             - -u 'amqp://:5672/' status jobs
     row 'user but no host'            - -u 'amqp://user@/' status jobs
     row 'password but no host'        - -u "amqp://guest:$SECRET@:5672/" status jobs
+    row 'empty IPv6 brackets'         - -u 'amqp://[]:5672/' status jobs
     row 'nothing after the scheme'    - -u 'amqp://' status jobs
     row 'query ?heartbeat=1'          - -u 'amqp://127.0.0.1/?heartbeat=1' status jobs
     row 'query after a vhost'         - -u "amqp://guest:$SECRET@127.0.0.1/vh?x=1" status jobs

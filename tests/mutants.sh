@@ -13,18 +13,18 @@ cd "$(dirname "$0")/.."
 mutants() {
     cat <<'EOF'
 shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most N: 50 hold
-no-keeper-kill|src/supervise.c|s/\t\t\t\tk->killing = true;\n\t\t\t\tfds\[0\]\.fd = -1;/\t\t\t\tfds[0].fd = -1;/|containment.bats|^kill -9 of the hold ends
+no-keeper-kill|src/supervise.c|s/\t\t\t\tk->killing = k->orphaned = true;\n/\t\t\t\tk->orphaned = true;\n/|containment.bats|^kill -9 of the hold ends
 no-subreaper|src/supervise.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
-resume-unchecked|src/hold.c|s/if \(verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|^a 5 s kill -STOP
+resume-unchecked|src/hold.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|^a 5 s kill -STOP
 stop-without-command|src/hold.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
 no-parent-watch|src/supervise.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
-holder-queue-unchecked|src/sem.c|s/return st == AL_OK \? slot_send\(s, DECLARE_PASSIVE, slot, HOLDER_QUEUE\) : st;/return st;/|containment.bats|^the holder queue deleted
+holder-queue-unchecked|src/sem.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
 signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_interrupted\);//|containment.bats|^a signal while logging in
 inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.bats|^SIGCHLD ignored
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
 url-in-ps|src/main.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
-late-signal|src/hold.c|s/return h->s->conn->heartbeat \? \(double\)/return h->s->conn->heartbeat ? 3.0 * (double)/|faults.bats|^silent partitions
-lost-exits-0|src/hold.c|s/\tif \(h\.lost_at\)\n\t\treturn AL_LOST;\n//|faults.bats|^the broker's app stopped
+late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
+lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* Waiters/\t}\n\t\/* Waiters/|faults.bats|^the broker's app stopped
 no-connect-deadline|src/conn.c|s/now_seconds\(\) \+ o->connect_timeout;/now_seconds() + 30;/|faults.bats|^a listener that never speaks
 no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
@@ -37,7 +37,11 @@ leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
 password-shown|src/conn.c|s/"%s:%d", host, l\.info\.port/"%s:%s:%d", l.info.password, host, l.info.port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
 no-wakeup|src/sem.c|s/\treturn conn_notify\(s->conn, queue\);/\treturn AL_OK;/|client.bats|wakes a waiting hold
-orphan-leaves-early|src/hold.c|s/lose\(h, !h->s->conn->dead\)/lose(h, false)/|client.bats|counts as an orphan until
+orphan-leaves-early|src/hold.c|s/\t\t\t\tlose\(h, true\);/\t\t\t\tlose(h, false);/|client.bats|counts as an orphan until
+no-lease-claim|src/sem.c|s/s->lease\.on \? 3 : 2/2/|lease.bats|^a newcomer while a holder is away
+no-keeper-lease-end|src/hold.c|s/\.last_act = h->o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
+late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
+drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tlose\(h, false\);/\tif (1) {\n\t\tlose(h, false);/|lease.bats|^close_connection of every connection
 no-host-check|src/conn.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
 EOF
 }

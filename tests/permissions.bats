@@ -14,18 +14,20 @@ load helper
 # USER CONFIGURE WRITE READ. inspector, client, admin and adminonly are
 # the README's set_permissions lines, and must stay as they are there.
 # noread is a client that may not consume from #waiters, nowaiters one
-# that may not even declare it (their waiters poll instead); naive
+# that may not even declare it (their waiters poll instead); nolease is
+# the client of before leases, without configure on lease queues; naive
 # has write on the prefix, where amq.default is needed; partial may make
 # slot 1 of "partial" only; team is a full user for --prefix team.locks.;
 # nobody has no permissions on the vhost at all.
 roles() {
     cat <<'ROLES'
 inspector ^$ ^amq\.default$ ^$
-client ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+#waiters$
+client ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
-adminonly ^amqplock\.(?!.*(-[0-9]+-B|#waiters)$) ^amq\.default$ ^$
-noread ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^$
-nowaiters ^amqplock\..+-[0-9]+-B$ ^amq\.default$ ^$
+adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^$
+noread ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
+nowaiters ^amqplock\..+-[0-9]+-[BL]$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
+nolease ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+#waiters$
 naive ^amqplock\. ^amqplock\. ^amqplock\.
 partial ^amqplock\.partial(-1-A)?$ ^amq\.default$ ^$
 team ^team\.locks\. ^amq\.default$ ^team\.locks\.
@@ -138,6 +140,21 @@ await_slot() {
     head -n 1 "$T/$1.out"
 }
 
+# vhost_queues PREFIX: "name durable exclusive" of each queue of the test
+# vhost whose name starts with PREFIX, sorted, one per line.
+vhost_queues() {
+    rmqctl -q list_queues -p "$PERM_VHOST" name durable exclusive --no-table-headers 2>/dev/null |
+        awk -v p="$1" 'index($1, p) == 1 { print $1, $2, $3 }' | sort -V
+}
+
+# connection_of USER: the pid of the one connection of USER (a role's
+# user name), empty unless there is exactly one.
+connection_of() {
+    local c
+    c=$(rmqctl -q list_connections user pid --no-table-headers 2>/dev/null | awk -v u="$1" '$1 == u { print $2 }')
+    [ "$(wc -l <<<"$c")" -eq 1 ] && echo "$c"
+}
+
 # held_by ROLE NAME: the held slots of NAME as ROLE's status --json shows them.
 held_by() { as "$1" --json status "$2" | jq -c .held; }
 
@@ -186,17 +203,23 @@ new_holder() {
     run -0 as admin destroy "$n"
     run -3 as admin max "$n"
 
-    # quorum slots: the administrator re-declares slot 1 to learn their type
+    # quorum slots: the administrator re-declares slot 1 to learn their
+    # type, and keeps the quorum marker (configure on it)
     run -0 as adminonly create --slot-type quorum "$n" 1
+    [ "$(vhost_queues "amqplock.$n#" | cut -d' ' -f1)" = "amqplock.$n#quorum" ] ||
+        fail "no quorum marker: '$(vhost_queues "amqplock.$n#")'"
     run -0 as adminonly add "$n"
     run -0 as adminonly remove "$n"
     run -0 as adminonly max "$n" 4
     run -0 as adminonly --json status "$n"
     assert_json '.max == 4 and .held == []'
+    run -0 as adminonly check "$n"
     refused adminonly acquire -n "$n"
     refused adminonly hold "$n" -- touch "$T/ran"
     [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
     run -0 as adminonly destroy "$n"
+    # the marker went with the semaphore
+    [ -z "$(vhost_queues "amqplock.$n")" ] || fail "left behind: $(vhost_queues "amqplock.$n")"
 }
 
 @test "inspector: status, max and wait work; everything else exits 7 and changes nothing" {
@@ -256,6 +279,68 @@ new_holder() {
     kill -TERM "$BG"
     wait_exit "$BG" 5
     [ "$rc" -eq 0 ] || fail "acquire exited $rc: $(cat "$T/a.err")"
+    [ "$(held_by inspector "$n")" = "[]" ]
+}
+
+@test "client: a leased hold declares its lease, renews it, and deletes it on release" {
+    as admin create "$n" 1
+    bg_as h client -v hold "$n" -- sh -c 'touch "$1/ready"; while [ ! -e "$1/go" ]; do sleep 0.1; done' sh "$T"
+    local h=$BG
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    [ "$(vhost_queues "amqplock.$n-1-")" = "amqplock.$n-1-A true false
+amqplock.$n-1-B false true
+amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
+    grep -q "leased for" "$T/h.err" || fail "no lease: $(cat "$T/h.err")"
+    # renewals (redeclares of the lease) are allowed too
+    sleep 2.5
+    running "$h" || fail "hold ended: $(cat "$T/h.err")"
+    run -1 as client hold -n "$n" -- touch "$T/ran"
+    touch "$T/go"
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    # released cleanly: the lease is gone, the slot free at once
+    [ "$(vhost_queues "amqplock.$n-")" = "amqplock.$n-1-A true false" ] ||
+        fail "left behind: $(vhost_queues "amqplock.$n-")"
+    run -0 as inspector --json status "$n"
+    assert_json '.held == [] and .away == [] and .free == [1]'
+    [ ! -e "$T/ran" ]
+}
+
+@test "client: a leased hold rides out a closed connection, and its keeper ends the lease after a kill -9" {
+    as admin create "$n" 1
+    bg_as h client hold "$n" -- sh -c 'touch "$1/ready"; sleep 60' sh "$T"
+    local h=$BG conn t0
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    conn=$(connection_of "$PERM_TAG-client")
+    [ -n "$conn" ] || fail "the hold's connection?"
+    rmqctl close_connection "$conn" "test" >/dev/null
+    # back with the client's permissions: passive declares, the lease
+    # declared again, the holder queue declared exclusive
+    wait_until 15 grep -q "reconnected to .*; slot 1 of $n is still ours" "$T/h.err" ||
+        fail "not back: $(cat "$T/h.err")"
+    running "$h" || fail "hold ended: $(cat "$T/h.err")"
+    wait_until 5 eval '[ "$(held_by inspector "$n")" = "[1]" ] && [ "$(as inspector --json status "$n" | jq -c .away)" = "[]" ]' ||
+        fail "status: $(as inspector --json status "$n")"
+    # the keeper ends the lease on a connection of its own, as the client
+    t0=$(now)
+    kill -KILL "$h"
+    wait_until 5 eval '[ "$(held_by inspector "$n")" = "[]" ]' || fail "still held: $(as inspector --json status "$n")"
+    at_most "$(since "$t0")" 3
+    [ "$(vhost_queues "amqplock.$n-")" = "amqplock.$n-1-A true false" ] ||
+        fail "left behind: $(vhost_queues "amqplock.$n-")"
+}
+
+@test "a client without configure on lease queues: a leased hold exits 7 and leaves nothing; --lease 0 works" {
+    as admin create "$n" 1
+    refused nolease hold "$n" -- touch "$T/ran"
+    [[ $stderr == *"access to queue 'amqplock.$n-1-L'"* ]] ||
+        fail "the message does not name the lease queue: '$stderr'"
+    refused nolease acquire -n "$n"
+    [ ! -e "$T/ran" ] || fail "hold ran its command without a lease"
+    [ "$(vhost_queues "amqplock.$n-")" = "amqplock.$n-1-A true false" ] ||
+        fail "left behind: $(vhost_queues "amqplock.$n-")"
+    run -0 as nolease hold --lease 0 "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 1
     [ "$(held_by inspector "$n")" = "[]" ]
 }
 

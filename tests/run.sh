@@ -2,7 +2,8 @@
 # Runs every test: the C unit tests, then the bats suites against a private
 # RabbitMQ that lives only as long as this script. Ends with the line
 # "N passed, N failed" (N skipped may follow) and exits non-zero on any
-# failure. Arguments, if any, name the bats files to run (default: all).
+# failure. Arguments, if any, name the bats files to run (tests/x.bats, or
+# just x; default: all).
 #
 #   AMQPLOCK_WRAP   a command to run amqplock under (e.g. "valgrind -q
 #                   --error-exitcode=99"); see tests/helper.bash
@@ -28,6 +29,10 @@ export UBSAN_OPTIONS="log_path=$work/sanitizer/ubsan:print_stacktrace=1:halt_on_
 
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(tests/*.bats)
+# A suite may be named alone: "lease" is tests/lease.bats.
+for i in "${!suites[@]}"; do
+    [[ ${suites[i]} == */* || ${suites[i]} == *.bats ]] || suites[i]=tests/${suites[i]}.bats
+done
 # AMQPLOCK_TEST_SKIP: suites to leave out, by name ("docs valgrind"); CI's
 # sanitizer pass leaves out the documentation suite, which checks text.
 kept=()

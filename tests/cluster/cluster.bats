@@ -121,12 +121,13 @@ mono_of() {
 # trap_hold TAG NODE... : `hold -n` of trapper.pl $T/TAG (CMD writes
 # $T/TAG.ready with its slot, and the signals it gets to $T/TAG) through
 # the --url list of NODEs; quick to notice a lost broker. Pid in BG.
+# TRAP_LEASE=SECS trap_hold ... gives the hold --lease SECS.
 trap_hold() {
     local tag=$1
     shift
     # shellcheck disable=SC2046
     bg "$tag" $(urls "$@") --heartbeat 2 --rpc-timeout 5 --connect-timeout 2 \
-        hold -n --grace 2 "$n" -- perl "$H/trapper.pl" "$T/$tag"
+        hold -n --grace 2 ${TRAP_LEASE:+--lease "$TRAP_LEASE"} "$n" -- perl "$H/trapper.pl" "$T/$tag"
 }
 
 # ready TAG SECS: waits until trapper.pl $T/TAG has its slot; prints it.
@@ -299,12 +300,13 @@ ready() {
 
 # --- failover -------------------------------------------------------------------------------
 
-@test "a node dies under a holder: its CMD is signalled and it exits 4, other holders keep their slots, quorum slots survive, a waiter via a survivor gets the slot, the node rejoins" {
+@test "without a lease, a node dies under a holder: its CMD is signalled and it exits 4, other holders keep their slots, quorum slots survive, a waiter via a survivor gets the slot, the node rejoins" {
     run -0 c 1 create --slot-type quorum "$n" 3
     assert_equal "$(slot_types 2 "$n")" "$(slot_queues "$n" 3 quorum)"
-    # one holder through each node
+    # one holder through each node, without a lease: losing its node ends
+    # the hold through node 3
     local k s1 s2 s3
-    for k in 1 2 3; do trap_hold "h$k" "$k"; done
+    for k in 1 2 3; do TRAP_LEASE=0 trap_hold "h$k" "$k"; done
     local hold1=${PIDS[0]} hold2=${PIDS[1]} hold3=${PIDS[2]}
     s1=$(ready h1 15)
     s2=$(ready h2 15)
@@ -353,7 +355,7 @@ ready() {
     # URL list that starts with the dead node
     kill -TERM "$waiter"
     wait_exit "$waiter" 10
-    [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
+    [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(tail -n 15 "$T/w.err")"
     run -0 c 1 hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
     [ "$output" = "$s3" ]
     # shellcheck disable=SC2046
@@ -464,4 +466,81 @@ cmd_through() {
     assert_equal "$(c 1 --json status "$n" | jq -c '[.max, .held]')" '[3,[]]'
     assert_equal "$(slot_types 1 "$n")" "$(slot_queues "$n" 3 quorum)"
     run -0 c 1 hold -n "$n" -- true
+}
+
+# --- leases through a node kill -------------------------------------------------------------
+
+# A hold with a lease on quorum slots, connected to node 3 (the first of its
+# URL list), loses node 3: it goes on through a survivor, its command never
+# knows, and nobody else gets the slot meanwhile (the quorum lease survives
+# the node). Its command (tools/leasecmd.pl) and a waiter's, through node
+# 1, record when they ran; tools/overlaps.pl checks they did not overlap.
+@test "a lease through a node kill: a hold on quorum slots connected to node 3 goes on through a survivor, its CMD undisturbed, the slot held all along, no overlap; the node rejoins" {
+    run -0 c 1 create --slot-type quorum "$n" 1
+    # shellcheck disable=SC2046
+    bg h --json $(urls 3 1 2) --heartbeat 2 --rpc-timeout 5 --connect-timeout 2 \
+        hold -n --grace 2 --lease 30 "$n" -- perl "$H/leasecmd.pl" "$T/h.cmd" 120 0 "$T/go"
+    local h=$BG
+    wait_until 15 test -e "$T/h.cmd.ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    # through node 3, and its lease is a quorum queue
+    [ -n "$(ss -Htnp state established 2>/dev/null | grep "\"amqplock\",pid=$h," |
+        awk -v b="127.0.0.1:$(port 3)" '$4 == b')" ] || fail "the hold is not connected to node 3"
+    assert_equal "$(cctl 1 -q list_queues name type --no-table-headers 2>/dev/null |
+        awk -v q="amqplock.$n-1-L" '$1 == q { print $2 }')" quorum
+    # a waiter through node 1
+    # shellcheck disable=SC2046
+    bg w $(urls 1 2) -v --heartbeat 2 --rpc-timeout 5 hold -w 90 "$n" -- perl "$H/leasecmd.pl" "$T/w.cmd" 0.5
+    local w=$BG
+    sleep 1
+    kill_node 3
+    local t0=$KILLED_AT
+    wait_until 30 grep -q '"event":"reconnected"' "$T/h.err" || fail "the hold did not reconnect: $(cat "$T/h.err")"
+    local took
+    took=$(since "$t0")
+    local where
+    where=$(grep '^amqplock: reconnected to ' "$T/h.err" | head -n 1)
+    note "node 3 killed: the hold reconnected $took s later ($where)"
+    [[ $where == "amqplock: reconnected to 127.0.0.1:$(port 1)"* || $where == "amqplock: reconnected to 127.0.0.1:$(port 2)"* ]] ||
+        fail "reconnected to: $where"
+    grep -q '"event":"disconnected"' "$T/h.err" || fail "no disconnected event: $(cat "$T/h.err")"
+    # the slot is still held, by the same hold, whose command runs on
+    running "$h" || fail "the hold ended: $(cat "$T/h.err")"
+    [ ! -e "$T/w.cmd" ] || fail "the waiter got the slot: $(cat "$T/w.cmd")"
+    # away (only the lease) until the hold has its holder queue back
+    run -1 c 1 hold -n "$n" -- touch "$T/newcomer.ran"
+    [ ! -e "$T/newcomer.ran" ]
+    back() { [ "$(c 2 --json status "$n" | jq -c '[.held, .away]')" = '[[1],[]]' ]; }
+    wait_until 20 back || fail "slot not held again: $(c 2 --json status "$n"); $(cat "$T/h.err")"
+    note "the slot was held again (not away) $(since "$t0") s after the kill"
+    run -1 c 1 hold -n "$n" -- touch "$T/newcomer.ran"
+    [ ! -e "$T/newcomer.ran" ]
+    [ ! -e "$T/w.cmd" ] || fail "the waiter got the slot: $(cat "$T/w.cmd")"
+    sleep 2
+    touch "$T/go"
+    wait_exit "$h" 15
+    [ "$rc" -eq 0 ] || fail "the hold exited $rc: $(cat "$T/h.err")"
+    # (the waiter's failure, if any, is reported last: what follows holds
+    # whatever became of it)
+    wait_exit "$w" 30
+    local wrc=$rc
+    # one command after the other, neither disturbed
+    perl "$H/overlaps.pl" "$T/h.cmd" "$T/w.cmd" >"$T/runs"
+    [ "$(grep -c '^interval ' "$T/runs")" -eq $((wrc == 0 ? 2 : 1)) ] || fail "$(cat "$T/runs")"
+    [ -z "$(awk '$1 == "interval" && ($7 != "-" || $8 != 1 || $9 != 1 || $6 > 2)' "$T/runs")" ] ||
+        fail "a command was disturbed: $(cat "$T/runs")"
+    local margin=-
+    if [ "$wrc" -eq 0 ]; then
+        margin=$(awk '$1 == "handover" { print $5 }' "$T/runs")
+        awk -v m="$margin" 'BEGIN { exit !(m > 0) }' ||
+            fail "the waiter started before the holder's command ended: $(cat "$T/runs")"
+    fi
+    note "the holder's command paused at most $(awk '$1 == "interval" && $2 ~ /h.cmd$/ { print $6 }' "$T/runs") s; the waiter started $margin s after it ended"
+    # node 3 comes back and rejoins; the slot is free, its lease gone
+    t0=$(now)
+    revive_node 3
+    note "node 3 restarted and rejoined in $(since "$t0") s"
+    assert_equal "$(c 3 --json status "$n" | jq -c '[.held, .away, .free]')" '[[],[],[1]]'
+    run -0 c 3 hold -n "$n" -- true
+    [ -z "$(cctl 1 -q list_queues name --no-table-headers 2>/dev/null | grep -x "amqplock.$n-1-[BL]")" ]
+    [ "$wrc" -eq 0 ] || fail "the waiter through node 1 exited $wrc: $(tail -n 5 "$T/w.err")"
 }
