@@ -15,7 +15,7 @@ mutants() {
 shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most N: 50 hold
 no-keeper-kill|src/supervise.c|s/\t\t\t\tk->killing = k->orphaned = true;\n/\t\t\t\tk->orphaned = true;\n/|containment.bats|^kill -9 of the hold ends
 no-subreaper|src/supervise.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
-resume-unchecked|src/hold.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|^a 5 s kill -STOP
+resume-unchecked|src/hold.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|a 5 s kill -STOP
 stop-without-command|src/hold.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
 no-parent-watch|src/supervise.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
 holder-queue-unchecked|src/sem.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
@@ -24,7 +24,7 @@ inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.b
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
 url-in-ps|src/main.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
 late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
-lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* Waiters/\t}\n\t\/* Waiters/|faults.bats|^the broker's app stopped
+lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* Waiters/\t}\n\t\/* Waiters/|faults.bats|the broker.s app stopped
 no-connect-deadline|src/conn.c|s/now_seconds\(\) \+ o->connect_timeout;/now_seconds() + 30;/|faults.bats|^a listener that never speaks
 no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
