@@ -11,7 +11,7 @@
 #          the slot to the next waiter. Gap: a CMD's start minus the latest
 #          release before it (the SIGTERM, or the previous CMD's end).
 #   kill   one hold whose CMD sleeps holds the slot, WAITERS wait; the hold
-#          process of the current holder (the CMD's parent) is killed with
+#          process of the current holder (the parent of CMD's keeper) is killed with
 #          SIGKILL (time logged just before), each new holder in turn once
 #          its CMD has started. Gap: CMD start minus the kill. ROUNDS is
 #          ignored (one round of WAITERS hand-offs).
@@ -172,9 +172,18 @@ if ($mode eq 'clean') {
     my @w = map { stamped_hold('waiter', 120, 300, "k$_") } 1 .. $waiters;
     sleep 2;
     still_running(@w);
+    # CMD's parent is the hold's keeper (amqplock-guard); the hold is the
+    # keeper's parent.
+    my $hold_of = sub {
+        my ($pid) = @_;
+        return $pid if $kids{$pid};
+        open(my $f, '<', "/proc/$pid/stat") or return $pid;
+        my ($ppid) = (scalar <$f>) =~ /\)\s+\S+\s+(\d+)/;
+        return $ppid // $pid;
+    };
     for my $i (1 .. $waiters) {
         my ($cur) = grep { $_->[0] eq 'start' } reverse @events;
-        my $holder = $cur->[3];
+        my $holder = $hold_of->($cur->[3]);
         fail("the current holder $holder is not one of ours") unless $kids{$holder};
         sleep 0.05;
         note(sprintf("release %.6f 0 0 kill%d\n", now(), $i));
@@ -183,7 +192,7 @@ if ($mode eq 'clean') {
         reap(now() + 10, $holder);
     }
     my ($last) = grep { $_->[0] eq 'start' } reverse @events;
-    kill 'KILL', $last->[3];
+    kill 'KILL', $hold_of->($last->[3]);
     reap(now() + 10, $first, @w);
 }
 
