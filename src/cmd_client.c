@@ -60,21 +60,20 @@ static enum al_status settle_lease(struct cli *cli, bool has_command)
 	double grace = has_command ? cli->grace : 0;
 	double silence = hold_silence(cli->conn.heartbeat, cli->conn.rpc_timeout);
 	double shortest = lease_shortest(grace, silence);
+	/* In whole seconds, for people. */
+	double least = (double)(unsigned long)shortest + 1;
+	char with_grace[64] = "";
 
+	if (has_command)
+		snprintf(with_grace, sizeof(with_grace), "--grace %g with ", grace);
 	if (cli->lease < 0)
-		cli->lease = LEASE_BASE + grace > shortest ? LEASE_BASE + grace
-							   : (double)(unsigned long)shortest + 1;
-	else if (cli->lease > 0 && cli->lease < shortest && !has_command)
-		return fail(AL_USAGE,
-			    "--lease %g is too short for --heartbeat %u: at least %.0f s, or 0 for "
-			    "no lease",
-			    cli->lease, cli->conn.heartbeat, (double)(unsigned long)shortest + 1);
+		cli->lease = LEASE_BASE + grace > shortest ? LEASE_BASE + grace : least;
 	else if (cli->lease > 0 && cli->lease < shortest)
-		return fail(AL_USAGE,
-			    "--lease %g is too short for --grace %g with --heartbeat %u: at least "
-			    "%.0f s, or 0 for no lease",
-			    cli->lease, grace, cli->conn.heartbeat,
-			    (double)(unsigned long)shortest + 1);
+		return fail(
+			AL_USAGE,
+			"--lease %g is too short for %s--heartbeat %u: at least %.0f s, or 0 for "
+			"no lease",
+			cli->lease, with_grace, cli->conn.heartbeat, least);
 	trace("lease %g s", cli->lease);
 	return AL_OK;
 }

@@ -269,6 +269,14 @@ static void connection_lost(struct holding *h)
 	       h->slot, h->s->label, h->away_reason, left > 0 ? left : 0);
 }
 
+/* The broker answered in full: the next verification in a second. */
+static void heard_back(struct holding *h)
+{
+	h->heard = now_seconds();
+	h->verify_sent = 0;
+	h->next_verify = h->heard + VERIFY_INTERVAL;
+}
+
 /* A verification's send time on both clocks. */
 static void verification_sent(struct holding *h)
 {
@@ -361,8 +369,7 @@ static void keep_trying(struct holding *h)
 	st = reattach(h, left);
 	if (st == AL_OK) {
 		h->away = false;
-		h->heard = now_seconds();
-		h->next_verify = h->heard + VERIFY_INTERVAL;
+		heard_back(h);
 		notice(h, "reconnected", "away_ms", now_seconds() - h->away_since,
 		       "reconnected to %s after %.2f s; slot %u of %s is still ours",
 		       h->s->conn->where, now_seconds() - h->away_since, h->slot, h->s->label);
@@ -397,9 +404,7 @@ static enum al_status await_verification(struct holding *h)
 		    sem_held_poll(h->s, h->slot, &verified) != AL_OK)
 			return AL_LOST;
 	}
-	h->heard = now_seconds();
-	h->verify_sent = 0;
-	h->next_verify = h->heard + VERIFY_INTERVAL;
+	heard_back(h);
 	renewed(h, h->verify_sent_boot);
 	return AL_OK;
 }

@@ -170,18 +170,23 @@ static amqp_table_t lease_arguments(const struct sem *s, amqp_table_entry_t *e)
 	return (amqp_table_t){.num_entries = s->lease.quorum ? 3 : 2, .entries = e};
 }
 
+/* The reply that says op went through. */
+static amqp_method_number_t reply_to(enum queue_op op)
+{
+	return op == DELETE_QUEUE ? AMQP_QUEUE_DELETE_OK_METHOD : AMQP_QUEUE_DECLARE_OK_METHOD;
+}
+
 static void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op op,
 			   const char *queue)
 {
 	memset(r, 0, sizeof(*r));
+	r->ok = reply_to(op);
 	if (op == DELETE_QUEUE) {
 		r->id = AMQP_QUEUE_DELETE_METHOD;
-		r->ok = AMQP_QUEUE_DELETE_OK_METHOD;
 		r->del.queue = amqp_cstring_bytes(queue);
 		return &r->del;
 	}
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
-	r->ok = AMQP_QUEUE_DECLARE_OK_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
 	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM || op == DECLARE_CLASSIC ||
 			     op == DECLARE_LEASE;
@@ -879,10 +884,7 @@ static enum al_status run_steps(struct sem *s, unsigned slot, const struct step 
 		st = slot_send(s, step[i].op, slot, step[i].kind);
 	for (i = 0; i < n && st == AL_OK; i++) {
 		s->conn->reply_code = 0;
-		st = conn_expect(s->conn,
-				 step[i].op == DELETE_QUEUE ? AMQP_QUEUE_DELETE_OK_METHOD
-							    : AMQP_QUEUE_DECLARE_OK_METHOD,
-				 &m);
+		st = conn_expect(s->conn, reply_to(step[i].op), &m);
 		if (st == AL_OK)
 			++*done;
 	}
