@@ -228,6 +228,34 @@ static void remember_stopped(struct keeper *k, pid_t pid)
  * children, which a following pass (or the SIGKILL of a lost slot) gets. */
 #define STOP_PASSES 10
 
+/* kill() only queues SIGSTOP: a process stops once it is next scheduled,
+ * which on a busy machine can be after amqplock has stopped itself. The
+ * job must be seen stopped first, so wait (boundedly: one stuck in the
+ * kernel stops when it leaves) until every process stopped shows it. */
+#define STOP_CONFIRM_WAIT 0.5
+
+static bool shows_stopped(pid_t pid)
+{
+	struct proc p;
+
+	/* Gone, a zombie or stopped: none of them runs. */
+	return !read_proc(pid, &p) || p.state == 'T' || p.state == 't' || p.state == 'Z' ||
+	       p.state == 'X';
+}
+
+static void await_stopped(const struct keeper *k)
+{
+	double deadline = now_seconds() + STOP_CONFIRM_WAIT;
+	size_t i = 0;
+
+	while (i < k->n_stopped && now_seconds() < deadline) {
+		if (shows_stopped(k->stopped[i]))
+			i++;
+		else
+			poll(NULL, 0, 1);
+	}
+}
+
 static void stop_all(struct keeper *k)
 {
 	struct procs d = {0};
@@ -247,6 +275,7 @@ static void stop_all(struct keeper *k)
 		}
 	}
 	free(d.p);
+	await_stopped(k);
 }
 
 static void continue_all(struct keeper *k)
