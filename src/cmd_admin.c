@@ -155,6 +155,10 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		 * (then free when the lease runs out). */
 		out_slots("away", ss.away.len ? "away       %s\n" : NULL, ss.away.slot,
 			  ss.away.len);
+		/* Their holder queue or lease is on a node that is down: held
+		 * until it returns (or is forgotten), to be safe. */
+		out_slots("unreachable", ss.unreachable.len ? "unreachable %s\n" : NULL,
+			  ss.unreachable.slot, ss.unreachable.len);
 		out_slots("free", "free       %s\n", ss.free.slot, ss.free.len);
 		out_slots("orphans", "orphans    %s\n", ss.orphans.slot, ss.orphans.len);
 		st = out_end();

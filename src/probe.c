@@ -28,16 +28,34 @@ static struct probe *returned(const struct sem_name *sn, struct probe *p, size_t
 	return NULL;
 }
 
-/* A nacked probe says nothing; in a cluster the broker nacks while a
- * quorum queue whose leader died elects another (half a second, measured
- * on three nodes). The batch is sent again after a pause that doubles from
- * the first to the longest, for as long as --rpc-timeout allows. */
+/* A nacked probe reached a queue that could not take it. Between quorum
+ * leaders (half a second, measured on three nodes) that passes, so a batch
+ * with such refusals is sent again, on a fresh channel, after a pause
+ * that doubles, for at most NACK_PATIENCE. A holder queue is never a
+ * quorum queue: its refusal means a node that is gone (RabbitMQ 4.2 and
+ * later keep a dead node's exclusive queues registered until it returns)
+ * and waiting would not change it. */
 #define NACK_FIRST_PAUSE   0.02
 #define NACK_LONGEST_PAUSE 0.5
+#define NACK_PATIENCE      2.0
 
-/* *nacked: some probe was nacked, and the answers cannot be trusted. */
+/* Marks probes first..last (delivery tags, base + 1 + index) that the
+ * broker nacked and had not acked singly. */
+static void mark_refused(struct probe *p, uint64_t base, uint64_t first, uint64_t last,
+			 const bool *single_acks)
+{
+	uint64_t tag;
+
+	for (tag = first; tag <= last; tag++) {
+		if (!single_acks[tag - base - 1]) {
+			p[tag - base - 1].refused = true;
+			p[tag - base - 1].exists = true;
+		}
+	}
+}
+
 static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, struct probe *p,
-				  size_t n, bool *nacked)
+				  size_t n)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	bool single_acks[PROBE_BATCH] = {false};
@@ -47,9 +65,9 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	amqp_method_t m;
 	size_t i, next = 0;
 
-	*nacked = false;
 	for (i = 0; i < n; i++) {
 		p[i].exists = true;
+		p[i].refused = false;
 		sem_name_slot(sn, p[i].slot, p[i].kind, queue);
 		if ((st = conn_publish_probe(c, queue)) != AL_OK)
 			return st;
@@ -57,7 +75,7 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	last = c->published;
 	/* A missing queue's basic.return comes before the basic.ack of the
 	 * same probe, so every return is in when the last tag is confirmed.
-	 * Acks may be merged. */
+	 * Acks (and nacks) may be merged. */
 	while (confirmed < last) {
 		/* A refusal here is about the exchange, not any one queue: a
 		 * probe needs write permission on the default exchange. */
@@ -70,10 +88,11 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 			/* basic.ack and basic.nack share their layout. */
 			amqp_basic_ack_t *a = m.decoded;
 
-			if (m.id == AMQP_BASIC_NACK_METHOD)
-				*nacked = true;
 			if (a->delivery_tag <= confirmed || a->delivery_tag > last)
 				continue;
+			if (m.id == AMQP_BASIC_NACK_METHOD)
+				mark_refused(p, base, a->multiple ? confirmed + 1 : a->delivery_tag,
+					     a->delivery_tag, single_acks);
 			if (a->multiple)
 				confirmed = a->delivery_tag;
 			else
@@ -85,28 +104,49 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	return AL_OK;
 }
 
+/* Whether a refusal among p[0..n-1] may pass if asked again. */
+static bool refused_for_now(const struct probe *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i].refused && p[i].kind != HOLDER_QUEUE)
+			return true;
+	return false;
+}
+
+static bool any_refused(const struct probe *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i].refused)
+			return true;
+	return false;
+}
+
 static enum al_status probe_batch_again(struct conn *c, const struct sem_name *sn, struct probe *p,
 					size_t n)
 {
-	double deadline = now_seconds() + c->rpc_timeout, pause = NACK_FIRST_PAUSE;
+	double deadline = now_seconds() + sooner(c->rpc_timeout, NACK_PATIENCE);
+	double pause = NACK_FIRST_PAUSE;
 	enum al_status st;
-	bool nacked = false;
 
-	while ((st = probe_batch(c, sn, p, n, &nacked)) == AL_OK && nacked) {
-		if (now_seconds() + pause > deadline)
-			return fail(AL_BROKER,
-				    "the broker at %s kept refusing to route probes (a cluster "
-				    "node down?)",
-				    c->where);
-		trace("the broker nacked a probe; probing again in %.0f ms", pause * 1000);
-		sleep_seconds(pause);
-		pause = sooner(pause * 2, NACK_LONGEST_PAUSE);
+	for (;;) {
+		if ((st = probe_batch(c, sn, p, n)) != AL_OK || !any_refused(p, n))
+			return st;
 		/* On a fresh channel: the old one may keep sending to the dead
 		 * leader it knew. */
 		if ((st = conn_reset_channel(c)) != AL_OK)
 			return st;
+		if (!refused_for_now(p, n) || now_seconds() + pause > deadline) {
+			trace("the broker refused probes; taking those queues as there");
+			return AL_OK;
+		}
+		trace("the broker nacked a probe; probing again in %.0f ms", pause * 1000);
+		sleep_seconds(pause);
+		pause = sooner(pause * 2, NACK_LONGEST_PAUSE);
 	}
-	return st;
 }
 
 enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct probe *p, size_t n)
@@ -122,7 +162,7 @@ enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct pr
 }
 
 enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
-			   unsigned first, unsigned count, bool *exists)
+			   unsigned first, unsigned count, bool *exists, bool *refused)
 {
 	struct probe p[PROBE_BATCH];
 	enum al_status st = AL_OK;
@@ -133,8 +173,11 @@ enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_
 		for (i = 0; i < n; i++)
 			p[i] = (struct probe){.kind = kind, .slot = first + done + i};
 		st = probe_batch_again(c, sn, p, n);
-		for (i = 0; st == AL_OK && i < n; i++)
+		for (i = 0; st == AL_OK && i < n; i++) {
 			exists[done + i] = p[i].exists;
+			if (refused)
+				refused[done + i] = p[i].refused;
+		}
 	}
 	return st;
 }

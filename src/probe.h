@@ -13,6 +13,11 @@ struct probe {
 	enum slot_kind kind;
 	unsigned slot;
 	bool exists; /* the answer */
+	/* The broker nacked it: a queue by that name is registered but could
+	 * not take the message (its node is down, or a quorum queue is
+	 * between leaders). exists is then true: the queue is there, and
+	 * "there" is the careful answer for every question amqplock asks. */
+	bool refused;
 };
 
 /* Answers p[0..n-1]. A probe is a mandatory publish with confirms: it says
@@ -22,8 +27,9 @@ struct probe {
 enum al_status probe_queues(struct conn *c, const struct sem_name *sn, struct probe *p, size_t n);
 
 /* The same for the kind queues of slots first..first+count-1: exists[i]
- * answers for slot first + i. */
+ * answers for slot first + i, and refused[i] (if refused is not NULL)
+ * says it was a refusal. */
 enum al_status probe_slots(struct conn *c, const struct sem_name *sn, enum slot_kind kind,
-			   unsigned first, unsigned count, bool *exists);
+			   unsigned first, unsigned count, bool *exists, bool *refused);
 
 #endif

@@ -32,7 +32,7 @@ static enum al_status count_slots(struct sem *s, unsigned *max)
 			*max = SLOTS_MAX;
 			return AL_OK;
 		}
-		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists);
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
 		if (st != AL_OK)
 			return st;
 		for (i = 0; i < batch; i++) {
@@ -419,7 +419,7 @@ static enum al_status append(struct slot_list *l, unsigned slot)
  * queue being deleted (a holder's release) crashes the connection on
  * RabbitMQ 3.10. */
 static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, bool *holder,
-				     bool *lease)
+				     bool *lease, bool *refused)
 {
 	struct probe *p = calloc(n ? n : 1, sizeof(*p));
 	enum al_status st = AL_OK;
@@ -440,19 +440,23 @@ static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, 
 			lease[p[i].slot - first] = true;
 		else if (p[i].exists)
 			holder[p[i].slot - first] = true;
+		if (p[i].refused && refused)
+			refused[p[i].slot - first] = true;
 	}
 	free(p);
 	return st;
 }
 
-/* Which of slots first..first+n-1 have a holder queue (holder[i]), and
- * which of the others a lease (as leases_of_free says). */
+/* Which of slots first..first+n-1 have a holder queue (holder[i]), which
+ * of the others a lease (as leases_of_free says), and, if refused is not
+ * NULL, whose holder queue or lease the broker has but cannot reach
+ * (refused[i]; those count as taken). */
 static enum al_status probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder,
-				  bool *lease)
+				  bool *lease, bool *refused)
 {
-	enum al_status st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, first, n, holder);
+	enum al_status st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, first, n, holder, refused);
 
-	return st == AL_OK ? leases_of_free(s, first, n, holder, lease) : st;
+	return st == AL_OK ? leases_of_free(s, first, n, holder, lease, refused) : st;
 }
 
 /* Collects the kind queues that exist above max, probing windows of
@@ -473,7 +477,7 @@ static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned ma
 		return fail(AL_BROKER, "out of memory");
 	do {
 		any = false;
-		st = probe_slots(s->conn, &s->name, kind, first, s->overshoot, exists);
+		st = probe_slots(s->conn, &s->name, kind, first, s->overshoot, exists, NULL);
 		for (i = 0; st == AL_OK && i < s->overshoot; i++) {
 			if (exists[i]) {
 				st = append(found, first + i);
@@ -524,7 +528,7 @@ static enum al_status find_holders(struct sem *s, unsigned max, struct slot_list
 	if (max > 0) {
 		if (!(exists = calloc(max, sizeof(*exists))))
 			return fail(AL_BROKER, "out of memory");
-		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, exists);
+		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, exists, NULL);
 		for (i = 0; st == AL_OK && i < max; i++)
 			if (exists[i])
 				st = append(&found, (unsigned)i + 1);
@@ -817,7 +821,7 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 
 	for (; st == AL_OK && first <= max && free_list->len == 0; first += n) {
 		n = max - first + 1 < window ? max - first + 1 : window;
-		st = probe_taken(s, first, n, held, NULL);
+		st = probe_taken(s, first, n, held, NULL, NULL);
 		for (i = 0; st == AL_OK && i < n; i++)
 			if (!held[i])
 				st = append(free_list, first + i);
@@ -850,7 +854,7 @@ static enum al_status look(struct sem *s, unsigned *max, struct slot_list *free_
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
 		taken[i] = p[FIRST_WINDOW + i].exists;
-	if ((st = leases_of_free(s, 1, n, taken, NULL)) != AL_OK)
+	if ((st = leases_of_free(s, 1, n, taken, NULL, NULL)) != AL_OK)
 		return st;
 	for (i = 0; st == AL_OK && i < n; i++)
 		if (!taken[i])
@@ -931,7 +935,8 @@ static enum al_status claim(struct sem *s, unsigned k)
 	 * holder queue is ours: its holder may have gone away since the
 	 * slot was probed. */
 	if (st == AL_OK && refused == 0 && !s->lease.on &&
-	    (st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased)) == AL_OK && leased) {
+	    (st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased, NULL)) == AL_OK &&
+	    leased) {
 		done = 2;
 		refused = AMQP_PRECONDITION_FAILED;
 	}
@@ -1243,7 +1248,7 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
 enum al_status sem_status(struct sem *s, struct sem_status *out)
 {
 	enum al_status st;
-	bool *holder, *lease;
+	bool *holder, *lease, *refused;
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
@@ -1253,17 +1258,21 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 	holder = calloc(out->max, sizeof(*holder));
 	lease = calloc(out->max, sizeof(*lease));
-	if (!holder || !lease)
+	refused = calloc(out->max, sizeof(*refused));
+	if (!holder || !lease || !refused)
 		st = fail(AL_BROKER, "out of memory");
 	if (st == AL_OK)
-		st = probe_taken(s, 1, out->max, holder, lease);
+		st = probe_taken(s, 1, out->max, holder, lease, refused);
 	for (i = 0; st == AL_OK && i < out->max; i++) {
 		st = append(holder[i] || lease[i] ? &out->held : &out->free, i + 1);
 		if (st == AL_OK && lease[i] && !holder[i])
 			st = append(&out->away, i + 1);
+		if (st == AL_OK && refused[i])
+			st = append(&out->unreachable, i + 1);
 	}
 	free(holder);
 	free(lease);
+	free(refused);
 	if (st == AL_OK)
 		st = scan_orphans(s, out->max, &out->orphans);
 	return st;
@@ -1273,6 +1282,7 @@ void sem_status_free(struct sem_status *st)
 {
 	free(st->held.slot);
 	free(st->away.slot);
+	free(st->unreachable.slot);
 	free(st->free.slot);
 	free(st->orphans.slot);
 	memset(st, 0, sizeof(*st));
@@ -1491,7 +1501,8 @@ static enum al_status check_marker(struct sem *s, bool repair, struct sem_check 
 
 	if (!c->typed && c->max > 0)
 		return AL_OK;
-	if ((st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &exists)) != AL_OK ||
+	if ((st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &exists, NULL)) !=
+		    AL_OK ||
 	    exists == quorum)
 		return st;
 	if (repair && (st = set_marker(s, quorum)) != AL_OK)

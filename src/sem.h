@@ -91,8 +91,10 @@ struct slot_list {
 struct sem_status {
 	unsigned max;
 	/* held: a holder queue or a lease; away: a lease only (its holder
-	 * lost its connection and may come back), also in held. */
-	struct slot_list held, away, free, orphans;
+	 * lost its connection and may come back), also in held; unreachable:
+	 * held by a queue the broker keeps but cannot reach (its node is
+	 * down), also in held. */
+	struct slot_list held, away, unreachable, free, orphans;
 };
 
 /* One attempt to take a free slot: probes slots, holders and leases,

@@ -229,11 +229,11 @@ teardown() {
     [ -z "$stderr" ]
 }
 
-@test "status --json reports max and arrays of held, free and orphan slots" {
+@test "status --json reports max and arrays of held, away, unreachable, free and orphan slots" {
     al create "$n" 3
     run -0 al --json status "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 3 and .held == []
-        and .free == [1, 2, 3] and .orphans == []' --arg n "$n"
+        and .away == [] and .unreachable == [] and .free == [1, 2, 3] and .orphans == []' --arg n "$n"
 }
 
 @test "status shows held slots and orphan holders above max" {

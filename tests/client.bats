@@ -40,6 +40,7 @@ setup() {
 teardown() {
     stop_bg
     kill_marks
+    [ -z "${POLICY:-}" ] || rmqctl clear_policy "$POLICY" >/dev/null 2>&1 || true
     al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
 }
 
@@ -769,4 +770,63 @@ teardown() {
     [ -z "$(grep -vx 0 "$T/rc" || true)" ] ||
         fail "holds failed: $(sort -n "$T/rc" | uniq -c | tr '\n' ' '); $(sort "$T/err" | uniq -c | head -5)"
     [ "$(json_status "$n" '[.held, .away, .free]')" = '[[],[],[1,2]]' ]
+}
+
+# --- probes the broker refuses ----------------------------------------------
+
+# refusing PATTERN: a policy that makes the queues matching PATTERN refuse
+# every message (max-length 0, reject-publish), so the broker nacks probes
+# of them, as RabbitMQ 4.2 and later do for a dead cluster node's holder
+# queues (tests/cluster/ shows that on 4.3). Cleared by teardown.
+refusing() {
+    POLICY=amqplock-refuse-$n
+    rmqctl set_policy --apply-to queues --priority 100 "$POLICY" "$1" \
+        '{"max-length":0,"overflow":"reject-publish"}' >/dev/null
+}
+
+# held_now NAME JSON: status --json lists JSON (e.g. [1,2]) as held.
+held_now() { [ "$(json_status "$1" .held)" = "$2" ]; }
+
+@test "a holder queue whose probes are refused counts as held and unreachable; the other slots serve as usual" {
+    al create "$n" 2
+    refusing "^amqplock\\.$n-[0-9]+-B\$"
+    bg h hold "$n" -- sleep 60
+    local h=$BG
+    wait_until 10 held_now "$n" '[1]' || fail "slot 1 not held: $(cat "$T/h.err")"
+    local t0
+    t0=$(now)
+    [ "$(json_status "$n" '[.held, .unreachable, .away, .free]')" = '[[1],[1],[],[2]]' ]
+    note "status with a refused holder probe took $(since "$t0") s"
+    run -0 al status "$n"
+    assert_line "unreachable 1"
+    assert_line "held       1"
+    # a newcomer takes another slot, and waits behind a full semaphore
+    run -0 al hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    assert_output 2
+    run -0 al hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    assert_output 2
+    bg h2 hold -n "$n" -- sleep 60
+    wait_until 10 held_now "$n" '[1,2]' || fail "slot 2 not held: $(cat "$T/h2.err")"
+    run -1 al hold -n "$n" -- touch "$T/ran"
+    run -1 al hold -w 1 "$n" -- touch "$T/ran"
+    [ ! -e "$T/ran" ]
+    # let go: its holder queue gone, the slot is free again
+    kill -TERM "$h"
+    wait_exit "$h" 5
+    wait_until 10 held_now "$n" '[2]' || fail "slot 1 not free: $(al --json status "$n")"
+    [ "$(json_status "$n" '.unreachable')" = '[2]' ]
+}
+
+@test "slot queues whose probes are refused still count as slots (after at most 2 s of asking again): max, status and hold work" {
+    al create "$n" 3
+    refusing "^amqplock\\.$n-[0-9]+-A\$"
+    local t0
+    t0=$(now)
+    run -0 al max "$n"
+    assert_output 3
+    note "max with refused slot probes took $(since "$t0") s"
+    at_most "$(since "$t0")" 10
+    [ "$(json_status "$n" '[.max, .held, .unreachable, .free]')" = '[3,[],[],[1,2,3]]' ]
+    run -0 al hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    assert_output 1
 }
