@@ -386,16 +386,16 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
 	return AL_OK;
 }
 
-/* An empty message for queue through the default exchange, with
- * expiration "0" rather than a queue argument: it never stays in a queue
- * (a consumer ready at once still gets it), and slot queues keep having no
- * arguments. Mandatory: the broker returns it if the queue is missing. */
+/* An empty message for queue through the default exchange, with an
+ * expiration (milliseconds, as text) rather than a queue argument, so that
+ * it does not stay in a queue and the queues keep having no arguments.
+ * Mandatory: the broker returns it if the queue is missing. */
 static enum al_status publish_expiring(struct conn *c, const char *queue, bool mandatory,
-				       const char *doing)
+				       const char *expiration, const char *doing)
 {
-	static const amqp_basic_properties_t props = {
+	amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_EXPIRATION_FLAG,
-		.expiration = {1, (void *)"0"},
+		.expiration = amqp_cstring_bytes(expiration),
 	};
 	int r;
 
@@ -411,7 +411,8 @@ static enum al_status publish_expiring(struct conn *c, const char *queue, bool m
 
 enum al_status conn_publish_probe(struct conn *c, const char *queue)
 {
-	return publish_expiring(c, queue, true, "probing a queue");
+	/* "0": a probe never stays anywhere. */
+	return publish_expiring(c, queue, true, "0", "probing a queue");
 }
 
 /* The next method for the channel, waiting at most `wait` seconds
@@ -617,7 +618,11 @@ void conn_unsubscribe(struct conn *c)
 
 enum al_status conn_notify(struct conn *c, const char *queue)
 {
-	return publish_expiring(c, queue, false, "announcing a release");
+	/* Not "0": RabbitMQ 4.3 drops such a message even with a consumer
+	 * ready (3.10 and 4.0 hand it over). A second is long enough to reach
+	 * a waiter, short enough that one arriving later wakes for nothing at
+	 * most once. */
+	return publish_expiring(c, queue, false, "1000", "announcing a release");
 }
 
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue)

@@ -15,7 +15,8 @@ load helper
 # the README's set_permissions lines, and must stay as they are there.
 # noread is a client that may not consume from #waiters, nowaiters one
 # that may not even declare it (their waiters poll instead); nolease is
-# the client of before leases, without configure on lease queues; naive
+# the client of before leases (with read on slot queues, which RabbitMQ
+# 4.2.6 and later want), without configure on lease queues; naive
 # has write on the prefix, where amq.default is needed; partial may make
 # slot 1 of "partial" only; team is a full user for --prefix team.locks.;
 # nobody has no permissions on the vhost at all.
@@ -24,10 +25,10 @@ roles() {
 inspector ^$ ^amq\.default$ ^$
 client ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
-adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^$
+adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^amqplock\..+-[0-9]+-B$
 noread ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
 nowaiters ^amqplock\..+-[0-9]+-[BL]$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
-nolease ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+#waiters$
+nolease ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-A|#waiters)$
 naive ^amqplock\. ^amqplock\. ^amqplock\.
 partial ^amqplock\.partial(-1-A)?$ ^amq\.default$ ^$
 team ^team\.locks\. ^amq\.default$ ^team\.locks\.
