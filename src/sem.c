@@ -992,6 +992,8 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
 		return st;
 	sem_name_slot(&s->name, slot, steps[done < 4 ? done : 3].kind, queue);
 	s->lease.need_holder = false;
+	if (done >= 2)
+		s->lease.reattached = now_seconds();
 	if (refused == 0)
 		return AL_OK;
 	if (done == 0 && refused == AMQP_NOT_FOUND)
@@ -1157,15 +1159,30 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
 	return st;
 }
 
+/* How long after a re-attach a deleted holder queue is not a loss. When a
+ * cluster node dies, RabbitMQ 4.0 removes its connections' exclusive
+ * queues a few seconds later, by name: a holder that has re-attached
+ * through a survivor meanwhile can see its new holder queue go (measured:
+ * 1 s after the kill). Its lease, renewed in the same round trip, still
+ * keeps the slot, so it declares the holder queue again. */
+#define HOLDER_SETTLE 15.0
+
 /* The refusal that ended a verification, as a loss; AL_OK if it is none
- * (our old holder queue not yet dropped: the lease keeps the slot). */
+ * (our old holder queue not yet dropped, or dropped late by the broker
+ * after a re-attach: the lease keeps the slot). */
 static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_status st)
 {
 	enum slot_kind kind = s->verify_kind[s->verify_answers];
 	char queue[QUEUE_NAME_MAX + 1];
 
 	sem_name_slot(&s->name, slot, kind, queue);
-	if (kind == HOLDER_QUEUE && s->lease.need_holder && st == AL_BUSY) {
+	if (kind == HOLDER_QUEUE && st == AL_NOT_FOUND && s->lease.on && !s->lease.need_holder &&
+	    s->lease.reattached && now_seconds() - s->lease.reattached < HOLDER_SETTLE) {
+		/* The lease was renewed just before, in this round trip. */
+		trace("holder queue %s gone soon after a re-attach; declaring it again", queue);
+		s->lease.need_holder = true;
+	}
+	if (kind == HOLDER_QUEUE && s->lease.need_holder && (st == AL_BUSY || st == AL_NOT_FOUND)) {
 		s->verify_answers = s->verify_asked;
 		return conn_reset_channel(s->conn) == AL_OK
 			       ? AL_OK

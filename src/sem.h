@@ -43,6 +43,10 @@ struct sem {
 		/* Our holder queue is gone (the broker has not yet dropped a
 		 * lost connection's): the verification declares it again. */
 		bool need_holder;
+		/* now_seconds() of the last re-attach: for a while after it,
+		 * a holder queue found deleted is declared again (see
+		 * verify_refused). */
+		double reattached;
 		/* When the last renewal that the broker confirmed was sent
 		 * (boot_seconds(); hold.c keeps it): the lease lasts at
 		 * least until renewed + ms / 1000 on the broker's clock. */

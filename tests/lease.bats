@@ -702,3 +702,32 @@ close_holders() {
     none_taken() { [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
     wait_until 30 none_taken || fail "slots still taken: $(al --json status "$n")"
 }
+
+# RabbitMQ 4.0 removes a dead cluster node's exclusive queues by name some
+# time after the node died, and so can remove the holder queue that a
+# holder has just declared again through a survivor. rabbitmqctl
+# delete_queue right after a re-attach does the same on one node.
+@test "a holder queue deleted soon after a re-attach is declared again: the lease keeps the slot, CMD undisturbed" {
+    al create "$n" 1
+    CMD_UNTIL=1 cmd_hold h 60 --heartbeat 2 hold --grace 2 "$n"
+    local h=$BG
+    wait_until 10 test -e "$T/h.cmd.ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    rmqctl close_all_connections "lease suite" >/dev/null
+    wait_until 15 grep -q '"event":"reconnected"' "$T/h.err" || fail "not back: $(cat "$T/h.err")"
+    wait_until 10 eval '[ "$(al --json status "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
+        fail "holder queue not back: $(al --json status "$n")"
+    rmqctl delete_queue "amqplock.$n-1-B" >/dev/null
+    # the next verification finds it gone and declares it again
+    wait_until 10 eval '[ "$(al --json status "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
+        fail "holder queue not declared again: $(al --json status "$n"); $(cat "$T/h.err")"
+    sleep 1.5
+    running "$h" || fail "the hold ended: $(cat "$T/h.err")"
+    ! grep -q '"event":"lost"\|lost slot' "$T/h.err" || fail "lost: $(cat "$T/h.err")"
+    run -1 al hold -n "$n" -- touch "$T/newcomer.ran"
+    touch "$T/go"
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    perl "$H/overlaps.pl" "$T/h.cmd" >"$T/runs"
+    [ -z "$(awk '$1 == "interval" && $7 != "-"' "$T/runs")" ] || fail "CMD was signalled: $(cat "$T/runs")"
+    [ ! -e "$T/newcomer.ran" ]
+}

@@ -43,6 +43,7 @@ no-keeper-lease-end|src/hold.c|s/\.last_act = h->o->lease \? end_lease_apart : N
 late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tlose\(h, false\);/\tif (1) {\n\t\tlose(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
+no-holder-settle|src/sem.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
 no-host-check|src/conn.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
 EOF
 }
