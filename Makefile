@@ -34,7 +34,7 @@ SRCS := $(PURE_SRCS) src/conn.c src/secret.c src/probe.c src/sem.c src/out.c src
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps check unit demo mutants fmt fmt-check clean
+.PHONY: all deps check check-brokers unit demo mutants fmt fmt-check clean
 all: amqplock
 
 amqplock: $(OBJS)
@@ -58,8 +58,9 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 -include $(OBJS:.o=.d)
 
 # Installs, with apt-get, whatever of the build and test dependencies is
-# missing. Does nothing when all are there.
-DEB_PKGS := gcc make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
+# missing. Does nothing when all are there. (libc6-dev: gcc only recommends
+# it, and install-deps.sh installs no recommends.)
+DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
 	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3
 deps:
 	@tests/install-deps.sh $(DEB_PKGS)
@@ -69,6 +70,13 @@ unit: $(UNIT_TESTS)
 check: deps
 	$(MAKE) amqplock unit
 	tests/run.sh
+
+# The same suites, and the cluster suite, against RabbitMQ 4.0 (Debian trixie)
+# and 4.3 (Debian sid), each in a minimal root (debootstrap) its nodes run
+# from through chroot; and a build inside the sid root (tests/brokers.sh).
+check-brokers: deps
+	$(MAKE) amqplock unit
+	tests/brokers.sh
 
 demo: deps
 	$(MAKE) amqplock

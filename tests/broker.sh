@@ -3,13 +3,28 @@
 #
 #   tests/broker.sh start DIR   start a node whose files all live in DIR, wait
 #                               until it accepts AMQP, write DIR/env
-#   tests/broker.sh stop DIR    stop that node and its epmd; safe to repeat
+#   tests/broker.sh stop DIR    stop that node and its epmd, leaving no
+#                               process behind; safe to repeat
 #
 # DIR/env is a shell fragment: it exports AMQPLOCK_URL for the private node
 # and the variables rabbitmqctl needs to reach it (see rmqctl in
 # tests/helper.bash). Ports are picked at random among free ones, so several
 # runs (or a system broker on 5672) do not collide. Runs as root, without the
 # Debian service wrapper.
+#
+# Ports: a block of 32 starting at 16000 + 32k (16000-24991). In a block at
+# B: AMQP B, TLS B+1, Erlang distribution B+2, epmd B+3, and the
+# rabbitmqctl processes' own distribution ports B+8..B+31. All of it lies
+# below Linux's ephemeral range (32768-60999), where an outgoing
+# connection may hold a port just when a node wants to listen on it, above
+# RabbitMQ's own defaults (4369, 5671, 5672, 15672) and below
+# tests/cluster.sh's blocks (26000-32719) and 25672.
+#
+# Every process of the node (the server script, the Erlang VM, its port
+# programs, the epmd it starts, rabbitmqctl) is started with
+# AMQPLOCK_BROKER_OWNER=DIR in its environment (never in DIR/env), which is
+# how stop finds them all, also those of a node run through chroot (see
+# tests/brokers.sh), without touching anybody else's broker.
 set -euo pipefail
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
@@ -18,19 +33,25 @@ die() { echo "broker.sh: $*" >&2; exit 1; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# The AMQP port is BASE; TLS is BASE+5000, Erlang distribution BASE+10000
-# and epmd BASE+20000.
+# ports BASE: sets TLS_PORT, DIST_PORT, EPMD_PORT, CTL_PORT_MIN and
+# CTL_PORT_MAX for the block at BASE (the AMQP port).
+ports() {
+    TLS_PORT=$(($1 + 1)) DIST_PORT=$(($1 + 2)) EPMD_PORT=$(($1 + 3))
+    CTL_PORT_MIN=$(($1 + 8)) CTL_PORT_MAX=$(($1 + 31))
+}
+
 pick_ports() {
-    local try base
-    for try in $(seq 1 50); do
-        base=$((20000 + RANDOM % 5000))
-        if port_free "$base" && port_free $((base + 5000)) && port_free $((base + 10000)) &&
-            port_free $((base + 20000)); then
+    local base
+    for _ in $(seq 1 50); do
+        base=$((16000 + 32 * (RANDOM % 281)))
+        ports "$base"
+        if port_free "$base" && port_free "$TLS_PORT" && port_free "$DIST_PORT" &&
+            port_free "$EPMD_PORT"; then
             echo "$base"
             return 0
         fi
     done
-    die "no free ports found"
+    die "no free block of ports found in 16000-24991"
 }
 
 # make_tls DIR: a test CA and certificates in DIR, made with openssl (EC
@@ -73,6 +94,7 @@ start() {
     dir=$(cd "$dir" && pwd)
     [ ! -e "$dir/env" ] || die "$dir/env exists: a node may already run there"
     port=$(pick_ports)
+    ports "$port"
     node="amqplock$port@localhost"
     mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
     : >"$dir/rabbitmq-env.conf"
@@ -82,7 +104,7 @@ start() {
     make_tls "$dir/tls" || die "openssl could not make the test certificates"
     cat >"$dir/rabbitmq.conf" <<CONF
 listeners.tcp.1 = 127.0.0.1:$port
-listeners.ssl.1 = 127.0.0.1:$((port + 5000))
+listeners.ssl.1 = 127.0.0.1:$TLS_PORT
 ssl_options.cacertfile = $dir/tls/ca.pem
 ssl_options.certfile = $dir/tls/server.pem
 ssl_options.keyfile = $dir/tls/server.key
@@ -95,7 +117,7 @@ CONF
     cat >"$dir/env" <<ENV
 export AMQPLOCK_TEST_BROKER_DIR='$dir'
 export AMQPLOCK_TEST_PORT=$port
-export AMQPLOCK_TEST_TLS_PORT=$((port + 5000))
+export AMQPLOCK_TEST_TLS_PORT=$TLS_PORT
 export AMQPLOCK_TEST_TLS_DIR='$dir/tls'
 export AMQPLOCK_TEST_NODE='$node'
 export AMQPLOCK_URL='amqp://guest:guest@127.0.0.1:$port/'
@@ -124,47 +146,82 @@ launch() {
     local dir=$1
     node_env "$dir"
     (
-        port=$AMQPLOCK_TEST_PORT
+        ports "$AMQPLOCK_TEST_PORT"
         export HOME="$dir/home" RABBITMQ_NODENAME="$AMQPLOCK_TEST_NODE" \
-            RABBITMQ_NODE_PORT="$port" RABBITMQ_DIST_PORT=$((port + 10000)) \
-            ERL_EPMD_PORT=$((port + 20000)) \
+            RABBITMQ_NODE_PORT="$AMQPLOCK_TEST_PORT" RABBITMQ_DIST_PORT="$DIST_PORT" \
+            ERL_EPMD_PORT="$EPMD_PORT" \
             RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
             RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
             RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
-            RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins"
+            RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
+            AMQPLOCK_BROKER_OWNER="$dir"
         setsid "$RMQ_BIN/rabbitmq-server" >>"$dir/server.out" 2>&1 </dev/null 3>&- 4>&- \
             5>&- 6>&- 7>&- 8>&- 9>&- &
         echo $! >"$dir/server.pid"
     )
 }
 
+# ctl DIR ARGS...: rabbitmqctl against the node, bounded by CTL_TIMEOUT.
+# rabbitmqctl is an Erlang node too: it listens on a distribution port of
+# the block and starts an epmd if none runs (as when the node is down),
+# which stop then finds by the marker.
 ctl() {
     local dir=$1
     shift
     node_env "$dir"
-    HOME="$dir/home" ERL_EPMD_PORT=$((AMQPLOCK_TEST_PORT + 20000)) \
+    ports "$AMQPLOCK_TEST_PORT"
+    HOME="$dir/home" ERL_EPMD_PORT="$EPMD_PORT" \
+        RABBITMQ_CTL_DIST_PORT_MIN="$CTL_PORT_MIN" RABBITMQ_CTL_DIST_PORT_MAX="$CTL_PORT_MAX" \
+        AMQPLOCK_BROKER_OWNER="$dir" \
         timeout "${CTL_TIMEOUT:-120}" "$RMQ_BIN/rabbitmqctl" -n "$AMQPLOCK_TEST_NODE" "$@"
 }
 
+# own_pids DIR: every process started for the node in DIR (see the top),
+# never this script itself. One grep reads every environment.
+own_pids() {
+    grep -lzxF -- "AMQPLOCK_BROKER_OWNER=$1" /proc/[0-9]*/environ 2>/dev/null |
+        sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vx -- "$$" || true
+}
+
+# gone PID: no such process, or only a zombie
+gone() {
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
+    [ -z "$st" ] || [ "$st" = Z ]
+}
+
+# wait_gone SECS PIDS...
+wait_gone() {
+    local end=$((SECONDS + $1)) p left
+    shift
+    while :; do
+        left=
+        for p in "$@"; do gone "$p" || left=1; done
+        [ -n "$left" ] || return 0
+        [ $SECONDS -lt $end ] || return 1
+        sleep 0.05
+    done
+}
+
 stop() {
-    local dir=$1 pid
+    local dir=$1 pids
     [ -d "$dir" ] || return 0
     dir=$(cd "$dir" && pwd)
-    if [ -f "$dir/env" ]; then
-        node_env "$dir"
+    # A clean stop first, if something of the node runs (rabbitmqctl
+    # against a node that is down only costs time); whatever is left, epmd
+    # included, is killed below.
+    if [ -f "$dir/env" ] && [ -n "$(own_pids "$dir")" ]; then
         CTL_TIMEOUT=30 ctl "$dir" stop >/dev/null 2>&1 || true
     fi
-    # Whatever is left of the node (and the epmd it started) goes now.
-    if [ -f "$dir/server.pid" ]; then
-        pid=$(cat "$dir/server.pid")
-        kill -KILL -- -"$pid" 2>/dev/null || true
-    fi
-    pkill -KILL -f -- "-home $dir/home" 2>/dev/null || true
-    if [ -n "${AMQPLOCK_TEST_PORT:-}" ]; then
-        # epmd daemonizes out of our process group; ask it to quit.
-        epmd -port $((AMQPLOCK_TEST_PORT + 20000)) -kill >/dev/null 2>&1 || true
-    fi
+    for _ in 1 2 3; do
+        mapfile -t pids < <(own_pids "$dir")
+        [ ${#pids[@]} -gt 0 ] || break
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+        wait_gone 10 "${pids[@]}" || true
+    done
+    mapfile -t pids < <(own_pids "$dir")
     rm -f "$dir/env" "$dir/server.pid"
+    [ ${#pids[@]} -eq 0 ] || die "processes of $dir left: ${pids[*]}"
 }
 
 case "${1:-}" in

@@ -28,11 +28,12 @@
 # distribution port (RABBITMQ_DIST_PORT) and data and log directories under
 # DIR/nN. Every wait has a bound.
 #
-# Ports: a block of 64 starting at 36000 + 64k (36000-39999), away from
-# tests/broker.sh's ports (AMQP 20000-24999, TLS 25000-29999, distribution
-# 30000-34999, epmd 40000-44999) and from the CLI's default distribution
-# ports (35672-35682). In a block at B: AMQP B+N, distribution B+10+N, epmd
-# B+20, and the rabbitmqctl processes' own distribution ports B+32..B+63.
+# Ports: a block of 64 starting at 26000 + 64k (26000-32719), below Linux's
+# ephemeral range (32768-60999: an outgoing connection holding the
+# distribution port of a node about to start made clustering fail with
+# eaddrinuse), above RabbitMQ's 25672 and away from tests/broker.sh's blocks
+# (16000-24991). In a block at B: AMQP B+N, distribution B+10+N, epmd B+20,
+# and the rabbitmqctl processes' own distribution ports B+32..B+63.
 #
 # DIR/env exports AMQPLOCK_TEST_CLUSTER_DIR, AMQPLOCK_TEST_CN_PORT,
 # AMQPLOCK_TEST_CN_NODE and AMQPLOCK_TEST_CN_URL for N = 1, 2, 3, and
@@ -66,7 +67,7 @@ deadline() { awk -v t="$EPOCHREALTIME" -v s="$1" 'BEGIN { printf "%.3f", t + s }
 pick_base() {
     local base p ok
     for _ in $(seq 1 60); do
-        base=$((36000 + 64 * (RANDOM % 62)))
+        base=$((26000 + 64 * (RANDOM % 105)))
         ok=1
         for p in $((base + 1)) $((base + 2)) $((base + 3)) $((base + 11)) $((base + 12)) \
             $((base + 13)) $((base + 20)); do
@@ -74,7 +75,7 @@ pick_base() {
         done
         [ -z "$ok" ] || { echo "$base"; return 0; }
     done
-    die "no free block of ports found in 36000-39999"
+    die "no free block of ports found in 26000-32719"
 }
 
 absdir() { (cd "$1" && pwd); }

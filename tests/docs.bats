@@ -514,7 +514,7 @@ version_of() {
 @test "README's Supported versions table names this machine's RabbitMQ, Erlang and rabbitmq-c" {
     # (make check-brokers checks the trixie and sid rows against its roots)
     local row rmq erl rmqc
-    row=$(grep -E '^\| Debian 12 \(host\) \|' "$TOP/README.md") || fail "no host row in README"
+    row=$(grep -E '^\| host \(Debian 12\) \|' "$TOP/README.md") || fail "no host row in README"
     rmq=$(version_of rabbitmq-server)
     erl=$(version_of erlang-base)
     rmqc=$(version_of librabbitmq4)

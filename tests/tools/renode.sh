@@ -10,20 +10,19 @@
 # on stdout, "stopped in S s" / "started in S s".
 set -euo pipefail
 
-RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
 mode=${1:?usage: renode.sh stop|start|restart DIR}
 dir=$(cd "${2:?usage: renode.sh stop|start|restart DIR}" && pwd)
 # shellcheck disable=SC1091
 . "$dir/env"
 port=$AMQPLOCK_TEST_PORT
-node=$AMQPLOCK_TEST_NODE
 
 die() { echo "renode.sh: $*" >&2; exit 1; }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 took() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+# rabbitmqctl with broker.sh's environment for the node (its ports, and the
+# marker by which broker.sh stop finds whatever it starts)
 ctl() {
-    HOME="$dir/home" ERL_EPMD_PORT=$((port + 20000)) \
-        timeout "${CTL_TIMEOUT:-60}" "$RMQ_BIN/rabbitmqctl" -n "$node" "$@" </dev/null
+    CTL_TIMEOUT=${CTL_TIMEOUT:-60} "$(dirname "$0")/../broker.sh" ctl "$dir" "$@" </dev/null
 }
 # the node's processes: its session (the server was started with setsid)
 node_alive() {

@@ -1,0 +1,578 @@
+#!/usr/bin/env bash
+# make check-brokers: the suites against RabbitMQ releases other than the
+# host's, each from a minimal Debian root of its own (debootstrap), its
+# nodes run through chroot:
+#
+#   4.0          RabbitMQ 4.0 (Debian trixie): the whole suite (tests/run.sh)
+#   4.0-cluster  the same: the cluster suite (tests/cluster/run.sh)
+#   4.3          RabbitMQ 4.3 (Debian sid): the whole suite
+#   4.3-cluster  the same: the cluster suite
+#   4.3-build    amqplock built inside the sid root (its librabbitmq and gcc,
+#                WERROR=1), its unit tests and the admin and client suites
+#                run inside against the root's own RabbitMQ
+#
+# The first four use the host's ./amqplock (make amqplock unit first; a
+# copy is taken at the start) and the host's test harness, with RMQ_BIN
+# pointing at wrappers that run the root's rabbitmq-server and rabbitmqctl
+# through chroot. Arguments, if any, name the runs to do (default: all).
+# Prints every TAP line, a "# ..." line naming the versions before each run
+# and how long each phase took, and ends with one line "N passed, N
+# failed" for all runs together (a run that printed no count is one
+# failure); exits non-zero on any failure. Runs as root (debootstrap,
+# mount, chroot); takes about 25 minutes with roots to make.
+#
+#   AMQPLOCK_ROOTS      where the roots live (default
+#                       ${TMPDIR:-/tmp}/amqplock-roots): ROOTS/trixie and
+#                       ROOTS/sid, each reused when its set-up finished
+#                       (ROOTS/SUITE/.amqplock-root), made anew otherwise;
+#                       one run at a time uses them (ROOTS/.lock)
+#   AMQPLOCK_TEST_SKIP  suites tests/run.sh leaves out (see there)
+#
+# The mirror is the one the host's apt sources use for the host's own
+# Debian suite. The harness runs with TMPDIR set to a work directory of its
+# own that is bind-mounted at the same path inside each root, so that the
+# directories the harness makes for a node exist for the node too; the
+# roots also get /proc and /dev. Whatever way this script ends, it stops
+# every process of its runs (a node, an epmd), takes its mounts down and
+# removes the work directory; it never removes a directory while something
+# is mounted below it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
+# What a finished root's stamp says; a root made by another recipe is made
+# anew. Bump when the set-up changes.
+RECIPE="amqplock-root 1"
+ALL_RUNS=(4.0 4.0-cluster 4.3 4.3-cluster 4.3-build)
+
+die() {
+    echo "brokers.sh: $*" >&2
+    exit 1
+}
+say() { echo "# $*"; }
+
+# --- time ---------------------------------------------------------------------------
+
+# phase_start / phase_end NAME: how long a phase took, printed and kept for
+# the summary at the end.
+PHASES=()
+phase_start() { PHASE_T0=$SECONDS; }
+phase_end() {
+    local s=$((SECONDS - PHASE_T0))
+    PHASES+=("$1: $s s")
+    say "$1 took $s s"
+}
+
+# --- mounts and processes ------------------------------------------------------------
+
+# mounts_under DIR: mount points at DIR or below it, deepest first. Our
+# paths have no characters that mountinfo escapes (checked below).
+mounts_under() {
+    awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
+}
+mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+# gone PID: no such process, or only a zombie
+gone() {
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
+    [ -z "$st" ] || [ "$st" = Z ]
+}
+
+# our_pids: every live process of our runs: those whose root is one of our
+# roots (nodes, epmd, rabbitmqctl, a build), and those that carry the work
+# directory in their environment (the harness, its tests and what they
+# start, the brokers' markers). Never this script or its tee.
+our_pids() {
+    local p r
+    {
+        for p in /proc/[0-9]*; do
+            r=$(readlink "$p/root" 2>/dev/null) || continue
+            [ "$r" = "$ROOTS/trixie" ] || [ "$r" = "$ROOTS/sid" ] || continue
+            echo "${p#/proc/}"
+        done
+        # (grep fails on the environ of processes that just ended)
+        if [ -n "${WORK:-}" ]; then
+            grep -lzF -e "TMPDIR=$WORK/tmp" -e "AMQPLOCK_BROKER_OWNER=$WORK/" \
+                -e "AMQPLOCK_CLUSTER_OWNER=$WORK/" /proc/[0-9]*/environ 2>/dev/null |
+                sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' || true
+        fi
+    } | sort -un | while read -r p; do
+        if [ "$p" != $$ ] && [ "$p" != "${TEE_PID:-}" ] && ! gone "$p"; then echo "$p"; fi
+    done
+}
+
+# wait_gone SECS PIDS...
+wait_gone() {
+    local end=$((SECONDS + $1)) p left
+    shift
+    while :; do
+        left=
+        for p in "$@"; do gone "$p" || left=1; done
+        [ -n "$left" ] || return 0
+        [ $SECONDS -lt $end ] || return 1
+        sleep 0.1
+    done
+}
+
+# kill_ours: kills every process our_pids finds; bounded (10 s).
+kill_ours() {
+    local pids p end=$((SECONDS + 10))
+    while :; do
+        mapfile -t pids < <(our_pids)
+        [ ${#pids[@]} -gt 0 ] || return 0
+        [ $SECONDS -lt $end ] || {
+            echo "brokers.sh: processes left: ${pids[*]}" >&2
+            return 1
+        }
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+        sleep 0.2
+    done
+}
+
+# bind SRC DST: a bind mount, once. Private, so that nothing mounted later
+# below SRC shows up in the root (or the other way round) on a host whose /
+# is a shared mount.
+bind() {
+    mounted "$2" && return 0
+    mount --bind "$1" "$2" || return 1
+    mount --make-private "$2" 2>/dev/null || true
+}
+
+# mount_root ROOT: /proc (Erlang needs it), /dev (/dev/null, /dev/urandom)
+# and the work directory, at the same path, in ROOT.
+mount_root() {
+    local root=$1
+    mounted "$root/proc" || mount -t proc proc "$root/proc" || return 1
+    bind /dev "$root/dev" || return 1
+    [ -z "${WORK:-}" ] || { mkdir -p "$root$WORK" && bind "$WORK" "$root$WORK"; }
+}
+
+# umount_under DIR: takes down every mount at or below DIR, deepest first;
+# what keeps one busy is killed between tries (bounded: 20 tries).
+umount_under() {
+    local dir=$1 m
+    local -a ms
+    for _ in $(seq 1 20); do
+        mapfile -t ms < <(mounts_under "$dir")
+        [ ${#ms[@]} -gt 0 ] || return 0
+        for m in "${ms[@]}"; do umount "$m" 2>/dev/null || true; done
+        [ -n "$(mounts_under "$dir")" ] || return 0
+        kill_ours || true
+        sleep 0.5
+    done
+    echo "brokers.sh: could not unmount: $(mounts_under "$dir" | tr '\n' ' ')" >&2
+    return 1
+}
+
+# safe_rm DIR: rm -rf DIR, refused while anything is mounted at or below it
+# (a bind of /dev or of the work directory would be emptied through it).
+safe_rm() {
+    local m
+    m=$(mounts_under "$1")
+    [ -z "$m" ] || {
+        echo "brokers.sh: not removing $1: mounted below it: $(tr '\n' ' ' <<<"$m")" >&2
+        return 1
+    }
+    rm -rf --one-file-system -- "$1"
+}
+
+# --- the runs' session ----------------------------------------------------------------
+
+# A run (the harness, or the build in the sid root) goes in a session of its
+# own (setsid; its pid is RUN_PID), so that a signal to this script can end
+# it and everything it started at once. Its output goes through one tee
+# that ignores the signals, to the terminal and a log.
+RUN_PID=
+end_run() {
+    [ -n "$RUN_PID" ] || return 0
+    kill -TERM -- -"$RUN_PID" 2>/dev/null || true
+    # The harness stops its brokers on TERM: time for that, then no mercy.
+    local end=$((SECONDS + 60))
+    while [ -n "$(session_pids "$RUN_PID")" ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
+    kill -KILL -- -"$RUN_PID" 2>/dev/null || true
+}
+# session_pids SID: the live processes of session SID
+session_pids() {
+    local p
+    for p in $(pgrep -s "$1"); do
+        gone "$p" || echo "$p"
+    done
+}
+
+CLEANED=
+cleanup() {
+    local rc=$? root ok=1
+    set +e
+    [ -z "$CLEANED" ] || return 0
+    CLEANED=1
+    trap '' INT TERM HUP
+    [ -z "$RUN_PID" ] || say "brokers.sh ends (status $rc) during $RUN_NAME: stopping it"
+    end_run
+    kill_ours || ok=
+    for root in "$ROOTS/trixie" "$ROOTS/sid"; do
+        umount_under "$root" || ok=
+    done
+    if [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+        keep_logs
+        if [ -n "$ok" ]; then
+            safe_rm "$WORK" || true
+        else
+            echo "brokers.sh: leaving $WORK (processes or mounts left, see above)" >&2
+        fi
+    fi
+    exit "$rc"
+}
+
+# keep_logs: the nodes' logs that tests/cluster/run.sh keeps after a failure
+# would go with the work directory; they move next to it.
+keep_logs() {
+    local d
+    for d in "$WORK"/tmp/amqplock-cluster-logs.*; do
+        [ -d "$d" ] || continue
+        mv "$d" "$WORK_PARENT/" && echo "# the nodes' logs kept in $d are now in $WORK_PARENT/${d##*/}"
+    done
+}
+
+# --- the host's apt sources -----------------------------------------------------------
+
+# mirror: the first URI of the host's apt sources (deb822 .sources files,
+# then classic sources.list lines) that serves the host's own suite, e.g.
+# bookworm (not bookworm-security).
+mirror() {
+    local suite f
+    # shellcheck disable=SC1091
+    suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$suite" ] || die "no VERSION_CODENAME in /etc/os-release"
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        awk -v want="$suite" '
+            function check() {
+                if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " want " ") && uri != "") {
+                    print uri; found = 1; exit
+                }
+                types = suites = uri = enabled = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { check(); next }
+            # field names are case-insensitive
+            { key = tolower($1); val = $0; sub(/^[^:]*:[ \t]*/, "", val) }
+            key == "types:" { types = val }
+            key == "suites:" { suites = val }
+            key == "uris:" { split(val, u, /[ \t]+/); uri = u[1] }
+            key == "enabled:" { enabled = tolower(val) }
+            END { if (!found) check() }' "$f"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        # deb [options] URI SUITE COMPONENTS...
+        sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v want="$suite" '$1 == "deb" && $3 == want { print $2 }'
+    done
+}
+
+# --- the roots ------------------------------------------------------------------------
+
+# in_root ROOT CMD...: CMD in ROOT as root, with a plain environment;
+# bounded (10 minutes: an apt-get from the mirror).
+in_root() {
+    local root=$1
+    shift
+    timeout -k 10 600 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+        DEBIAN_FRONTEND=noninteractive "$@" {LOCK}>&-
+}
+
+# version ROOT PACKAGE-PATTERN: the version of the installed package that
+# matches (ROOT / for the host's), the first if several do.
+version() {
+    local root=$1
+    shift
+    # shellcheck disable=SC2016
+    chroot "$root" dpkg-query -W -f '${db:Status-Abbrev} ${Version}\n' "$@" 2>/dev/null |
+        awk '$1 == "ii" && v == "" { v = $2 } END { print v == "" ? "?" : v }' || true
+}
+
+# make_root SUITE: ROOTS/SUITE with rabbitmq-server installed, reused if its
+# stamp says so; returns non-zero (having said why) if it could not be made.
+make_root() {
+    local suite=$1 root=$ROOTS/$1 want
+    want="$RECIPE: $suite from $MIRROR"
+    if [ "$(cat "$root/.amqplock-root" 2>/dev/null)" = "$want" ]; then
+        say "reusing the $suite root $root"
+        return 0
+    fi
+    # Half made (or by another recipe): made anew. Whatever an interrupted
+    # debootstrap left mounted goes first.
+    if [ -e "$root" ]; then
+        say "making the $suite root $root anew"
+        umount_under "$root" && safe_rm "$root" || return 1
+    fi
+    phase_start
+    say "debootstrap --variant=minbase $suite $root $MIRROR"
+    if ! timeout -k 10 600 debootstrap --variant=minbase "$suite" "$root" "$MIRROR" >"$ROOTS/$suite.log" 2>&1 \
+        {LOCK}>&-; then
+        tail -n 20 "$ROOTS/$suite.log" | sed 's/^/#   /'
+        echo "brokers.sh: debootstrap of $suite failed (log in $ROOTS/$suite.log)" >&2
+        return 1
+    fi
+    phase_end "$suite: debootstrap"
+    phase_start
+    # sid's Release file may be past its Valid-Until on the mirror; any
+    # apt-get inside (tests/install-deps.sh too) must accept it.
+    echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99amqplock"
+    cp /etc/resolv.conf "$root/etc/resolv.conf"
+    # "localhost", which the nodes' names use, must resolve inside.
+    cp /etc/hosts "$root/etc/hosts"
+    # No service starts from a package's postinst.
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 755 "$root/usr/sbin/policy-rc.d"
+    mount_root "$root" || return 1
+    if ! { in_root "$root" apt-get update -qq &&
+        in_root "$root" apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null; } \
+        >"$ROOTS/$suite-install.log" 2>&1; then
+        tail -n 20 "$ROOTS/$suite-install.log" | sed 's/^/#   /'
+        echo "brokers.sh: installing rabbitmq-server in the $suite root failed" >&2
+        return 1
+    fi
+    kill_ours
+    echo "$want" >"$root/.amqplock-root"
+    phase_end "$suite: rabbitmq-server installed"
+}
+
+# wrappers SUITE: WORK/bin-SUITE, a directory of the root's
+# /usr/lib/rabbitmq/bin commands run through chroot (the environment passes
+# through; chroot starts them in /, and the harness names absolute paths).
+wrappers() {
+    local root=$ROOTS/$1 dir=$WORK/bin-$1 f chroot
+    chroot=$(command -v chroot) || return 1
+    mkdir -p "$dir"
+    for f in "$root"/usr/lib/rabbitmq/bin/*; do
+        printf '#!/bin/sh\nexec %s %s /usr/lib/rabbitmq/bin/%s "$@"\n' "$chroot" "$root" "${f##*/}" \
+            >"$dir/${f##*/}"
+        chmod 755 "$dir/${f##*/}"
+    done
+}
+
+# --- the runs -------------------------------------------------------------------------
+
+PASSED=0 FAILED=0 SKIPPED=0 STATUS=0
+
+# count LOG RC: adds the last "N passed, N failed[, N skipped]" line of LOG
+# to the totals (no such line: one failure).
+count() {
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1) || true
+    if [ -z "$line" ]; then
+        echo "not ok - ${1##*/} printed no test count"
+        FAILED=$((FAILED + 1))
+    else
+        # shellcheck disable=SC2086
+        set -- $line
+        PASSED=$((PASSED + $1))
+        FAILED=$((FAILED + $3))
+        [ $# -lt 5 ] || SKIPPED=$((SKIPPED + $5))
+    fi
+}
+
+# run NAME SECS CMD...: CMD in a session of its own (see end_run), its
+# output printed and kept in WORK/logs/NAME.log, stopped if it still runs
+# after SECS (a failure); counted; what it left running is named and
+# killed.
+run() {
+    local name=$1 log=$WORK/logs/$1.log limit=$2 rc=0 out left end late=
+    shift 2
+    mkdir -p "$WORK/logs"
+    phase_start
+    exec {out}> >(trap '' INT TERM HUP && exec tee "$log")
+    TEE_PID=$!
+    # Neither the run nor what it leaves behind keeps the tee's pipe (other
+    # than as its output) or the lock. An asynchronous command starts with
+    # SIGINT and SIGQUIT ignored, and so would every test (the terminal
+    # tests send Ctrl-C and Ctrl-\): env gives them back their defaults.
+    setsid env --default-signal=INT,QUIT "$@" >&"$out" 2>&1 </dev/null {out}>&- {LOCK}>&- &
+    RUN_PID=$! RUN_NAME=$name
+    exec {out}>&-
+    # (not a bare wait, which would have no bound; a signal is handled
+    # within a second)
+    end=$((SECONDS + limit))
+    while ! gone "$RUN_PID" && [ $SECONDS -lt $end ]; do sleep 1; done
+    if ! gone "$RUN_PID"; then
+        late=1
+        end_run
+    fi
+    wait "$RUN_PID" 2>/dev/null || rc=$?
+    RUN_PID=
+    # The tee ends when the last writer does; something the run left
+    # behind may still hold its output.
+    wait_gone 10 "$TEE_PID" || { kill_ours || true; wait_gone 5 "$TEE_PID" || kill -KILL "$TEE_PID" 2>/dev/null || true; }
+    wait "$TEE_PID" 2>/dev/null || true
+    TEE_PID=
+    left=$(our_pids | tr '\n' ' ')
+    if [ -n "$left" ]; then
+        say "$name left processes behind:"
+        # shellcheck disable=SC2086
+        ps -o pid=,args= -p ${left// /,} 2>/dev/null | cut -c1-200 | sed 's/^/#   /'
+        kill_ours || true
+    fi
+    count "$log"
+    if [ -n "$late" ]; then
+        echo "not ok - $name still ran after $limit s: stopped"
+        FAILED=$((FAILED + 1))
+        rc=1
+    fi
+    [ "$rc" -eq 0 ] || STATUS=1
+    phase_end "$name"
+}
+
+# not_run NAME WHY: a run that could not be done counts as one failure.
+not_run() {
+    echo "not ok - $1 not run: $2"
+    FAILED=$((FAILED + 1))
+    STATUS=1
+}
+
+# upstream VERSION: a Debian version's upstream part (1:27.3.4+dfsg-1 ->
+# 27.3.4).
+upstream() { sed -E 's/^[0-9]+://; s/[-+~].*$//' <<<"$1"; }
+
+# readme_row SUITE: README's Supported versions row for SUITE's root names
+# the RabbitMQ and Erlang it has (one test, counted).
+readme_row() {
+    local suite=$1 root=$ROOTS/$1 want row
+    want="$(upstream "$(version "$root" rabbitmq-server)")|$(upstream "$(version "$root" erlang-base)")"
+    row=$(grep -E "^\| $suite root " README.md | head -n 1) || true
+    if [ "$(cut -d'|' -f3-4 <<<"$row" | tr -d ' ')" = "$want" ]; then
+        echo "ok - README's Supported versions row for the $suite root: RabbitMQ|Erlang $want"
+        PASSED=$((PASSED + 1))
+    else
+        echo "not ok - README's Supported versions row for the $suite root is '$row'; the root has RabbitMQ|Erlang $want"
+        FAILED=$((FAILED + 1))
+        STATUS=1
+    fi
+}
+
+# host_runs SUITE RABBITMQ: the whole suite and the cluster suite, with the
+# host's harness and amqplock, against SUITE's RabbitMQ.
+host_runs() {
+    local suite=$1 rmq=$2 root=$ROOTS/$1 versions
+    versions="RabbitMQ $(version "$root" rabbitmq-server), Erlang $(version "$root" erlang-base)"
+    versions+=" (Debian $suite); the host's amqplock, librabbitmq $(version / 'librabbitmq[0-9]*')"
+    if want "$rmq"; then
+        say "$rmq: the whole suite (tests/run.sh): $versions"
+        run "$rmq" 1500 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" AMQPLOCK_BIN="$WORK/amqplock" \
+            tests/run.sh
+    fi
+    if want "$rmq-cluster"; then
+        say "$rmq-cluster: the cluster suite (tests/cluster/run.sh): $versions"
+        run "$rmq-cluster" 900 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" \
+            AMQPLOCK_BIN="$WORK/amqplock" tests/cluster/run.sh
+    fi
+}
+
+# sid_build: the project's files (tracked, and new ones not ignored) copied
+# to WORK/src; inside the sid root, the project's own install-deps.sh with
+# the Makefile's DEB_PKGS (and procps and perl, which the tests use and a
+# minimal root lacks), then the build, unit tests and the admin and client
+# suites against the root's own RabbitMQ.
+sid_build() {
+    local root=$ROOTS/sid pkgs versions gcc
+    mkdir -p "$WORK/src"
+    if ! git ls-files -z --cached --others --exclude-standard |
+        tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$WORK/src"; then
+        not_run 4.3-build "could not copy the project's files (git ls-files) to $WORK/src"
+        return
+    fi
+    # shellcheck disable=SC2016
+    if ! pkgs=$(printf '_brokers_deb_pkgs:\n\t@echo $(DEB_PKGS)\n' |
+        make -s --no-print-directory -f Makefile -f - _brokers_deb_pkgs) || [ -z "$pkgs" ]; then
+        not_run 4.3-build "could not read DEB_PKGS from the Makefile"
+        return
+    fi
+    phase_start
+    say "4.3-build: tests/install-deps.sh $pkgs procps perl (in the sid root)"
+    # shellcheck disable=SC2086
+    if ! in_root "$root" sh "$WORK/src/tests/install-deps.sh" $pkgs procps perl \
+        >"$WORK/sid-deps.log" 2>&1; then
+        tail -n 20 "$WORK/sid-deps.log" | sed 's/^/#   /'
+        not_run 4.3-build "the build and test dependencies could not be installed in the sid root"
+        return
+    fi
+    phase_end "sid: build and test dependencies installed"
+    versions="RabbitMQ $(version "$root" rabbitmq-server), Erlang $(version "$root" erlang-base)"
+    gcc=$(chroot "$root" gcc -dumpfullversion 2>/dev/null) || gcc='?'
+    versions+=", librabbitmq $(version "$root" 'librabbitmq[0-9]*'), gcc $gcc"
+    say "4.3-build: make amqplock unit WERROR=1 and tests/run.sh admin client, in the sid root: $versions"
+    # shellcheck disable=SC2016
+    run 4.3-build 900 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+        LANG=C.UTF-8 TMPDIR="$WORK/tmp" \
+        bash -c 'cd "$1" && make amqplock unit WERROR=1 && tests/run.sh admin client' bash "$WORK/src"
+}
+
+# suite_runs SUITE RABBITMQ: the runs against RabbitMQ from SUITE's root
+# that were asked for; each counts as a failure if the root is missing.
+suite_runs() {
+    local suite=$1 rmq=$2 root=$ROOTS/$1 r
+    local -a runs=()
+    for r in "$rmq" "$rmq-cluster" "$rmq-build"; do
+        ! want "$r" || runs+=("$r")
+    done
+    [ ${#runs[@]} -gt 0 ] || return 0
+    if make_root "$suite" && mount_root "$root"; then
+        wrappers "$suite"
+        readme_row "$suite"
+        host_runs "$suite" "$rmq"
+        if want "$rmq-build"; then sid_build; fi
+    else
+        for r in "${runs[@]}"; do not_run "$r" "no $suite root"; done
+    fi
+    umount_under "$root" || die "mounts left in $root"
+}
+
+want() { [[ " ${RUNS[*]} " == *" $1 "* ]]; }
+
+main() {
+    [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, mount, chroot)"
+    RUNS=("$@")
+    [ ${#RUNS[@]} -gt 0 ] || RUNS=("${ALL_RUNS[@]}")
+    local r
+    for r in "${RUNS[@]}"; do
+        [[ " ${ALL_RUNS[*]} " == *" $r "* ]] || die "no run '$r' (runs: ${ALL_RUNS[*]})"
+    done
+    [ -x amqplock ] || die "no ./amqplock: make amqplock unit first"
+    mkdir -p "$ROOTS"
+    ROOTS=$(cd "$ROOTS" && pwd -P)
+    WORK_PARENT=$(cd "${TMPDIR:-/tmp}" && pwd -P)
+    # Paths go into mountinfo, awk and the wrappers unquoted.
+    [[ $ROOTS =~ ^[A-Za-z0-9._/+-]+$ && $WORK_PARENT =~ ^[A-Za-z0-9._/+-]+$ ]] ||
+        die "the paths of AMQPLOCK_ROOTS and TMPDIR may only have letters, digits and ._/+-"
+    exec {LOCK}>"$ROOTS/.lock"
+    flock -n "$LOCK" || die "another tests/brokers.sh uses $ROOTS (AMQPLOCK_ROOTS names another place)"
+    tests/install-deps.sh debootstrap
+    MIRROR=$(mirror | awk 'NR == 1')
+    [ -n "$MIRROR" ] || die "no apt source for the host's own suite found in /etc/apt"
+
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+    local t0=$SECONDS
+    WORK=$(mktemp -d "$WORK_PARENT/amqplock-brokers.XXXXXX")
+    mkdir -p "$WORK/tmp"
+    # The binary under test stays the same all along, whatever is rebuilt.
+    cp amqplock "$WORK/amqplock"
+    say "roots in $ROOTS, mirror $MIRROR, work directory $WORK"
+
+    suite_runs trixie 4.0
+    suite_runs sid 4.3
+    keep_logs
+    say "times:"
+    for r in "${PHASES[@]}"; do say "  $r"; done
+    say "  total: $((SECONDS - t0)) s"
+    if [ "$SKIPPED" -gt 0 ]; then
+        echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+    else
+        echo "$PASSED passed, $FAILED failed"
+    fi
+    [ "$STATUS" -eq 0 ] && [ "$FAILED" -eq 0 ]
+}
+
+main "$@"
