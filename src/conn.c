@@ -333,9 +333,13 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 		st = AL_BROKER;
 	/* Forced: an operator or a node going down. Internal error: a crash
 	 * of the broker's side of the connection (RabbitMQ 3.10 has one when
-	 * a probe meets a quorum queue being deleted); a new connection
-	 * works, so it counts as a lost connection, not a refusal. */
-	if (m->reply_code == AMQP_CONNECTION_FORCED || m->reply_code == AMQP_INTERNAL_ERROR)
+	 * a probe meets a quorum queue being deleted). Resource error: 4.3
+	 * closes the connection when a publish finds its queue deleted
+	 * between routing and delivery ("failed to deliver message"). A new
+	 * connection works, so each counts as a lost connection, not a
+	 * refusal. */
+	if (m->reply_code == AMQP_CONNECTION_FORCED || m->reply_code == AMQP_INTERNAL_ERROR ||
+	    m->reply_code == AMQP_RESOURCE_ERROR)
 		st = AL_CONNECTION;
 	return fail(st, "the broker at %s closed the connection: %s", c->where,
 		    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
