@@ -26,6 +26,8 @@
 # how stop finds them all, also those of a node run through chroot (see
 # tests/brokers.sh), without touching anybody else's broker.
 set -euo pipefail
+# shellcheck source=tests/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
 
@@ -181,26 +183,6 @@ ctl() {
 own_pids() {
     grep -lzxF -- "AMQPLOCK_BROKER_OWNER=$1" /proc/[0-9]*/environ 2>/dev/null |
         sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vx -- "$$" || true
-}
-
-# gone PID: no such process, or only a zombie
-gone() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
-    [ -z "$st" ] || [ "$st" = Z ]
-}
-
-# wait_gone SECS PIDS...
-wait_gone() {
-    local end=$((SECONDS + $1)) p left
-    shift
-    while :; do
-        left=
-        for p in "$@"; do gone "$p" || left=1; done
-        [ -n "$left" ] || return 0
-        [ $SECONDS -lt $end ] || return 1
-        sleep 0.05
-    done
 }
 
 stop() {

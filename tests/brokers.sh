@@ -37,6 +37,8 @@
 # removes the work directory; it never removes a directory while something
 # is mounted below it.
 set -euo pipefail
+# shellcheck source=tests/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 cd "$(dirname "$0")/.."
 
 ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
@@ -72,13 +74,6 @@ mounts_under() {
 }
 mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
-# gone PID: no such process, or only a zombie
-gone() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
-    [ -z "$st" ] || [ "$st" = Z ]
-}
-
 # our_pids: every live process of our runs: those whose root is one of our
 # roots (nodes, epmd, rabbitmqctl, a build), and those that carry the work
 # directory in their environment (the harness, its tests and what they
@@ -99,19 +94,6 @@ our_pids() {
         fi
     } | sort -un | while read -r p; do
         if [ "$p" != $$ ] && [ "$p" != "${TEE_PID:-}" ] && ! gone "$p"; then echo "$p"; fi
-    done
-}
-
-# wait_gone SECS PIDS...
-wait_gone() {
-    local end=$((SECONDS + $1)) p left
-    shift
-    while :; do
-        left=
-        for p in "$@"; do gone "$p" || left=1; done
-        [ -n "$left" ] || return 0
-        [ $SECONDS -lt $end ] || return 1
-        sleep 0.1
     done
 }
 

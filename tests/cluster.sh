@@ -47,6 +47,8 @@
 # AMQPLOCK_CLUSTER_OWNER=DIR in its environment (never in DIR/env), which
 # is how stop finds them all without touching anybody else's broker.
 set -euo pipefail
+# shellcheck source=tests/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
 NODES=(1 2 3)
@@ -163,27 +165,6 @@ node_alive() {
             return 0
     done
     return 1
-}
-
-# gone PID: no such process, or only a zombie
-gone() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
-    [ -z "$st" ] || [ "$st" = Z ]
-}
-
-# wait_gone SECS PIDS...
-wait_gone() {
-    local end p left
-    end=$(deadline "$1")
-    shift
-    while :; do
-        left=
-        for p in "$@"; do gone "$p" || left=1; done
-        [ -n "$left" ] || return 0
-        past "$end" && return 1
-        sleep 0.05
-    done
 }
 
 # running N: the number of running nodes that node N sees (0 if it does
