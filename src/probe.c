@@ -104,23 +104,14 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	return AL_OK;
 }
 
-/* Whether a refusal among p[0..n-1] may pass if asked again. */
-static bool refused_for_now(const struct probe *p, size_t n)
+/* Whether p[0..n-1] has a refusal: of any probe, or (holders false) of
+ * one that may pass if asked again. */
+static bool some_refused(const struct probe *p, size_t n, bool holders)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (p[i].refused && p[i].kind != HOLDER_QUEUE)
-			return true;
-	return false;
-}
-
-static bool any_refused(const struct probe *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i].refused)
+		if (p[i].refused && (holders || p[i].kind != HOLDER_QUEUE))
 			return true;
 	return false;
 }
@@ -133,13 +124,13 @@ static enum al_status probe_batch_again(struct conn *c, const struct sem_name *s
 	enum al_status st;
 
 	for (;;) {
-		if ((st = probe_batch(c, sn, p, n)) != AL_OK || !any_refused(p, n))
+		if ((st = probe_batch(c, sn, p, n)) != AL_OK || !some_refused(p, n, true))
 			return st;
 		/* On a fresh channel: the old one may keep sending to the dead
 		 * leader it knew. */
 		if ((st = conn_reset_channel(c)) != AL_OK)
 			return st;
-		if (!refused_for_now(p, n) || now_seconds() + pause > deadline) {
+		if (!some_refused(p, n, false) || now_seconds() + pause > deadline) {
 			trace("the broker refused probes; taking those queues as there");
 			return AL_OK;
 		}
