@@ -57,9 +57,10 @@ struct command {
 enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
 			 unsigned *out);
 
-/* Connects and prepares s for cli->name. On failure the connection is
- * already closed. */
-enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s);
+/* Connects and prepares s for cli->name; every wait on the connection
+ * ends by `by` (see conn_open). On failure the connection is already
+ * closed. */
+enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by);
 
 /* The commands, in cmd_*.c. */
 enum al_status cmd_create(struct cli *cli, int argc, char **argv);

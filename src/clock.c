@@ -1,6 +1,7 @@
 #include "clock.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -66,4 +67,57 @@ int poll_ms(double seconds)
 		return 3600000;
 	whole = (int)ms;
 	return whole < ms ? whole + 1 : whole;
+}
+
+struct deadline deadline_in(double seconds)
+{
+	return (struct deadline){seconds < 0 ? INFINITY : now_seconds() + seconds};
+}
+
+struct deadline deadline_never(void)
+{
+	return (struct deadline){INFINITY};
+}
+
+bool deadline_is_never(struct deadline d)
+{
+	return isinf(d.at);
+}
+
+bool deadline_passed(struct deadline d)
+{
+	return !deadline_is_never(d) && now_seconds() >= d.at;
+}
+
+double deadline_left(struct deadline d)
+{
+	double left;
+
+	if (deadline_is_never(d))
+		return INFINITY;
+	left = d.at - now_seconds();
+	return left > 0 ? left : 0;
+}
+
+struct deadline deadline_within(struct deadline d, double seconds)
+{
+	return (struct deadline){sooner(d.at, now_seconds() + seconds)};
+}
+
+struct deadline deadline_after(struct deadline d, double seconds)
+{
+	return (struct deadline){d.at + seconds};
+}
+
+struct backoff backoff_start(double first, double longest)
+{
+	return (struct backoff){first, longest};
+}
+
+double backoff_next(struct backoff *b, struct deadline d)
+{
+	double pause = sooner(jitter(b->pause), deadline_left(d));
+
+	b->pause = sooner(b->pause * 2, b->longest);
+	return pause;
 }

@@ -2,6 +2,8 @@
 #ifndef AMQPLOCK_CLOCK_H
 #define AMQPLOCK_CLOCK_H
 
+#include <stdbool.h>
+
 /* Monotonic seconds. */
 double now_seconds(void);
 
@@ -23,6 +25,44 @@ double sooner(double a, double b);
 /* Seconds as whole milliseconds for poll(2), rounded up so that a wait
  * never ends just before its deadline; 0 for none left, at most an hour. */
 int poll_ms(double seconds);
+
+/* The moment a wait must end, on the monotonic clock: the one type that
+ * every wait takes (connecting, each reply, each pause, each poll), so
+ * that a whole operation keeps to one limit however many steps it takes.
+ * A struct, so that it cannot be mixed up with a length of time. */
+struct deadline {
+	double at; /* now_seconds() time; INFINITY: never */
+};
+
+/* `seconds` from now; negative: never. */
+struct deadline deadline_in(double seconds);
+struct deadline deadline_never(void);
+bool deadline_is_never(struct deadline d);
+bool deadline_passed(struct deadline d);
+/* Seconds left: 0 once passed, INFINITY for never. */
+double deadline_left(struct deadline d);
+/* The earlier of d and `seconds` from now: one step (a reply, a connect,
+ * a pause) within the whole. */
+struct deadline deadline_within(struct deadline d, double seconds);
+/* d moved `seconds` later (never stays never). */
+struct deadline deadline_after(struct deadline d, double seconds);
+
+/* Pauses between tries that double from a first pause to a longest one,
+ * each jittered, none past the deadline of the whole wait. Most waits
+ * start at RETRY_FIRST and grow to RETRY_LONGEST: a freed slot or mutex
+ * is then noticed within a few milliseconds at first, and within a second
+ * (the longest pause jittered up by half) however long the wait. */
+#define RETRY_FIRST   0.01
+#define RETRY_LONGEST 0.5
+
+struct backoff {
+	double pause, longest;
+};
+
+struct backoff backoff_start(double first, double longest);
+/* The next pause: jitter(pause), cut to what is left before d, then
+ * doubles up to the longest. 0 once d has passed. */
+double backoff_next(struct backoff *b, struct deadline d);
 
 /* A lease of `lease` seconds (docs/design.md, section 4) is trusted to
  * last this much less on our clock than on the broker's: a second for

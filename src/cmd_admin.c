@@ -44,7 +44,7 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 	enum al_status st;
 	char warning[256];
 
-	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
+	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
 	st = sem_admin(&s, op, n, &ch);
 	conn_close(&c);
@@ -118,7 +118,7 @@ enum al_status cmd_max(struct cli *cli, int argc, char **argv)
 			return st;
 		return admin(cli, SEM_SET_MAX, n);
 	}
-	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
+	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
 	st = sem_max(&s, &n);
 	conn_close(&c);
@@ -141,7 +141,7 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 	enum al_status st;
 
 	(void)argc, (void)argv;
-	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
+	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
 	st = sem_status(&s, &ss);
 	conn_close(&c);
@@ -263,7 +263,7 @@ enum al_status cmd_check(struct cli *cli, int argc, char **argv)
 	size_t i, left;
 
 	(void)argc, (void)argv;
-	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
+	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
 	st = sem_check(&s, cli->repair, &ck);
 	conn_close(&c);

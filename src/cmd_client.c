@@ -9,8 +9,6 @@
 #include "out.h"
 #include "signals.h"
 
-/* wait: the pause between looks grows to this. */
-#define WAIT_LONGEST_PAUSE 0.5
 /* The default lease is this plus --grace: a hold rides out a broker
  * outage of 10 s and more (a restart, a failover) with a heartbeat's
  * silence to notice it, and a host that dies keeps its slot this long. */
@@ -113,31 +111,38 @@ static void exit_on_interrupt(struct cli *cli, const char *before, const char *a
 	signals_exit_on_interrupt(out_interrupted);
 }
 
+/* The last try for a slot starts at the end of -w; its replies may take
+ * this much longer (a broker that answers at all answers in milliseconds),
+ * and no more: a broker that falls silent cannot stretch -w further. */
+#define LAST_TRY_REPLIES 0.5
+
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
 static enum al_status take(struct cli *cli, struct client *cl, const struct hold_opts *o,
 			   struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
-	double deadline = o->wait < 0 ? -1 : now_seconds() + o->wait;
-	struct hold_opts left = *o;
+	/* One deadline for the whole wait, reconnects included; -n tries
+	 * once, with the usual reply timeout. */
+	struct deadline wait_end = deadline_in(o->nonblock ? 0 : o->wait);
+	struct deadline replies_end =
+		o->nonblock ? deadline_never() : deadline_after(wait_end, LAST_TRY_REPLIES);
 	enum al_status st;
 	int reconnects = 0;
 
 	exit_on_interrupt(cli, "before a slot of ", " was held; nothing was run");
-	if ((st = cli_connect(cli, c, s)) != AL_OK)
+	if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 		return st;
-	while ((st = hold_take(s, &left, &cl->slot, max)) == AL_CONNECTION && !o->nonblock &&
-	       reconnects++ < RECONNECTS_MAX && (deadline < 0 || now_seconds() < deadline)) {
+	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION && !o->nonblock &&
+	       reconnects++ < RECONNECTS_MAX && !deadline_passed(wait_end)) {
 		trace("%s; connecting again to go on waiting", status_message());
 		status_clear();
 		conn_close(c);
-		if ((st = cli_connect(cli, c, s)) != AL_OK)
+		if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 			return st;
-		/* The wait goes on to the same deadline (0: one last try). */
-		if (deadline >= 0)
-			left.wait = deadline > now_seconds() ? deadline - now_seconds() : 0;
 	}
+	/* Holding is not limited by -w. */
+	c->limit = deadline_never();
 	if (st == AL_OK)
 		st = signals_block(o->argv != NULL, sig_fd);
 	if (st != AL_OK)
@@ -218,8 +223,10 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 
 enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 {
+	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
+	struct deadline wait_end = deadline_in(cli->nonblock ? 0 : cli->wait);
 	struct slot_list orphans = {0};
-	double start = now_seconds(), delay = 0.01, pause;
+	double start = now_seconds();
 	struct conn c;
 	struct sem s;
 	enum al_status st;
@@ -227,23 +234,20 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 
 	(void)argc, (void)argv;
 	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
-	if ((st = cli_connect(cli, &c, &s)) != AL_OK)
+	st = cli_connect(cli, &c, &s,
+			 cli->nonblock ? deadline_never()
+				       : deadline_after(wait_end, LAST_TRY_REPLIES));
+	if (st != AL_OK)
 		return st;
 	while ((st = sem_orphans(&s, &max, &orphans)) == AL_OK && orphans.len > 0) {
-		double waited = now_seconds() - start;
-
-		if (cli->nonblock || (cli->wait >= 0 && waited >= cli->wait)) {
+		if (deadline_passed(wait_end)) {
 			st = fail(AL_BUSY,
 				  "%zu holder(s) above max %u of %s remain (lowest: slot %u)",
 				  orphans.len, max, cli->name, orphans.slot[0]);
 			break;
 		}
-		pause = jitter(delay);
-		if (cli->wait >= 0 && waited + pause > cli->wait)
-			pause = cli->wait - waited;
-		sleep_seconds(pause);
-		if (delay < WAIT_LONGEST_PAUSE)
-			delay *= 2;
+		/* The last pause ends at the deadline, for one more look. */
+		sleep_seconds(backoff_next(&pauses, wait_end));
 	}
 	conn_close(&c);
 	free(orphans.slot);

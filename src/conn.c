@@ -314,6 +314,10 @@ enum al_status conn_check_opts(struct conn_opts *o)
 static enum al_status lost(struct conn *c, int amqp_status, const char *doing)
 {
 	c->dead = true;
+	if (amqp_status == AMQP_STATUS_TIMEOUT && deadline_passed(c->limit))
+		return fail(AL_CONNECTION,
+			    "no reply from the broker at %s while %s, and the time to wait is up",
+			    c->where, doing);
 	if (amqp_status == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "no reply from the broker at %s within %g s while %s",
 			    c->where, c->rpc_timeout, doing);
@@ -441,11 +445,13 @@ static void take_notification(struct conn *c, const amqp_frame_t *f)
 	}
 }
 
-/* The next method for `channel`, waiting at most `wait` seconds (0: only
- * what has already arrived). *none is set if nothing came. */
+/* The next method for `channel`, waiting at most `wait` seconds in all
+ * and never past the connection's limit (0: only what has already
+ * arrived). *none is set if nothing came. */
 static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait,
 				     amqp_method_t *m, bool *none)
 {
+	struct deadline by = deadline_within(c->limit, wait);
 	amqp_frame_t f;
 	struct timeval tv;
 	int r;
@@ -455,8 +461,9 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 		return fail(AL_BROKER, "internal error: no open channel");
 	amqp_maybe_release_buffers(c->amqp);
 	for (;;) {
-		/* Waiting inside the library also sends our heartbeats. */
-		tv = wait > 0 ? to_timeval(wait) : (struct timeval){0, 0};
+		/* Waiting inside the library also sends our heartbeats. Late
+		 * frames of other channels do not extend the wait. */
+		tv = wait > 0 ? to_timeval(deadline_left(by)) : (struct timeval){0, 0};
 		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &tv);
 		if (r == AMQP_STATUS_TIMEOUT && wait <= 0) {
 			*none = true;
@@ -696,12 +703,23 @@ static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp
 	return AL_OK;
 }
 
+/* How a connect or login timed out, for its message: the connect timeout
+ * ran out, or the caller's whole wait did. */
+static const char *timed_out_after(const struct conn *c, const struct conn_opts *o, char *buf,
+				   size_t size)
+{
+	if (deadline_passed(c->limit))
+		return ", and the time to wait is up";
+	snprintf(buf, size, " (waited %g s)", o->connect_timeout);
+	return buf;
+}
+
 static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
-				  const struct amqp_connection_info *info, double deadline)
+				  const struct amqp_connection_info *info, struct deadline by)
 {
 	amqp_socket_t *sock = NULL;
 	struct timeval tv;
-	char shown[64];
+	char shown[64], text[64];
 	int r;
 
 	if (info->ssl) {
@@ -713,14 +731,14 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 		if (!sock)
 			return fail(AL_CONNECTION, "cannot create a socket");
 	}
-	tv = to_timeval(deadline - now_seconds());
+	tv = to_timeval(deadline_left(by));
 	errno = 0;
 	r = amqp_socket_open_noblock(sock, info->host, info->port, &tv);
 	if (r == AMQP_STATUS_OK)
 		return AL_OK;
 	if (r == AMQP_STATUS_TIMEOUT)
-		return fail(AL_CONNECTION, "cannot connect to %s: timed out after %g s", c->where,
-			    o->connect_timeout);
+		return fail(AL_CONNECTION, "cannot connect to %s: timed out%s", c->where,
+			    timed_out_after(c, o, text, sizeof(text)));
 	if (r == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
 		return fail(AL_CONNECTION,
 			    "TLS with %s failed: its certificate is not signed by a trusted CA "
@@ -746,11 +764,11 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 }
 
 static enum al_status login(struct conn *c, const struct conn_opts *o,
-			    const struct amqp_connection_info *info, double deadline)
+			    const struct amqp_connection_info *info, struct deadline by)
 {
-	struct timeval tv = to_timeval(deadline - now_seconds());
+	struct timeval tv = to_timeval(deadline_left(by));
 	amqp_rpc_reply_t r;
-	char user[64], vhost[64];
+	char user[64], vhost[64], waited[64];
 
 	/* With the connection.blocked capability a broker under a resource
 	 * alarm says so when we publish, instead of going silent. The
@@ -788,8 +806,8 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
-			return fail(AL_CONNECTION, "no answer from %s within %g s while logging in",
-				    c->where, o->connect_timeout);
+			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
+				    timed_out_after(c, o, waited, sizeof(waited)));
 		/* RabbitMQ drops the socket on a bad password unless the client
 		 * asked for a close method; either way it is a refusal. */
 		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
@@ -810,10 +828,12 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	return fail(AL_BROKER, "cannot log in to %s", c->where);
 }
 
-/* One try: the nth broker of the list of n, within --connect-timeout. */
-static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth, unsigned n)
+/* One try: the nth broker of the list of n, within the connect timeout
+ * and before `by`. */
+static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth, unsigned n,
+			       struct deadline by)
 {
-	double deadline = now_seconds() + o->connect_timeout;
+	struct deadline connected = deadline_within(by, o->connect_timeout);
 	struct login l;
 	struct timeval rpc;
 	char host[128];
@@ -821,6 +841,7 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 
 	memset(c, 0, sizeof(*c));
 	c->rpc_timeout = o->rpc_timeout;
+	c->limit = by;
 	if (o->password_file && !o->password)
 		st = fail(AL_BROKER, "internal error: the password file was not read");
 	else
@@ -835,9 +856,9 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 		goto out;
 	}
 	trace("connecting to %s", c->where);
-	st = open_socket(c, o, &l.info, deadline);
+	st = open_socket(c, o, &l.info, connected);
 	if (st == AL_OK)
-		st = login(c, o, &l.info, deadline);
+		st = login(c, o, &l.info, connected);
 	if (st == AL_OK) {
 		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
 		rpc = to_timeval(o->rpc_timeout);
@@ -855,17 +876,17 @@ out:
 
 /* The brokers are tried in the order given (a cluster's clients then
  * agree on a first choice), each within its own --connect-timeout. */
-enum al_status conn_open(struct conn *c, const struct conn_opts *o)
+enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by)
 {
 	unsigned n = count_urls(o->url), i;
 	char last[256];
 	enum al_status st;
 
 	for (i = 0;; i++) {
-		st = open_one(c, o, i, n);
+		st = open_one(c, o, i, n, by);
 		/* Only a broker that cannot be reached sends us on to the next:
 		 * a login refused by one would be refused by the others. */
-		if (st != AL_CONNECTION || i + 1 >= n)
+		if (st != AL_CONNECTION || i + 1 >= n || deadline_passed(by))
 			break;
 		trace("%s; trying the next broker", status_message());
 		status_clear();

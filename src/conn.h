@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "amqp_compat.h"
+#include "clock.h"
 #include "status.h"
 
 struct conn_opts {
@@ -35,6 +36,10 @@ struct conn {
 	bool notified;
 	unsigned heartbeat; /* as negotiated */
 	double rpc_timeout;
+	/* The end of the caller's whole wait (conn_open's `by`; never
+	 * unless given): no reply is waited for past it, so a silent broker
+	 * cannot stretch a wait that has a limit. */
+	struct deadline limit;
 	bool dead; /* the connection is unusable; only conn_close remains */
 	/* The last channel-level refusal, set when conn_recv returns one. */
 	uint16_t reply_code;
@@ -51,11 +56,12 @@ struct conn {
 enum al_status conn_check_opts(struct conn_opts *o);
 
 /* Connects, logs in and opens a channel in confirm mode, to the first
- * broker of the list that answers. Check the options with conn_check_opts
- * first: a bad URL anywhere in the list is then a usage error before any
- * broker is tried, and the password file has been read (main.c does, once
- * per run). */
-enum al_status conn_open(struct conn *c, const struct conn_opts *o);
+ * broker of the list that answers, each within the connect timeout, all
+ * before `by` (which then limits every reply on the connection: see
+ * limit). Check the options with conn_check_opts first: a bad URL
+ * anywhere in the list is then a usage error before any broker is tried,
+ * and the password file has been read (main.c does, once per run). */
+enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by);
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);
 

@@ -31,11 +31,6 @@
 #define FREEZE_WAIT 2.0
 /* How long after SIGKILL to wait for the last process of the command. */
 #define KILL_WAIT 2.0
-/* Waiting for a slot: first and longest pause between attempts. The
- * longest pause, jittered up by half, stays under a second, so a freed
- * slot is taken within a second. */
-#define FIRST_RETRY   0.01
-#define LONGEST_RETRY 0.5
 /* Away: first and longest pause between attempts to reconnect. */
 #define FIRST_RECONNECT   0.1
 #define LONGEST_RECONNECT 1.0
@@ -43,18 +38,19 @@
  * --lost-signal. */
 #define LEASE_WARNING 5.0
 
-/* Sleeps until `until` (monotonic seconds) or data on the broker socket. */
-static bool wait_readable(struct conn *c, double until)
+/* Sleeps until `until` or data on the broker socket. */
+static bool wait_readable(struct conn *c, struct deadline until)
 {
 	struct pollfd fd = {conn_fd(c), POLLIN, 0};
 
-	return poll(&fd, 1, poll_ms(until - now_seconds())) > 0 && fd.revents;
+	return poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents;
 }
 
-enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slot, unsigned *max)
+enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
+			 unsigned *slot, unsigned *max)
 {
-	double start = now_seconds(), deadline = o->wait < 0 ? INFINITY : start + o->wait;
-	double delay = FIRST_RETRY, until;
+	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
+	struct deadline next;
 	enum al_status st;
 	bool watching = false;
 
@@ -66,7 +62,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 		/* A lease claimed now lasts from before the claim was sent. */
 		s->lease.renewed = boot_seconds();
 		st = sem_acquire(s, slot, max);
-		if (st != AL_BUSY || o->nonblock || now_seconds() >= deadline)
+		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
 			break;
 		/* Waiting: "all slots are held" is not a failure (yet), and must
 		 * not hide the cause of one while waiting. */
@@ -82,16 +78,15 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slo
 			if (s->conn->notify_channel)
 				continue;
 		}
-		until = sooner(now_seconds() + jitter(delay), deadline);
+		next = deadline_in(backoff_next(&pauses, until));
 		do {
 			/* Heartbeats and release notifications; taking
 			 * them keeps the connection alive. */
-			if (wait_readable(s->conn, until) && (st = conn_drain(s->conn)) != AL_OK)
+			if (wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
 				return st;
-		} while (!s->conn->notified && now_seconds() < until);
+		} while (!s->conn->notified && !deadline_passed(next));
 		if (s->conn->notified)
 			trace("a slot of %s was released; trying again", s->label);
-		delay = sooner(delay * 2, LONGEST_RETRY);
 	}
 	/* A holder has no use for other clients' releases. */
 	conn_unsubscribe(s->conn);
@@ -134,7 +129,8 @@ struct holding {
 	bool away, warned;
 	double away_since;
 	bool thaw_when_back; /* continued while away: the command goes on once back */
-	double next_reconnect, reconnect_delay;
+	double next_reconnect;
+	struct backoff reconnects;
 	char away_reason[256];
 };
 
@@ -260,7 +256,7 @@ static void connection_lost(struct holding *h)
 	h->away_since = now_seconds();
 	h->warned = false;
 	h->next_reconnect = now_seconds();
-	h->reconnect_delay = FIRST_RECONNECT;
+	h->reconnects = backoff_start(FIRST_RECONNECT, LONGEST_RECONNECT);
 	h->verify_sent = 0;
 	left = signal_deadline(h) - boot_seconds();
 	notice(h, "disconnected", "deadline_ms", left,
@@ -325,20 +321,17 @@ static void check_slot(struct holding *h, bool readable)
  * reason recorded); anything else: try again later. */
 static enum al_status reattach(struct holding *h, double left)
 {
-	struct conn_opts co = *h->o->conn_opts;
 	double sent;
 	bool ours;
 	enum al_status st;
 
-	co.connect_timeout = sooner(co.connect_timeout, left);
-	co.rpc_timeout = sooner(co.rpc_timeout, left);
 	conn_close(h->s->conn);
-	if ((st = conn_open(h->s->conn, &co)) != AL_OK)
+	if ((st = conn_open(h->s->conn, h->o->conn_opts, deadline_in(left))) != AL_OK)
 		return st;
 	sent = boot_seconds();
 	st = sem_reattach(h->s, h->slot, &ours);
-	/* Replies may take their usual time again. */
-	h->s->conn->rpc_timeout = h->o->conn_opts->rpc_timeout;
+	/* Held again: replies may take their usual time. */
+	h->s->conn->limit = deadline_never();
 	if (st == AL_OK)
 		renewed(h, sent);
 	return st;
@@ -381,8 +374,7 @@ static void keep_trying(struct holding *h)
 		trace("%s; trying again", status_message());
 		status_clear();
 		conn_abort(h->s->conn);
-		h->next_reconnect = now_seconds() + jitter(h->reconnect_delay);
-		h->reconnect_delay = sooner(2 * h->reconnect_delay, LONGEST_RECONNECT);
+		h->next_reconnect = now_seconds() + backoff_next(&h->reconnects, deadline_never());
 	}
 }
 
@@ -390,17 +382,17 @@ static void keep_trying(struct holding *h)
  * outstanding; the lease is renewed as of its sending. */
 static enum al_status await_verification(struct holding *h)
 {
-	double deadline = now_seconds() + h->s->conn->rpc_timeout;
+	struct deadline answered = deadline_in(h->s->conn->rpc_timeout);
 	bool verified = false;
 
 	while (!verified) {
-		if (now_seconds() >= deadline) {
+		if (deadline_passed(answered)) {
 			fail(AL_LOST, "the broker did not answer a check within %g s",
 			     h->s->conn->rpc_timeout);
 			conn_abort(h->s->conn); /* a reply may still come: unusable */
 			return AL_LOST;
 		}
-		if (wait_readable(h->s->conn, deadline) &&
+		if (wait_readable(h->s->conn, answered) &&
 		    sem_held_poll(h->s, h->slot, &verified) != AL_OK)
 			return AL_LOST;
 	}
@@ -662,7 +654,8 @@ static void end_lease_apart(void *arg)
 	struct conn c;
 
 	s.conn = &c;
-	if (conn_open(&c, h->o->conn_opts) == AL_OK && sem_lease_end(&s, h->slot) == AL_OK)
+	if (conn_open(&c, h->o->conn_opts, deadline_never()) == AL_OK &&
+	    sem_lease_end(&s, h->slot) == AL_OK)
 		trace("ended the lease of slot %u", h->slot);
 	else
 		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", h->slot,

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "clock.h"
 #include "sem.h"
 
 /* How long the broker may stay silent before a held slot's connection
@@ -18,7 +19,7 @@ double hold_silence(unsigned heartbeat, double rpc_timeout);
 
 struct hold_opts {
 	bool nonblock;   /* try once */
-	double wait;     /* give up after this many seconds; < 0: never */
+	double wait;     /* -w: seconds, for messages (hold_take's `until`); < 0: none */
 	int lost_signal; /* sent to every process of the command on loss */
 	double grace;    /* seconds between lost_signal and SIGKILL */
 	char **argv;     /* the command; NULL: hold until a signal */
@@ -38,10 +39,11 @@ struct hold_opts {
 	void *arg;
 };
 
-/* Waits for a slot as o says. AL_OK with *slot and *max; AL_BUSY if none
- * was obtained in time. A signal meanwhile ends amqplock (see
- * signals_exit_on_interrupt). */
-enum al_status hold_take(struct sem *s, const struct hold_opts *o, unsigned *slot, unsigned *max);
+/* Waits for a slot until `until` (o->nonblock: tries once). AL_OK with
+ * *slot and *max; AL_BUSY if none was obtained in time. A signal
+ * meanwhile ends amqplock (see signals_exit_on_interrupt). */
+enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
+			 unsigned *slot, unsigned *max);
 
 /* Holds slot until the command and everything it started have ended (its
  * exit code is returned in *code, 128+N for a signal, 126/127 if it could

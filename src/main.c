@@ -504,7 +504,7 @@ static enum al_status check_name(struct cli *cli, const char *name)
 	return AL_OK;
 }
 
-enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
+enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
 {
 	enum al_status st;
 
@@ -527,7 +527,7 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s)
 	 * unnoticed in a cron job's mail. */
 	if (cli->conn.insecure)
 		out_error_line("warning: --insecure: the broker's certificate is not verified");
-	st = conn_open(c, &cli->conn);
+	st = conn_open(c, &cli->conn, by);
 	if (st != AL_OK)
 		conn_close(c);
 	return st;

@@ -119,9 +119,10 @@ static bool some_refused(const struct probe *p, size_t n, bool holders)
 static enum al_status probe_batch_again(struct conn *c, const struct sem_name *sn, struct probe *p,
 					size_t n)
 {
-	double deadline = now_seconds() + sooner(c->rpc_timeout, NACK_PATIENCE);
-	double pause = NACK_FIRST_PAUSE;
+	struct deadline patience = deadline_in(sooner(c->rpc_timeout, NACK_PATIENCE));
+	struct backoff pauses = backoff_start(NACK_FIRST_PAUSE, NACK_LONGEST_PAUSE);
 	enum al_status st;
+	double pause;
 
 	for (;;) {
 		if ((st = probe_batch(c, sn, p, n)) != AL_OK || !some_refused(p, n, true))
@@ -130,13 +131,13 @@ static enum al_status probe_batch_again(struct conn *c, const struct sem_name *s
 		 * leader it knew. */
 		if ((st = conn_reset_channel(c)) != AL_OK)
 			return st;
-		if (!some_refused(p, n, false) || now_seconds() + pause > deadline) {
+		if (!some_refused(p, n, false) || deadline_passed(patience)) {
 			trace("the broker refused probes; taking those queues as there");
 			return AL_OK;
 		}
+		pause = backoff_next(&pauses, patience);
 		trace("the broker nacked a probe; probing again in %.0f ms", pause * 1000);
 		sleep_seconds(pause);
-		pause = sooner(pause * 2, NACK_LONGEST_PAUSE);
 	}
 }
 

@@ -485,6 +485,10 @@ static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned ma
 			}
 		}
 		first += s->overshoot;
+		/* amqplock never makes a slot above SLOTS_MAX, so strays lie
+		 * below twice that. The bound ends the scan where every probe
+		 * reads as there (a broker that refuses them all: refused
+		 * counts as there, see probe.h). */
 	} while (st == AL_OK && any && first <= 2 * SLOTS_MAX);
 	free(exists);
 	return st;
@@ -607,8 +611,10 @@ static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_chan
  * false. *stray says whether there was one. */
 static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
 {
-	double deadline = now_seconds() + s->admin_wait, delay = 0.01, pause;
+	struct deadline given_up = deadline_in(s->admin_wait);
+	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
 	const char *mutex = s->name.base;
+	double pause;
 	unsigned quick = 0;
 	enum al_status st;
 	uint16_t answer;
@@ -646,16 +652,14 @@ static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool 
 		 * deadline), but not for ever should it keep coming back. */
 		if (answer != AMQP_RESOURCE_LOCKED && quick++ < 10)
 			continue;
-		if (now_seconds() >= deadline)
+		if (deadline_passed(given_up))
 			return fail(AL_BUSY,
 				    "another administrator is changing %s (waited %g s for %s)",
 				    s->label, s->admin_wait, mutex);
 		/* The last pause ends at the deadline, for one more try. */
-		pause = sooner(jitter(delay), deadline - now_seconds());
+		pause = backoff_next(&pauses, given_up);
 		trace("admin mutex %s is busy; retrying in %.0f ms", mutex, pause * 1000);
 		sleep_seconds(pause);
-		if (delay < 0.5)
-			delay *= 2;
 	}
 }
 
@@ -1064,6 +1068,10 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 			break;
 		}
 		trace("slot %u was taken first; retrying", k);
+		/* The winner's claim came a round trip (a millisecond or two)
+		 * before ours: a pause of about that per race lost so far
+		 * spreads the losers apart, and the 20 allowed cost 0.4 s
+		 * at most on average. */
 		sleep_seconds(jitter(0.002 * races));
 	}
 	free(candidates.slot);

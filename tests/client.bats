@@ -218,6 +218,59 @@ teardown() {
     [ "$rc" -eq 0 ]
 }
 
+@test "hold -w 3 behind a relay that falls silent mid-wait: gives up within 4 s of its start, runs nothing" {
+    al create "$n" 1
+    bg a acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
+    local proxy=$!
+    keep "$proxy"
+    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+
+    local t0
+    t0=$(now)
+    bg w --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" hold -w 3 "$n" -- touch "$T/ran"
+    local w=$BG
+    wait_until 10 connected "$w" || fail "hold did not connect"
+    sleep 1
+    kill -STOP "$proxy"
+    wait_exit "$w" 15
+    local took
+    took=$(since "$t0")
+    kill -KILL "$proxy"
+    note "hold -w 3 gave up $took s after it started (the relay fell silent at 1 s)"
+    at_most "$took" 4
+    [ "$rc" -eq 6 ] || fail "hold exited $rc: $(cat "$T/w.err")"
+    grep -q "no reply from the broker.*the time to wait is up" "$T/w.err" || fail "stderr: $(cat "$T/w.err")"
+    [ "$(wc -l <"$T/w.err")" -eq 1 ] || fail "stderr: $(cat "$T/w.err")"
+    [ ! -e "$T/ran" ]
+}
+
+@test "wait -w 2 behind a relay that falls silent: gives up within 3 s of its start" {
+    al create "$n" 1
+    bg a acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    al remove "$n" 1
+    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
+    local proxy=$!
+    keep "$proxy"
+    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+
+    local t0
+    t0=$(now)
+    bg w --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" wait -w 2 "$n"
+    local w=$BG
+    wait_until 10 connected "$w" || fail "wait did not connect"
+    sleep 0.5
+    kill -STOP "$proxy"
+    wait_exit "$w" 15
+    local took
+    took=$(since "$t0")
+    kill -KILL "$proxy"
+    at_most "$took" 3
+    [ "$rc" -eq 6 ] || fail "wait exited $rc: $(cat "$T/w.err")"
+}
+
 # --- acquire -------------------------------------------------------------------
 
 @test "a clean release wakes a waiting hold at once (it hears of it, not only by polling)" {

@@ -25,5 +25,53 @@ int main(void)
 		ok(d - lease_margin(d) - 3 >= 2 + 1 - 1e-9,
 		   "the shortest lease leaves a second between silence and signal");
 	}
+	{
+		struct deadline never = deadline_never(), d = deadline_in(-1);
+
+		ok(deadline_is_never(never) && deadline_is_never(d),
+		   "a negative wait is no deadline");
+		ok(!deadline_passed(never), "never never passes");
+		ok(poll_ms(deadline_left(never)) == 3600000, "never polls an hour at a time");
+		ok(deadline_is_never(deadline_after(never, 0.5)), "never, and a bit, is never");
+		d = deadline_within(never, 2);
+		ok(!deadline_is_never(d) && deadline_left(d) > 1.9 && deadline_left(d) <= 2,
+		   "a step within no deadline gets its own length");
+	}
+	{
+		struct deadline d = deadline_in(0);
+
+		ok(deadline_passed(d) && deadline_left(d) == 0, "a wait of 0 has passed at once");
+		d = deadline_in(1);
+		ok(!deadline_passed(d) && deadline_left(d) > 0.9,
+		   "a second from now has not passed");
+		ok(deadline_left(deadline_within(d, 10)) <= 1,
+		   "a step within a deadline ends by it");
+		ok(deadline_left(deadline_within(d, 0.1)) <= 0.1,
+		   "or sooner, if the step is shorter");
+		ok(deadline_left(deadline_after(d, 0.5)) > 1.4,
+		   "a deadline moved half a second later");
+	}
+	{
+		struct backoff b = backoff_start(0.01, 0.5);
+		struct deadline never = deadline_never();
+		double p, longest = 0;
+		int i, in_range = 1;
+
+		for (i = 0; i < 20; i++) {
+			double base = i < 6 ? 0.01 * (1 << i) : 0.5;
+
+			if (base > 0.5)
+				base = 0.5;
+			p = backoff_next(&b, never);
+			in_range &= p >= base / 2 && p < base * 1.5;
+			longest = p > longest ? p : longest;
+		}
+		ok(in_range, "pauses double from the first, jittered by half either way");
+		ok(longest < 0.75, "and stay under the longest plus half");
+		b = backoff_start(1, 1);
+		ok(backoff_next(&b, deadline_in(0.05)) <= 0.05,
+		   "a pause never runs past the deadline");
+		ok(backoff_next(&b, deadline_in(0)) == 0, "and is nothing once it has passed");
+	}
 	return done_testing();
 }
