@@ -512,10 +512,10 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struc
 	sem_name_init(&s->name, cli->prefix, cli->name); /* checked before */
 	s->label = cli->name;
 	s->conn = c;
-	s->overshoot = cli->overshoot;
-	s->admin_wait = cli->admin_wait;
-	s->slot_type = cli->slot_type;
-	s->slot_type_given = cli->slot_type_given;
+	s->opts.overshoot = cli->overshoot;
+	s->opts.admin_wait = cli->admin_wait;
+	s->opts.slot_type = cli->slot_type;
+	s->opts.slot_type_given = cli->slot_type_given;
 	if (cli->lease > 0) {
 		if (!cli->lease_token)
 			cli->lease_token = sem_lease_token();

@@ -376,8 +376,8 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 	unsigned done;
 
 	trace("declaring slots %u..%u", from, from + count - 1);
-	st = pipeline(s, s->slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT, from, count,
-		      false, &done);
+	st = pipeline(s, s->opts.slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT, from,
+		      count, false, &done);
 	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
 		delete_slots_down(s, from + done - 1, done);
 	return st;
@@ -470,21 +470,21 @@ static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned ma
 	enum al_status st = AL_OK;
 	bool *exists, any;
 
-	if (s->overshoot == 0)
+	if (s->opts.overshoot == 0)
 		return AL_OK;
-	exists = calloc(s->overshoot, sizeof(*exists));
+	exists = calloc(s->opts.overshoot, sizeof(*exists));
 	if (!exists)
 		return fail(AL_BROKER, "out of memory");
 	do {
 		any = false;
-		st = probe_slots(s->conn, &s->name, kind, first, s->overshoot, exists, NULL);
-		for (i = 0; st == AL_OK && i < s->overshoot; i++) {
+		st = probe_slots(s->conn, &s->name, kind, first, s->opts.overshoot, exists, NULL);
+		for (i = 0; st == AL_OK && i < s->opts.overshoot; i++) {
 			if (exists[i]) {
 				st = append(found, first + i);
 				any = true;
 			}
 		}
-		first += s->overshoot;
+		first += s->opts.overshoot;
 		/* amqplock never makes a slot above SLOTS_MAX, so strays lie
 		 * below twice that. The bound ends the scan where every probe
 		 * reads as there (a broker that refuses them all: refused
@@ -611,7 +611,7 @@ static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_chan
  * false. *stray says whether there was one. */
 static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
 {
-	struct deadline given_up = deadline_in(s->admin_wait);
+	struct deadline given_up = deadline_in(s->opts.admin_wait);
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
 	const char *mutex = s->name.base;
 	double pause;
@@ -655,7 +655,7 @@ static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool 
 		if (deadline_passed(given_up))
 			return fail(AL_BUSY,
 				    "another administrator is changing %s (waited %g s for %s)",
-				    s->label, s->admin_wait, mutex);
+				    s->label, s->opts.admin_wait, mutex);
 		/* The last pause ends at the deadline, for one more try. */
 		pause = backoff_next(&pauses, given_up);
 		trace("admin mutex %s is busy; retrying in %.0f ms", mutex, pause * 1000);
@@ -715,10 +715,10 @@ static enum al_status keep_slot_type(struct sem *s, unsigned max)
 			    "recreate it",
 			    s->label, sem_slot_type_name(first), max, sem_slot_type_name(last));
 	trace("%s has %s slots", s->name.base, sem_slot_type_name(first));
-	if (s->slot_type_given && s->slot_type != first)
+	if (s->opts.slot_type_given && s->opts.slot_type != first)
 		return fail(AL_USAGE, "%s has %s slots: --slot-type %s would mix types", s->label,
-			    sem_slot_type_name(first), sem_slot_type_name(s->slot_type));
-	s->slot_type = first;
+			    sem_slot_type_name(first), sem_slot_type_name(s->opts.slot_type));
+	s->opts.slot_type = first;
 	return AL_OK;
 }
 
@@ -766,7 +766,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 	if ((st = target_max(op, n, max, &target)) != AL_OK)
 		return st;
-	if (max > 0 && (target > max || s->slot_type_given) &&
+	if (max > 0 && (target > max || s->opts.slot_type_given) &&
 	    (st = keep_slot_type(s, max)) != AL_OK)
 		return st;
 	if (target > max)
@@ -779,8 +779,8 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	 * type is known here when slots were made (or --slot-type said). */
 	if (st == AL_OK && target == 0)
 		st = set_marker(s, false);
-	else if (st == AL_OK && (target > max || s->slot_type_given))
-		st = set_marker(s, s->slot_type == SLOT_QUORUM);
+	else if (st == AL_OK && (target > max || s->opts.slot_type_given))
+		st = set_marker(s, s->opts.slot_type == SLOT_QUORUM);
 	return st;
 }
 

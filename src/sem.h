@@ -20,10 +20,9 @@ enum slot_type {
 	SLOT_QUORUM,  /* durable, x-queue-type quorum */
 };
 
-struct sem {
-	struct conn *conn;
-	struct sem_name name;
-	const char *label; /* the name as the user gave it, for messages */
+/* What the user decides about how the algorithm runs (main.c's options
+ * are bound to these fields). */
+struct sem_opts {
 	/* How far past the last slot to look for stray slot queues (swept by
 	 * admin commands) and for holders left above max (orphans). */
 	unsigned overshoot;
@@ -33,6 +32,13 @@ struct sem {
 	 * the slots there are; slot_type_given makes them refuse another. */
 	enum slot_type slot_type;
 	bool slot_type_given;
+};
+
+struct sem {
+	struct conn *conn;
+	struct sem_name name;
+	const char *label; /* the name as the user gave it, for messages */
+	struct sem_opts opts;
 	/* The holder's lease (docs/design.md, section 4); off: none, the
 	 * slot lives as long as the connection. */
 	struct {
