@@ -27,10 +27,11 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -DAMQPLOCK_VERSION='"$(VERSIO
 	$(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 
-# The sources that do not need the broker libraries at link time: names,
-# numbers and time arithmetic, tested on their own by tests/unit.
-PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c
-SRCS := $(PURE_SRCS) src/conn.c src/secret.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/signals.c src/supervise.c src/main.c
+# The pure sources (no I/O): names, numbers, time arithmetic and broker
+# URLs, tested on their own by tests/unit. url.c needs librabbitmq's
+# amqp_parse_url, hence $(PKG_LIBS) on the unit tests' link line.
+PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c
+SRCS := $(PURE_SRCS) src/conn.c src/secret.c src/probe.c src/sem.c src/out.c src/cmd_admin.c src/cmd_client.c src/hold.c src/signals.c src/supervise.c src/cli.c src/main.c
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
@@ -53,7 +54,7 @@ build/%.o: src/%.c build/flags
 
 build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 	@mkdir -p build/unit
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(PURE_SRCS:src/%.c=build/%.o) $(ALL_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(PURE_SRCS:src/%.c=build/%.o) $(ALL_LDFLAGS) $(PKG_LIBS)
 
 -include $(OBJS:.o=.d)
 

@@ -1,38 +1,66 @@
-/* What the command line decided, shared by main.c and the commands. */
+/* What the command line decided (cli.c parses it into struct cli), shared
+ * by main.c and the commands. */
 #ifndef AMQPLOCK_CLI_H
 #define AMQPLOCK_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "conn.h"
+#include "hold.h"
 #include "sem.h"
 #include "status.h"
 
+/* Option groups; a command lists the groups it accepts. */
+enum scope {
+	GLOBAL = 1 << 0,
+	ADMIN = 1 << 1, /* takes the admin mutex */
+	SCAN = 1 << 2,  /* looks past max for strays or orphans */
+	WAIT = 1 << 3,  /* waits for a slot or for orphans */
+	HOLD = 1 << 4,  /* runs a command */
+	GROW = 1 << 5,  /* may declare slot queues */
+	/* check --repair: may delete the strays it finds */
+	REPAIR = 1 << 6,
+	LEASE = 1 << 7, /* holds a slot */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE,
+};
+
+/* What to show instead of running a command: --help, --version. */
+enum cli_show { CLI_SHOW_NOTHING, CLI_SHOW_HELP, CLI_SHOW_VERSION };
+
+/* The --url options, joined by spaces, for conn.url. */
+#define CLI_URLS_MAX 8192
+
+/* The default lease is this plus --grace (cmd_client.c): a hold rides out
+ * a broker outage of 10 s and more (a restart, a failover) with a
+ * heartbeat's silence to notice it, and a host that dies keeps its slot
+ * this long. Written as --help shows it. */
+#define DEFAULT_LEASE_BASE 30
+
 struct cli {
+	/* The options are bound to fields of these three (cli.c). */
 	struct conn_opts conn;
-	bool urls_given; /* conn.url comes from --url options */
+	/* admin commands, status, wait: overshoot, admin_wait; create, add,
+	 * max N: slot_type */
+	struct sem_opts sem;
+	/* acquire, hold, wait: nonblock, wait; hold: lost_signal, grace;
+	 * acquire, hold: lease, seconds, < 0 when not given until the
+	 * command settles it. The rest is filled in by the command. */
+	struct hold_opts hold;
+	/* The --url options so far, which conn.url then points to. */
+	bool urls_given;
+	char urls[CLI_URLS_MAX];
 	const char *prefix;
 	bool json, quiet;
-	/* admin commands, status, wait */
-	double admin_wait;
-	unsigned overshoot;
+	enum cli_show show;
 	/* check */
 	bool repair;
-	/* create, add, max N */
-	enum slot_type slot_type;
-	bool slot_type_given;
 	/* acquire, hold, wait */
-	bool nonblock;
-	double wait; /* seconds; < 0: forever */
-	int conflict_exit;
+	unsigned conflict_exit;
 	/* hold */
 	char *command_text; /* -c */
 	char **command;     /* after "--" */
-	int lost_signal;
-	double grace;
-	/* acquire, hold: seconds; < 0: not given (the default then) */
-	double lease;
 	int64_t lease_token;
 	/* The semaphore named by the first argument, once checked. */
 	const char *name;
@@ -49,13 +77,30 @@ struct command {
 	int min_args, max_args; /* after the command name and options */
 	const char *args;       /* for usage lines: "NAME SLOTS" */
 	const char *summary;    /* one line for `amqplock --help` */
-	unsigned scopes;        /* which option groups apply (main.c) */
+	unsigned scopes;        /* which option groups apply */
 	bool takes_command;     /* CMD [ARGS...] after "--" */
 };
+
+/* The defaults, then $AMQPLOCK_URL, $AMQP_URL and $AMQPLOCK_PREFIX. */
+void cli_defaults(struct cli *cli);
+
+/* Parses the options in argv[1..argc) (argv[0] is the program or command
+ * name) of the groups in `scopes` into cli; stops at the first non-option
+ * if `stop`, else permutes the options before the arguments. *args_at:
+ * the index of the first argument. `cmd`: the command's name, for
+ * messages (NULL: before the command). Keeps going after a usage error,
+ * so that a later --json still decides how the error is reported. */
+enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes, bool stop,
+			 const char *cmd, int *args_at);
+
+/* The help lines of the options in `scopes`. */
+void cli_print_options(FILE *f, unsigned scopes);
 
 /* Parsers for arguments, recording a usage message on failure. */
 enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
 			 unsigned *out);
+/* The semaphore name (with the prefix); sets cli->name. */
+enum al_status cli_check_name(struct cli *cli, const char *name);
 
 /* Connects and prepares s for cli->name; every wait on the connection
  * ends by `by` (see conn_open). On failure the connection is already

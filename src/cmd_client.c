@@ -9,11 +9,6 @@
 #include "out.h"
 #include "signals.h"
 
-/* The default lease is this plus --grace: a hold rides out a broker
- * outage of 10 s and more (a restart, a failover) with a heartbeat's
- * silence to notice it, and a host that dies keeps its slot this long. */
-#define LEASE_BASE 30.0
-
 struct client {
 	struct cli *cli;
 	unsigned slot;
@@ -55,7 +50,7 @@ static void report_notice(void *arg, const char *name, const char *key, unsigned
  * command's --grace and the silence that tells a lost connection. */
 static enum al_status settle_lease(struct cli *cli, bool has_command)
 {
-	double grace = has_command ? cli->grace : 0;
+	double grace = has_command ? cli->hold.grace : 0;
 	double silence = hold_silence(cli->conn.heartbeat, cli->conn.rpc_timeout);
 	double shortest = lease_shortest(grace, silence);
 	/* In whole seconds, for people. */
@@ -64,33 +59,31 @@ static enum al_status settle_lease(struct cli *cli, bool has_command)
 
 	if (has_command)
 		snprintf(with_grace, sizeof(with_grace), "--grace %g with ", grace);
-	if (cli->lease < 0)
-		cli->lease = LEASE_BASE + grace > shortest ? LEASE_BASE + grace : least;
-	else if (cli->lease > 0 && cli->lease < shortest)
+	if (cli->hold.lease < 0)
+		cli->hold.lease =
+			DEFAULT_LEASE_BASE + grace > shortest ? DEFAULT_LEASE_BASE + grace : least;
+	else if (cli->hold.lease > 0 && cli->hold.lease < shortest)
 		return fail(
 			AL_USAGE,
 			"--lease %g is too short for %s--heartbeat %u: at least %.0f s, or 0 for "
 			"no lease",
-			cli->lease, with_grace, cli->conn.heartbeat, least);
-	trace("lease %g s", cli->lease);
+			cli->hold.lease, with_grace, cli->conn.heartbeat, least);
+	trace("lease %g s", cli->hold.lease);
 	return AL_OK;
 }
 
 static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char **argv)
 {
-	struct hold_opts o = {
-		.nonblock = cli->nonblock,
-		.wait = cli->wait,
-		.lost_signal = cli->lost_signal,
-		/* Without a command (acquire) nothing needs a grace period. */
-		.grace = argv ? cli->grace : 0,
-		.argv = argv,
-		.lease = cli->lease,
-		.conn_opts = &cli->conn,
-		.lost = report_lost,
-		.notice = report_notice,
-		.arg = cl,
-	};
+	struct hold_opts o = cli->hold;
+
+	/* Without a command (acquire) nothing needs a grace period. */
+	if (!argv)
+		o.grace = 0;
+	o.argv = argv;
+	o.conn_opts = &cli->conn;
+	o.lost = report_lost;
+	o.notice = report_notice;
+	o.arg = cl;
 	return o;
 }
 
@@ -119,8 +112,8 @@ static void exit_on_interrupt(struct cli *cli, const char *before, const char *a
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
-static enum al_status take(struct cli *cli, struct client *cl, const struct hold_opts *o,
-			   struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
+static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const struct hold_opts *o,
+				    struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
 	/* One deadline for the whole wait, reconnects included; -n tries
 	 * once, with the usual reply timeout. */
@@ -143,8 +136,11 @@ static enum al_status take(struct cli *cli, struct client *cl, const struct hold
 	}
 	/* Holding is not limited by -w. */
 	c->limit = deadline_never();
-	if (st == AL_OK)
-		st = signals_block(o->argv != NULL, sig_fd);
+	/* Held, but amqplock cannot go on (no signalfd): the slot goes back
+	 * at once, its lease too, rather than staying blocked for the
+	 * lease's length. */
+	if (st == AL_OK && (st = signals_block(o->argv != NULL, sig_fd)) != AL_OK)
+		sem_released(s, cl->slot);
 	if (st != AL_OK)
 		conn_close(c);
 	else
@@ -165,8 +161,8 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	(void)argc, (void)argv;
 	if ((st = settle_lease(cli, false)) != AL_OK)
 		return st;
-	o.lease = cli->lease;
-	if ((st = take(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
+	o.lease = cli->hold.lease;
+	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
 	out_uint(NULL, "%lu\n", cl.slot);
@@ -196,9 +192,9 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	(void)argc, (void)argv;
 	if ((st = settle_lease(cli, true)) != AL_OK)
 		return st;
-	o.lease = cli->lease;
+	o.lease = cli->hold.lease;
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
-	if ((st = take(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
+	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
 	out_uint("max", NULL, max);
@@ -224,7 +220,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 {
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
-	struct deadline wait_end = deadline_in(cli->nonblock ? 0 : cli->wait);
+	struct deadline wait_end = deadline_in(cli->hold.nonblock ? 0 : cli->hold.wait);
 	struct slot_list orphans = {0};
 	double start = now_seconds();
 	struct conn c;
@@ -235,8 +231,8 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	(void)argc, (void)argv;
 	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
 	st = cli_connect(cli, &c, &s,
-			 cli->nonblock ? deadline_never()
-				       : deadline_after(wait_end, LAST_TRY_REPLIES));
+			 cli->hold.nonblock ? deadline_never()
+					    : deadline_after(wait_end, LAST_TRY_REPLIES));
 	if (st != AL_OK)
 		return st;
 	while ((st = sem_orphans(&s, &max, &orphans)) == AL_OK && orphans.len > 0) {

@@ -60,22 +60,6 @@ enum al_status status_for_reply(uint16_t code)
 	}
 }
 
-/* The longest password a --password-file may hold. */
-#define PASSWORD_MAX 254
-
-/* The login parts of a URL plus the password from --password-file. The
- * buffers are owned here because amqp_parse_url edits its input in place. */
-struct login {
-	struct amqp_connection_info info;
-	char url[1024];
-	char password[PASSWORD_MAX + 2];
-};
-
-/* --password-file's first line, read once per run by conn_check_opts:
- * a pipe or a FIFO can be read only once, and amqplock connects again
- * (a waiting client that lost its broker). */
-static char file_password[PASSWORD_MAX + 2];
-
 static enum al_status not_private(const char *what, const char *shown)
 {
 	return fail(AL_USAGE, "%s %s is accessible by group or others; chmod 600 it", what, shown);
@@ -168,150 +152,38 @@ static enum al_status check_key_file(const char *path)
 	return st;
 }
 
-/* What amqp_parse_url lets through but a URL on a command line more likely
- * means by mistake: an empty host (it puts in "localhost"), a port with a
- * sign, a space or a second colon (it reads a number where it can),
- * spaces and control characters, and %00 (which cuts a user or vhost
- * short). NULL if none, else why. */
-static const char *url_problem(const char *url)
-{
-	const char *p = strstr(url, "://"), *end, *at, *c, *bracket;
-
-	for (c = url; *c; c++)
-		if (*c <= ' ' || *c >= 0x7f)
-			return "a space or control character";
-	if (strstr(url, "%00"))
-		return "%00";
-	if (!p)
-		return "no scheme";
-	p += 3;
-	end = p + strcspn(p, "/?#");
-	for (at = p; at < end; at++)
-		if (*at == '@')
-			p = at + 1;
-	if (*p == '[') { /* [IPv6 address], not empty */
-		bracket = memchr(p, ']', (size_t)(end - p));
-		if (bracket == p + 1)
-			return "no host";
-		p = bracket ? bracket + 1 : end;
-	} else if (p == end || *p == ':')
-		return "no host";
-	else
-		p += strcspn(p, ":/?#");
-	if (p < end && *p == ':') {
-		size_t digits = strspn(p + 1, "0123456789");
-
-		if (digits == 0 || digits > 5 || p + 1 + digits != end)
-			return "a bad port";
-	}
-	return NULL;
-}
-
-/* The URLs of a list are separated by spaces: a URL never holds one (it
- * would be %20). Other white space stays in, to be refused. */
-#define URL_SEPARATOR " "
-
-/* The nth (0-based) URL of the list into buf; false if there is none. */
-static bool nth_url(const char *list, unsigned nth, char *buf, size_t size, bool *too_long)
-{
-	size_t len;
-
-	*too_long = false;
-	for (;;) {
-		list += strspn(list, URL_SEPARATOR);
-		len = strcspn(list, URL_SEPARATOR);
-		if (len == 0)
-			return false;
-		if (nth-- == 0)
-			break;
-		list += len;
-	}
-	if (len >= size) {
-		*too_long = true;
-		len = 0;
-	}
-	memcpy(buf, list, len);
-	buf[len] = '\0';
-	return true;
-}
-
-static unsigned count_urls(const char *list)
-{
-	char buf[2];
-	bool too_long;
-	unsigned n = 0;
-
-	while (nth_url(list, n, buf, sizeof(buf), &too_long))
-		n++;
-	return n;
-}
-
-/* The nth URL of o->url (one of n), checked, and the login it gives,
- * with the password from --password-file if there is one. Reads no
- * file. */
-static enum al_status parse_login(const struct conn_opts *o, unsigned nth, unsigned n,
-				  struct login *l)
-{
-	static const char form[] = "expected amqp[s]://[user[:password]@]host[:port][/vhost]";
-	const char *why;
-	char which[48] = "";
-	bool too_long;
-
-	if (n == 0)
-		return fail(AL_USAGE, "no broker URL given (%s)", form);
-	/* Never echo the URL back: it may hold a password. Say which one. */
-	if (n > 1)
-		snprintf(which, sizeof(which), " (%u of %u)", nth + 1, n);
-	nth_url(o->url, nth, l->url, sizeof(l->url), &too_long);
-	if (too_long)
-		return fail(AL_USAGE, "broker URL%s is too long", which);
-	amqp_default_connection_info(&l->info);
-	if ((why = url_problem(l->url)))
-		return fail(AL_USAGE, "invalid broker URL%s: %s (%s)", which, why, form);
-	if (amqp_parse_url(l->url, &l->info) != AMQP_STATUS_OK)
-		return fail(AL_USAGE, "invalid broker URL%s (%s)", which, form);
-	if (l->info.port <= 0 || l->info.port > 65535)
-		return fail(AL_USAGE, "invalid broker URL%s: a bad port (%s)", which, form);
-	/* amqp_parse_url reads "amqp://host/" as the vhost "", which no
-	 * broker has; like most clients we take it to mean the default "/". */
-	if (l->info.vhost[0] == '\0')
-		l->info.vhost = "/";
-	if ((o->cacert || o->cert || o->key || o->insecure) && !l->info.ssl)
-		return fail(AL_USAGE,
-			    "--cacert, --cert, --key and --insecure need an amqps:// URL");
-	if (o->password) {
-		snprintf(l->password, sizeof(l->password), "%s", o->password);
-		l->info.password = l->password;
-	}
-	return AL_OK;
-}
-
 enum al_status conn_check_opts(struct conn_opts *o)
 {
-	unsigned n = count_urls(o->url), i = 0;
-	struct login l;
+	bool tls_options = o->cacert || o->cert || o->key || o->insecure;
 	enum al_status st;
+	unsigned i;
 
 	/* Every URL of the list, before anything is read: a typo in the last
 	 * one is a usage error even while the first one answers, and is not
 	 * left waiting for a FIFO's writer. */
-	do
-		st = parse_login(o, i, n, &l);
-	while (st == AL_OK && ++i < n);
-	explicit_bzero(&l, sizeof(l));
+	st = url_check_list(o->url, tls_options, o->broker, URL_BROKERS_MAX, &o->brokers);
 	if (st == AL_OK && o->key && !o->cert)
 		st = fail(AL_USAGE, "--key needs --cert");
 	if (st == AL_OK && o->cert)
 		st = check_key_file(o->key ? o->key : o->cert);
-	if (st == AL_OK && o->password_file && !o->password) {
-		st = read_password_file(o->password_file, file_password, sizeof(file_password));
-		if (st == AL_OK)
-			o->password = file_password;
+	if (st == AL_OK && o->password_file && !o->password_read) {
+		st = read_password_file(o->password_file, o->password, sizeof(o->password));
+		o->password_read = st == AL_OK;
 	}
-	return st;
+	if (st != AL_OK) {
+		explicit_bzero(o->broker, o->brokers * sizeof(o->broker[0]));
+		o->brokers = 0;
+		return st;
+	}
+	if (o->password_read)
+		for (i = 0; i < o->brokers; i++)
+			o->broker[i].info.password = o->password;
+	return AL_OK;
 }
 
-static enum al_status lost(struct conn *c, int amqp_status, const char *doing)
+/* The connection is unusable from now on: records why (a rabbitmq-c
+ * status while `doing` something). */
+static enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing)
 {
 	c->dead = true;
 	if (amqp_status == AMQP_STATUS_TIMEOUT && deadline_passed(c->limit))
@@ -377,7 +249,7 @@ static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t 
 	r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
 	c->channel = 0;
 	if (r != AMQP_STATUS_OK)
-		return lost(c, r, "acknowledging a channel close");
+		return connection_failed(c, r, "acknowledging a channel close");
 	trace("channel closed by the broker: %s", c->reply_text);
 	return status_for_reply(c->reply_code);
 }
@@ -387,10 +259,10 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
 	int r;
 
 	if (c->dead || c->channel == 0)
-		return fail(AL_BROKER, "internal error: no open channel");
+		return fail(AL_INTERNAL, "internal error: no open channel");
 	r = amqp_send_method(c->amqp, c->channel, id, decoded);
 	if (r != AMQP_STATUS_OK)
-		return lost(c, r, "sending a request");
+		return connection_failed(c, r, "sending a request");
 	return AL_OK;
 }
 
@@ -408,11 +280,11 @@ static enum al_status publish_expiring(struct conn *c, const char *queue, bool m
 	int r;
 
 	if (c->dead || c->channel == 0)
-		return fail(AL_BROKER, "internal error: no open channel");
+		return fail(AL_INTERNAL, "internal error: no open channel");
 	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
 			       mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return lost(c, r, doing);
+		return connection_failed(c, r, doing);
 	c->published++;
 	return AL_OK;
 }
@@ -458,7 +330,7 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 
 	*none = false;
 	if (c->dead || channel == 0)
-		return fail(AL_BROKER, "internal error: no open channel");
+		return fail(AL_INTERNAL, "internal error: no open channel");
 	amqp_maybe_release_buffers(c->amqp);
 	for (;;) {
 		/* Waiting inside the library also sends our heartbeats. Late
@@ -470,7 +342,7 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 			return AL_OK;
 		}
 		if (r != AMQP_STATUS_OK)
-			return lost(c, r, "waiting for a reply");
+			return connection_failed(c, r, "waiting for a reply");
 		/* Content frames (of a basic.return) carry nothing we need. */
 		if (f.frame_type != AMQP_FRAME_METHOD)
 			continue;
@@ -548,7 +420,7 @@ enum al_status conn_keepalive(struct conn *c)
 		if (r == AMQP_STATUS_TIMEOUT)
 			return AL_OK;
 		if (r != AMQP_STATUS_OK)
-			return lost(c, r, "keeping the connection open");
+			return connection_failed(c, r, "keeping the connection open");
 		if (f.frame_type == AMQP_FRAME_METHOD && f.channel == 0 &&
 		    f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
 			return connection_closed(c, f.payload.method.decoded);
@@ -605,7 +477,7 @@ enum al_status conn_subscribe(struct conn *c, const char *queue)
 	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_QUEUE_DECLARE_METHOD,
 				  &declare)) ||
 	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_CONSUME_METHOD, &consume)))
-		return lost(c, r, "subscribing to releases");
+		return connection_failed(c, r, "subscribing to releases");
 	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
 		enum al_status st = next_method_on(c, c->notify_channel, c->rpc_timeout, &m, &none);
 
@@ -643,6 +515,49 @@ enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing
 	return fail(st, "%s %s refused by the broker: %s", doing, queue, c->reply_text);
 }
 
+static unsigned refusal_bit(uint16_t code)
+{
+	switch (code) {
+	case AMQP_ACCESS_REFUSED:
+		return REFUSED_ACCESS;
+	case AMQP_NOT_FOUND:
+		return REFUSED_NOT_FOUND;
+	case AMQP_RESOURCE_LOCKED:
+		return REFUSED_LOCKED;
+	case AMQP_PRECONDITION_FAILED:
+		return REFUSED_MISMATCH;
+	default:
+		return 0;
+	}
+}
+
+enum al_status conn_answer(struct conn *c, enum al_status st, unsigned tolerated, uint16_t *refused,
+			   const char *doing, const char *queue)
+{
+	uint16_t code = st == AL_OK ? 0 : c->reply_code;
+
+	if (refused)
+		*refused = code;
+	if (st == AL_OK)
+		return AL_OK;
+	if (c->dead || !(refusal_bit(code) & tolerated))
+		return conn_refused(c, st, doing, queue);
+	return conn_reset_channel(c);
+}
+
+enum al_status conn_call(struct conn *c, amqp_method_number_t id, void *decoded,
+			 amqp_method_number_t ok, unsigned tolerated, uint16_t *refused,
+			 const char *doing, const char *queue)
+{
+	enum al_status st;
+	amqp_method_t m;
+
+	c->reply_code = 0;
+	if ((st = conn_send(c, id, decoded)) == AL_OK)
+		st = conn_expect(c, ok, &m);
+	return conn_answer(c, st, tolerated, refused, doing, queue);
+}
+
 enum al_status conn_reset_channel(struct conn *c)
 {
 	amqp_channel_open_t open = {0};
@@ -651,7 +566,7 @@ enum al_status conn_reset_channel(struct conn *c)
 	enum al_status st;
 
 	if (c->dead)
-		return fail(AL_BROKER, "internal error: connection is closed");
+		return fail(AL_INTERNAL, "internal error: connection is closed");
 	if (c->channel != 0) {
 		amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
 
@@ -828,13 +743,13 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	return fail(AL_BROKER, "cannot log in to %s", c->where);
 }
 
-/* One try: the nth broker of the list of n, within the connect timeout
- * and before `by`. */
-static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth, unsigned n,
+/* One try: the nth broker of the list, as conn_check_opts resolved it,
+ * within the connect timeout and before `by`. */
+static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth,
 			       struct deadline by)
 {
 	struct deadline connected = deadline_within(by, o->connect_timeout);
-	struct login l;
+	const struct amqp_connection_info *info;
 	struct timeval rpc;
 	char host[128];
 	enum al_status st;
@@ -842,23 +757,20 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 	memset(c, 0, sizeof(*c));
 	c->rpc_timeout = o->rpc_timeout;
 	c->limit = by;
-	if (o->password_file && !o->password)
-		st = fail(AL_BROKER, "internal error: the password file was not read");
-	else
-		st = parse_login(o, nth, n, &l);
-	if (st != AL_OK)
-		goto out;
-	printable(host, sizeof(host), l.info.host, strlen(l.info.host));
-	snprintf(c->where, sizeof(c->where), "%s:%d", host, l.info.port);
+	if (nth >= o->brokers)
+		return fail(AL_INTERNAL, "internal error: the broker URLs were not checked");
+	if (o->password_file && !o->password_read)
+		return fail(AL_INTERNAL, "internal error: the password file was not read");
+	info = &o->broker[nth].info;
+	printable(host, sizeof(host), info->host, strlen(info->host));
+	snprintf(c->where, sizeof(c->where), "%s:%d", host, info->port);
 	c->amqp = amqp_new_connection();
-	if (!c->amqp) {
-		st = fail(AL_BROKER, "out of memory");
-		goto out;
-	}
+	if (!c->amqp)
+		return fail(AL_INTERNAL, "out of memory");
 	trace("connecting to %s", c->where);
-	st = open_socket(c, o, &l.info, connected);
+	st = open_socket(c, o, info, connected);
 	if (st == AL_OK)
-		st = login(c, o, &l.info, connected);
+		st = login(c, o, info, connected);
 	if (st == AL_OK) {
 		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
 		rpc = to_timeval(o->rpc_timeout);
@@ -869,8 +781,6 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 		c->dead = true;
 	else
 		trace("connected, heartbeat %u s", c->heartbeat);
-out:
-	explicit_bzero(&l, sizeof(l));
 	return st;
 }
 
@@ -878,12 +788,11 @@ out:
  * agree on a first choice), each within its own --connect-timeout. */
 enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by)
 {
-	unsigned n = count_urls(o->url), i;
-	char last[256];
+	unsigned n = o->brokers, i;
 	enum al_status st;
 
 	for (i = 0;; i++) {
-		st = open_one(c, o, i, n, by);
+		st = open_one(c, o, i, by);
 		/* Only a broker that cannot be reached sends us on to the next:
 		 * a login refused by one would be refused by the others. */
 		if (st != AL_CONNECTION || i + 1 >= n || deadline_passed(by))
@@ -892,11 +801,8 @@ enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadl
 		status_clear();
 		conn_close(c);
 	}
-	if (st == AL_CONNECTION && n > 1) {
-		snprintf(last, sizeof(last), "%s", status_message());
-		status_clear();
-		fail(AL_CONNECTION, "none of the %u brokers answered; the last: %s", n, last);
-	}
+	if (st == AL_CONNECTION && n > 1)
+		fail_context(AL_CONNECTION, "none of the %u brokers answered; the last: ", n);
 	return st;
 }
 

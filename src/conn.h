@@ -10,6 +10,10 @@
 #include "amqp_compat.h"
 #include "clock.h"
 #include "status.h"
+#include "url.h"
+
+/* The longest password a --password-file may hold. */
+#define CONN_PASSWORD_MAX 254
 
 struct conn_opts {
 	const char *url;           /* amqp[s]://user:pass@host:port/vhost */
@@ -21,9 +25,16 @@ struct conn_opts {
 	unsigned heartbeat;        /* seconds; 0 disables heartbeats */
 	double connect_timeout;    /* seconds for TCP connect + TLS + login */
 	double rpc_timeout;        /* seconds for each reply from the broker */
-	/* password_file's first line, once conn_check_opts has read it; it
-	 * then serves every connection of the run. Never printed. */
-	const char *password;
+	/* What conn_check_opts resolved from the above, once per run: every
+	 * broker of url, checked and parsed (brokers 0: not yet), and
+	 * password_file's first line (a pipe or FIFO can be read only once),
+	 * which each broker's info.password then points to. They serve every
+	 * connection of the run. Hold passwords: never printed. Filled, the
+	 * struct is not to be copied by value (info points into it). */
+	unsigned brokers;
+	struct broker_url broker[URL_BROKERS_MAX];
+	bool password_read;
+	char password[CONN_PASSWORD_MAX + 2];
 };
 
 struct conn {
@@ -48,11 +59,11 @@ struct conn {
 	char where[256];
 };
 
-/* Validates every URL of the list and the TLS options, then reads the
- * password file (once: a pipe or FIFO cannot be read again) into
- * o->password, all without touching the network, so that usage errors
- * come before connection errors. A FIFO is waited on until its writer
- * comes. */
+/* Checks and parses every URL of the list into o->broker (url.c) and
+ * checks the TLS options, then reads the password file (once: a pipe or
+ * FIFO cannot be read again) into o->password, all without touching the
+ * network, so that usage errors come before connection errors. A FIFO is
+ * waited on until its writer comes. */
 enum al_status conn_check_opts(struct conn_opts *o);
 
 /* Connects, logs in and opens a channel in confirm mode, to the first
@@ -60,7 +71,8 @@ enum al_status conn_check_opts(struct conn_opts *o);
  * before `by` (which then limits every reply on the connection: see
  * limit). Check the options with conn_check_opts first: a bad URL
  * anywhere in the list is then a usage error before any broker is tried,
- * and the password file has been read (main.c does, once per run). */
+ * and the brokers and password it resolved are used as they are, parsed
+ * and read no more (main.c does, once per run). */
 enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by);
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);
@@ -134,6 +146,27 @@ enum al_status conn_notify(struct conn *c, const char *queue);
  * "declaring amqplock.jobs-1-A: ACCESS_REFUSED - ...", and returns st. */
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing,
 			    const char *queue);
+
+/* Channel refusals that a caller takes as answers about a queue rather
+ * than as failures (conn_call's and conn_answer's `tolerated`). */
+#define REFUSED_ACCESS    (1u << 0) /* 403: not allowed to touch it */
+#define REFUSED_NOT_FOUND (1u << 1) /* 404: no such queue */
+#define REFUSED_LOCKED    (1u << 2) /* 405: exclusive to another connection */
+#define REFUSED_MISMATCH  (1u << 3) /* 406: declared otherwise than asked */
+
+/* The reply st to a request (`doing` `queue`, for messages) as an answer:
+ * *refused gets 0 if it was ok, else the refusal's reply code, which
+ * closed the channel. A fresh channel replaces it if the refusal is one
+ * of `tolerated`; any other is described (conn_refused) and returned.
+ * refused may be NULL when nothing is tolerated. */
+enum al_status conn_answer(struct conn *c, enum al_status st, unsigned tolerated, uint16_t *refused,
+			   const char *doing, const char *queue);
+
+/* One request and its reply: sends method `id`, expects `ok`, and takes
+ * the reply as conn_answer does. */
+enum al_status conn_call(struct conn *c, amqp_method_number_t id, void *decoded,
+			 amqp_method_number_t ok, unsigned tolerated, uint16_t *refused,
+			 const char *doing, const char *queue);
 
 /* Maps an AMQP reply code to a status. */
 enum al_status status_for_reply(uint16_t code);

@@ -90,11 +90,8 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	}
 	/* A holder has no use for other clients' releases. */
 	conn_unsubscribe(s->conn);
-	if (st == AL_BUSY && o->wait > 0 && !o->nonblock) {
-		status_clear();
-		fail(AL_BUSY, "timed out after %g s waiting for a slot of %s (all %u held)",
-		     o->wait, s->label, *max);
-	}
+	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
+		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
 	return st;
 }
 
@@ -209,17 +206,14 @@ static void kill_command(struct holding *h)
 	}
 }
 
-/* keep_connection: the broker is fine but the slot is gone (removed).
+/* The slot is lost (the cause is recorded): the command gets the lost signal
+ * at once. keep_connection: the broker is fine, but the slot is gone (removed).
  * The connection, and with it the holder queue, then stays until the
  * command has ended, so that `wait` (and an add of the slot) sees this
  * holder until its command is really done. */
-static void lose(struct holding *h, bool keep_connection)
+static void give_up_slot(struct holding *h, bool keep_connection)
 {
-	char reason[512];
-
-	snprintf(reason, sizeof(reason), "%s", status_message());
-	status_clear();
-	fail(AL_LOST, "lost slot %u of %s: %s", h->slot, h->s->label, reason);
+	fail_context(AL_LOST, "lost slot %u of %s: ", h->slot, h->s->label);
 	h->lost_at = now_seconds();
 	/* The command first: nothing may delay the signal. A stopped command
 	 * must not run another instruction: it gets SIGKILL at once. */
@@ -246,7 +240,7 @@ static void connection_lost(struct holding *h)
 	double left;
 
 	if (!h->o->lease) {
-		lose(h, false);
+		give_up_slot(h, false);
 		return;
 	}
 	snprintf(h->away_reason, sizeof(h->away_reason), "%s", status_message());
@@ -293,7 +287,7 @@ static void check_slot(struct holding *h, bool readable)
 			if (h->s->conn->dead)
 				connection_lost(h);
 			else
-				lose(h, true);
+				give_up_slot(h, true);
 			return;
 		}
 		if (verified && h->verify_sent) {
@@ -347,7 +341,7 @@ static void keep_trying(struct holding *h)
 	if (left <= 0) {
 		fail(AL_LOST, "could not get back to the broker before the lease ran out (%s)",
 		     h->away_reason);
-		lose(h, false);
+		give_up_slot(h, false);
 		return;
 	}
 	if (!h->warned && left <= LEASE_WARNING) {
@@ -369,7 +363,7 @@ static void keep_trying(struct holding *h)
 		if (h->thaw_when_back)
 			thaw(h);
 	} else if (st == AL_LOST) {
-		lose(h, !h->s->conn->dead);
+		give_up_slot(h, !h->s->conn->dead);
 	} else {
 		trace("%s; trying again", status_message());
 		status_clear();
@@ -452,7 +446,7 @@ static void resume(struct holding *h)
 	trace("continued; checking slot %u before the command goes on", h->slot);
 	if (!h->away && verify_now(h) != AL_OK) {
 		if (!h->o->lease || !h->s->conn->dead) {
-			lose(h, !h->s->conn->dead);
+			give_up_slot(h, !h->s->conn->dead);
 			return;
 		}
 		connection_lost(h);
@@ -544,7 +538,7 @@ static void on_supervisor(struct holding *h)
 			if (!h->lost_at) {
 				fail(AL_LOST, "no renewal of the lease in time; the keeper killed "
 					      "the command");
-				lose(h, false);
+				give_up_slot(h, false);
 			}
 			break;
 		case SUPER_VANISHED:

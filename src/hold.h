@@ -17,6 +17,8 @@
  * deadline. */
 double hold_silence(unsigned heartbeat, double rpc_timeout);
 
+/* cli.c's options are bound to nonblock, wait, lost_signal, grace and
+ * lease of struct cli's hold; the command fills in the rest. */
 struct hold_opts {
 	bool nonblock;   /* try once */
 	double wait;     /* -w: seconds, for messages (hold_take's `until`); < 0: none */

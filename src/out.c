@@ -7,39 +7,43 @@
 #include <string.h>
 #include <unistd.h>
 
-static enum out_mode mode;
-static bool quiet;
-static FILE *stream;
-static cJSON *record;
-/* Where out_* calls put their keys: the record, or the object of a list
- * item (out_item_begin); and the list being filled. */
-static cJSON *current, *list;
-static bool write_failed;
+/* The one output of the run: how results are written (out_init), the
+ * JSON record being built, and whether a write has failed. */
+static struct {
+	enum out_mode mode;
+	bool quiet;
+	FILE *stream;
+	cJSON *record;
+	/* Where out_* calls put their keys: the record, or the object of a
+	 * list item (out_item_begin); and the list being filled. */
+	cJSON *current, *list;
+	bool write_failed;
+} output;
 
 void out_init(enum out_mode m, bool q, FILE *s)
 {
-	mode = m;
-	quiet = q;
-	stream = s;
+	output.mode = m;
+	output.quiet = q;
+	output.stream = s;
 }
 
 bool out_json(void)
 {
-	return mode == OUT_JSON;
+	return output.mode == OUT_JSON;
 }
 
 static bool text_wanted(const char *text_fmt)
 {
-	return mode == OUT_TEXT && !quiet && text_fmt;
+	return output.mode == OUT_TEXT && !output.quiet && text_fmt;
 }
 
 static bool json_add(const char *key, cJSON *item)
 {
-	if (!record)
-		record = current = cJSON_CreateObject();
-	if (!current || !item || !cJSON_AddItemToObject(current, key, item)) {
+	if (!output.record)
+		output.record = output.current = cJSON_CreateObject();
+	if (!output.current || !item || !cJSON_AddItemToObject(output.current, key, item)) {
 		cJSON_Delete(item);
-		write_failed = true;
+		output.write_failed = true;
 		return false;
 	}
 	return true;
@@ -51,23 +55,23 @@ static void text(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vfprintf(stream, fmt, ap) < 0)
-		write_failed = true;
+	if (vfprintf(output.stream, fmt, ap) < 0)
+		output.write_failed = true;
 	va_end(ap);
 }
 
 void out_begin(void)
 {
-	cJSON_Delete(record);
-	record = current = mode == OUT_JSON ? cJSON_CreateObject() : NULL;
-	list = NULL;
+	cJSON_Delete(output.record);
+	output.record = output.current = output.mode == OUT_JSON ? cJSON_CreateObject() : NULL;
+	output.list = NULL;
 }
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 void out_str(const char *key, const char *text_fmt, const char *value)
 {
-	if (mode == OUT_JSON && key)
+	if (output.mode == OUT_JSON && key)
 		json_add(key, cJSON_CreateString(value));
 	else if (text_wanted(text_fmt))
 		text(text_fmt, value);
@@ -75,7 +79,7 @@ void out_str(const char *key, const char *text_fmt, const char *value)
 
 void out_uint(const char *key, const char *text_fmt, unsigned long value)
 {
-	if (mode == OUT_JSON && key)
+	if (output.mode == OUT_JSON && key)
 		json_add(key, cJSON_CreateNumber((double)value));
 	else if (text_wanted(text_fmt))
 		text(text_fmt, value);
@@ -86,7 +90,7 @@ void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size
 	char *joined, *p;
 	size_t i;
 
-	if (mode == OUT_JSON && key) {
+	if (output.mode == OUT_JSON && key) {
 		cJSON *array = cJSON_CreateArray();
 
 		for (i = 0; array && i < len; i++)
@@ -99,7 +103,7 @@ void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size
 	/* Slots are at most 5 digits plus a separator. */
 	joined = p = malloc(len * 7 + 2);
 	if (!joined) {
-		write_failed = true;
+		output.write_failed = true;
 		return;
 	}
 	strcpy(joined, "-");
@@ -112,42 +116,42 @@ void out_slots(const char *key, const char *text_fmt, const unsigned *slot, size
 
 void out_list_begin(const char *key)
 {
-	if (mode != OUT_JSON)
+	if (output.mode != OUT_JSON)
 		return;
-	list = cJSON_CreateArray();
-	if (!json_add(key, list))
-		list = NULL;
+	output.list = cJSON_CreateArray();
+	if (!json_add(key, output.list))
+		output.list = NULL;
 }
 
 void out_item_begin(void)
 {
 	cJSON *item;
 
-	if (mode != OUT_JSON || !list)
+	if (output.mode != OUT_JSON || !output.list)
 		return;
 	item = cJSON_CreateObject();
-	if (!item || !cJSON_AddItemToArray(list, item)) {
+	if (!item || !cJSON_AddItemToArray(output.list, item)) {
 		cJSON_Delete(item);
-		write_failed = true;
+		output.write_failed = true;
 		return;
 	}
-	current = item;
+	output.current = item;
 }
 
 void out_item_end(void)
 {
-	current = record;
+	output.current = output.record;
 }
 
 void out_list_end(void)
 {
-	current = record;
-	list = NULL;
+	output.current = output.record;
+	output.list = NULL;
 }
 
 void out_bool(const char *key, bool value)
 {
-	if (mode == OUT_JSON && key)
+	if (output.mode == OUT_JSON && key)
 		json_add(key, cJSON_CreateBool(value));
 }
 
@@ -155,21 +159,21 @@ enum al_status out_end(void)
 {
 	char *line;
 
-	if (record) {
-		line = cJSON_PrintUnformatted(record);
+	if (output.record) {
+		line = cJSON_PrintUnformatted(output.record);
 		if (!line)
-			write_failed = true;
-		else if (!quiet)
+			output.write_failed = true;
+		else if (!output.quiet)
 			text("%s\n", line);
 		free(line);
-		cJSON_Delete(record);
-		record = current = list = NULL;
+		cJSON_Delete(output.record);
+		output.record = output.current = output.list = NULL;
 	}
-	if (fflush(stream) != 0 || ferror(stream))
-		write_failed = true;
-	if (write_failed) {
-		write_failed = false;
-		return fail(AL_BROKER, "cannot write to standard output: %s",
+	if (fflush(output.stream) != 0 || ferror(output.stream))
+		output.write_failed = true;
+	if (output.write_failed) {
+		output.write_failed = false;
+		return fail(AL_INTERNAL, "cannot write to standard output: %s",
 			    errno ? strerror(errno) : "write error");
 	}
 	return AL_OK;
@@ -183,7 +187,7 @@ void out_error_line(const char *message)
 void out_error(enum al_status st, const char *semaphore, const char *message)
 {
 	out_error_line(message);
-	if (mode != OUT_JSON)
+	if (output.mode != OUT_JSON)
 		return;
 	out_begin();
 	out_bool("ok", false);
@@ -208,7 +212,7 @@ void out_interrupt_prepare(const char *semaphore, const char *doing)
 	snprintf(interrupt.text_head, sizeof(interrupt.text_head), "amqplock: interrupted by SIG");
 	snprintf(interrupt.text_tail, sizeof(interrupt.text_tail), " %s\n", doing);
 	interrupt.json_head[0] = interrupt.json_tail[0] = '\0';
-	interrupt.json_fd = mode == OUT_JSON && !quiet ? fileno(stream) : -1;
+	interrupt.json_fd = output.mode == OUT_JSON && !output.quiet ? fileno(output.stream) : -1;
 	if (interrupt.json_fd < 0 || !o)
 		goto out;
 	/* The message's signal name goes where the mark is: DEL, which cJSON

@@ -201,84 +201,27 @@ static void *queue_request(const struct sem *s, struct queue_request *r, enum qu
 	return &r->declare;
 }
 
-static const char *doing(enum queue_op op)
+/* What op is doing, for messages: "deleting amqplock.x-1-A ...". */
+static const char *verb(enum queue_op op)
 {
 	return op == DELETE_QUEUE ? "deleting" : op == DECLARE_PASSIVE ? "checking" : "declaring";
 }
 
-/* One request about one queue, and its reply. A refusal with the status
- * `expected` (AL_BUSY: an exclusive queue taken by another connection;
- * AL_NOT_FOUND: a passive declare of a missing queue) is returned as is,
- * on a fresh channel; any other failure is described. */
-static enum al_status queue_call(struct sem *s, enum queue_op op, const char *queue,
-				 enum al_status expected)
+/* One request about one queue, and its reply; a refusal in `tolerated`
+ * is an answer (*refused, see conn_answer), any other a failure. */
+static enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue,
+			      unsigned tolerated, uint16_t *refused)
 {
 	struct queue_request r;
 	void *method = queue_request(s, &r, op, queue);
-	enum al_status st;
-	amqp_method_t m;
 
-	st = conn_send(s->conn, r.id, method);
-	if (st == AL_OK)
-		st = conn_expect(s->conn, r.ok, &m);
-	if (st == AL_OK)
-		return AL_OK;
-	if (st == expected && !s->conn->dead)
-		return conn_reset_channel(s->conn) == AL_OK ? expected : AL_CONNECTION;
-	return conn_refused(s->conn, st, doing(op), queue);
+	return conn_call(s->conn, r.id, method, r.ok, tolerated, refused, verb(op), queue);
 }
 
-/* Refusals that the callers of ask_one and ask_each take as answers about
- * a queue rather than as failures. */
-#define ANSWER_ACCESS    (1u << 0) /* 403: not allowed to touch it */
-#define ANSWER_NOT_FOUND (1u << 1) /* 404: no such queue */
-#define ANSWER_LOCKED    (1u << 2) /* 405: exclusive to another connection */
-#define ANSWER_MISMATCH  (1u << 3) /* 406: declared otherwise than asked */
-
-static unsigned answer_bit(uint16_t code)
+/* One request that must go through. */
+static enum al_status ask_ok(struct sem *s, enum queue_op op, const char *queue)
 {
-	switch (code) {
-	case AMQP_ACCESS_REFUSED:
-		return ANSWER_ACCESS;
-	case AMQP_NOT_FOUND:
-		return ANSWER_NOT_FOUND;
-	case AMQP_RESOURCE_LOCKED:
-		return ANSWER_LOCKED;
-	case AMQP_PRECONDITION_FAILED:
-		return ANSWER_MISMATCH;
-	default:
-		return 0;
-	}
-}
-
-/* The reply st to op on queue as *answer: 0 if it was ok, else the
- * refusal's reply code, which closed the channel: a fresh one replaces
- * it if the code is one of `accept`, and any other refusal is described
- * and returned. */
-static enum al_status take_answer(struct sem *s, enum al_status st, enum queue_op op,
-				  const char *queue, unsigned accept, uint16_t *answer)
-{
-	*answer = st == AL_OK ? 0 : s->conn->reply_code;
-	if (st == AL_OK)
-		return AL_OK;
-	if (s->conn->dead || !(answer_bit(*answer) & accept))
-		return conn_refused(s->conn, st, doing(op), queue);
-	return conn_reset_channel(s->conn);
-}
-
-/* One request about one queue; the answer as take_answer gives it. */
-static enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned accept,
-			      uint16_t *answer)
-{
-	struct queue_request r;
-	void *method = queue_request(s, &r, op, queue);
-	enum al_status st;
-	amqp_method_t m;
-
-	s->conn->reply_code = 0;
-	if ((st = conn_send(s->conn, r.id, method)) == AL_OK)
-		st = conn_expect(s->conn, r.ok, &m);
-	return take_answer(s, st, op, queue, accept, answer);
+	return ask_one(s, op, queue, 0, NULL);
 }
 
 /* Requests sent before their replies are read, in ask_each: few enough
@@ -314,7 +257,8 @@ static enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind k
 			s->conn->reply_code = 0;
 			st = conn_expect(s->conn, r.ok, &m);
 			sem_name_slot(&s->name, slot[j], kind, queue);
-			if ((st = take_answer(s, st, op, queue, accept, &answer[j++])) != AL_OK)
+			st = conn_answer(s->conn, st, accept, &answer[j++], verb(op), queue);
+			if (st != AL_OK)
 				return st;
 			if (answer[j - 1] != 0)
 				break; /* the rest of the batch goes again */
@@ -355,7 +299,7 @@ static enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, u
 	if (st != AL_OK) {
 		slot = descending ? from - *done : from + *done;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-		return conn_refused(s->conn, st, doing(op), queue);
+		return conn_refused(s->conn, st, verb(op), queue);
 	}
 	return AL_OK;
 }
@@ -394,7 +338,7 @@ static void *make_room(void *array, size_t len, size_t *cap, size_t size)
 	if (len < *cap)
 		return array;
 	if (!(grown = realloc(array, more * size))) {
-		fail(AL_BROKER, "out of memory");
+		fail(AL_INTERNAL, "out of memory");
 		return NULL;
 	}
 	*cap = more;
@@ -406,7 +350,7 @@ static enum al_status append(struct slot_list *l, unsigned slot)
 	unsigned *room = make_room(l->slot, l->len, &l->cap, sizeof(*room));
 
 	if (!room)
-		return AL_BROKER;
+		return AL_INTERNAL;
 	l->slot = room;
 	l->slot[l->len++] = slot;
 	return AL_OK;
@@ -426,7 +370,7 @@ static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, 
 	size_t i, m = 0;
 
 	if (!p)
-		return fail(AL_BROKER, "out of memory");
+		return fail(AL_INTERNAL, "out of memory");
 	for (i = 0; i < n; i++) {
 		if (lease)
 			lease[i] = false;
@@ -474,7 +418,7 @@ static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned ma
 		return AL_OK;
 	exists = calloc(s->opts.overshoot, sizeof(*exists));
 	if (!exists)
-		return fail(AL_BROKER, "out of memory");
+		return fail(AL_INTERNAL, "out of memory");
 	do {
 		any = false;
 		st = probe_slots(s->conn, &s->name, kind, first, s->opts.overshoot, exists, NULL);
@@ -531,7 +475,7 @@ static enum al_status find_holders(struct sem *s, unsigned max, struct slot_list
 
 	if (max > 0) {
 		if (!(exists = calloc(max, sizeof(*exists))))
-			return fail(AL_BROKER, "out of memory");
+			return fail(AL_INTERNAL, "out of memory");
 		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, exists, NULL);
 		for (i = 0; st == AL_OK && i < max; i++)
 			if (exists[i])
@@ -541,10 +485,10 @@ static enum al_status find_holders(struct sem *s, unsigned max, struct slot_list
 	if (st == AL_OK)
 		st = scan_above(s, HOLDER_QUEUE, max, &found);
 	if (st == AL_OK && found.len > 0 && !(answer = calloc(found.len, sizeof(*answer))))
-		st = fail(AL_BROKER, "out of memory");
+		st = fail(AL_INTERNAL, "out of memory");
 	if (st == AL_OK)
 		st = ask_each(s, DECLARE_PASSIVE, HOLDER_QUEUE, found.slot, found.len,
-			      ANSWER_ACCESS | ANSWER_NOT_FOUND | ANSWER_LOCKED, answer);
+			      REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
 	for (i = 0; st == AL_OK && i < found.len; i++) {
 		if (answer[i] == 0)
 			st = append(strays, found.slot[i]);
@@ -570,11 +514,11 @@ static enum al_status delete_holders(struct sem *s, const struct slot_list *stra
 	if (strays->len == 0)
 		return AL_OK;
 	if (!(*answer = calloc(strays->len, sizeof(**answer))))
-		return fail(AL_BROKER, "out of memory");
+		return fail(AL_INTERNAL, "out of memory");
 	for (i = 0; i < strays->len; i++)
 		trace("deleting stray holder queue %u (held by no connection)", strays->slot[i]);
 	return ask_each(s, DELETE_QUEUE, HOLDER_QUEUE, strays->slot, strays->len,
-			ANSWER_LOCKED | accept, *answer);
+			REFUSED_LOCKED | accept, *answer);
 }
 
 /* What administrators do on their way: a stray holder queue makes its
@@ -589,7 +533,7 @@ static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_chan
 	size_t i;
 
 	if (st == AL_OK)
-		st = delete_holders(s, &strays, ANSWER_ACCESS, &answer);
+		st = delete_holders(s, &strays, REFUSED_ACCESS, &answer);
 	for (i = 0; st == AL_OK && i < strays.len; i++) {
 		if (answer[i] == 0)
 			out->swept_holders++;
@@ -621,14 +565,15 @@ static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool 
 
 	*locked = *stray = false;
 	for (;;) {
-		if ((st = ask_one(s, DECLARE_EXCLUSIVE, mutex, ANSWER_LOCKED, &answer)) != AL_OK)
+		if ((st = ask_one(s, DECLARE_EXCLUSIVE, mutex, REFUSED_LOCKED, &answer)) != AL_OK)
 			return st;
 		if (answer == 0) {
 			trace("holding admin mutex %s", mutex);
 			*locked = true;
 			return AL_OK;
 		}
-		st = ask_one(s, DECLARE_PASSIVE, mutex, ANSWER_LOCKED | ANSWER_NOT_FOUND, &answer);
+		st = ask_one(s, DECLARE_PASSIVE, mutex, REFUSED_LOCKED | REFUSED_NOT_FOUND,
+			     &answer);
 		if (st != AL_OK)
 			return st;
 		if (answer == 0) {
@@ -640,7 +585,7 @@ static enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool 
 			}
 			/* Refused (405) only if another administrator deleted it
 			 * first and holds the mutex now. */
-			st = ask_one(s, DELETE_QUEUE, mutex, ANSWER_LOCKED, &answer);
+			st = ask_one(s, DELETE_QUEUE, mutex, REFUSED_LOCKED, &answer);
 			if (st != AL_OK)
 				return st;
 			if (answer == 0)
@@ -678,22 +623,14 @@ static enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *ty
 	struct queue_request r;
 	void *method;
 	enum al_status st;
-	amqp_method_t m;
+	uint16_t refused;
 
 	sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
 	method = queue_request(s, &r, DECLARE_QUORUM, queue);
-	s->conn->reply_code = 0;
-	if ((st = conn_send(s->conn, r.id, method)) == AL_OK)
-		st = conn_expect(s->conn, r.ok, &m);
-	if (st == AL_OK) {
-		*type = SLOT_QUORUM;
-		return AL_OK;
-	}
-	if (!s->conn->dead && s->conn->reply_code == AMQP_PRECONDITION_FAILED) {
-		*type = SLOT_CLASSIC;
-		return conn_reset_channel(s->conn);
-	}
-	return conn_refused(s->conn, st, "checking the type of", queue);
+	st = conn_call(s->conn, r.id, method, r.ok, REFUSED_MISMATCH, &refused,
+		       "checking the type of", queue);
+	*type = refused ? SLOT_CLASSIC : SLOT_QUORUM;
+	return st;
 }
 
 /* New slots take the type of the slots there are (slot 1 and slot max
@@ -716,7 +653,7 @@ static enum al_status keep_slot_type(struct sem *s, unsigned max)
 			    s->label, sem_slot_type_name(first), max, sem_slot_type_name(last));
 	trace("%s has %s slots", s->name.base, sem_slot_type_name(first));
 	if (s->opts.slot_type_given && s->opts.slot_type != first)
-		return fail(AL_USAGE, "%s has %s slots: --slot-type %s would mix types", s->label,
+		return fail(AL_USAGE, "%s has %s slots: %s ones would mix types", s->label,
 			    sem_slot_type_name(first), sem_slot_type_name(s->opts.slot_type));
 	s->opts.slot_type = first;
 	return AL_OK;
@@ -746,7 +683,7 @@ static enum al_status set_marker(struct sem *s, bool quorum)
 	char queue[QUEUE_NAME_MAX + 1];
 
 	sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, queue);
-	return queue_call(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue, AL_OK);
+	return ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
 }
 
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
@@ -797,7 +734,7 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	/* After a failure the connection may be gone; closing it releases the
 	 * mutex just the same. */
 	if (st == AL_OK)
-		st = queue_call(s, DELETE_QUEUE, s->name.base, AL_OK);
+		st = ask_ok(s, DELETE_QUEUE, s->name.base);
 	return st;
 }
 
@@ -835,10 +772,10 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 	return st;
 }
 
-/* The first look at a semaphore: slots and holders 1..FIRST_WINDOW and
- * the quorum marker in one round trip, the leases of the slots without a
- * holder in another; then max and the lowest free slots. */
-static enum al_status look(struct sem *s, unsigned *max, struct slot_list *free_list)
+/* Max and the free slots, lowest first, from the first look at a
+ * semaphore: slots and holders 1..FIRST_WINDOW and the quorum marker in
+ * one round trip, the leases of the slots without a holder in another. */
+static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list)
 {
 	struct probe p[2 * FIRST_WINDOW + 1];
 	bool taken[FIRST_WINDOW];
@@ -909,7 +846,7 @@ static enum al_status step_refused(struct sem *s, unsigned slot, const struct st
 	char queue[QUEUE_NAME_MAX + 1];
 
 	sem_name_slot(&s->name, slot, step->kind, queue);
-	return conn_refused(s->conn, st, doing(step->op), queue);
+	return conn_refused(s->conn, st, verb(step->op), queue);
 }
 
 /* Claims slot k: declares its holder queue exclusive and, in the same
@@ -957,7 +894,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	      done == 1 ? "removed" : "leased by a holder that is away");
 	/* Our holder queue goes, so that the slot does not read as held. */
 	sem_name_slot(&s->name, k, HOLDER_QUEUE, holder);
-	if (queue_call(s, DELETE_QUEUE, holder, AL_OK) != AL_OK)
+	if (ask_ok(s, DELETE_QUEUE, holder) != AL_OK)
 		return AL_CONNECTION;
 	return AL_BUSY;
 }
@@ -1042,7 +979,7 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 	unsigned races = 0, k;
 
 	for (;;) {
-		if ((st = look(s, max, &candidates)) != AL_OK)
+		if ((st = find_free(s, max, &candidates)) != AL_OK)
 			break;
 		if (*max == 0) {
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
@@ -1285,7 +1222,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	lease = calloc(out->max, sizeof(*lease));
 	refused = calloc(out->max, sizeof(*refused));
 	if (!holder || !lease || !refused)
-		st = fail(AL_BROKER, "out of memory");
+		st = fail(AL_INTERNAL, "out of memory");
 	if (st == AL_OK)
 		st = probe_taken(s, 1, out->max, holder, lease, refused);
 	for (i = 0; st == AL_OK && i < out->max; i++) {
@@ -1321,7 +1258,7 @@ static enum al_status add_problem(struct sem_check *c, enum sem_problem_kind kin
 	struct sem_problem *room = make_room(c->problem, c->len, &c->cap, sizeof(*room));
 
 	if (!room)
-		return AL_BROKER;
+		return AL_INTERNAL;
 	c->problem = room;
 	c->problem[c->len++] =
 		(struct sem_problem){.kind = kind, .slot = slot, .repaired = repaired};
@@ -1344,13 +1281,13 @@ static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_c
 		answer = calloc(n, sizeof(*answer));
 		down = calloc(n, sizeof(*down));
 		if (!answer || !down)
-			st = fail(AL_BROKER, "out of memory");
+			st = fail(AL_INTERNAL, "out of memory");
 		for (i = 0; st == AL_OK && i < n; i++) {
 			down[i] = strays.slot[n - 1 - i];
 			trace("deleting stray slot queue %u above max %u", down[i], c->max);
 		}
 		if (st == AL_OK)
-			st = ask_each(s, DELETE_QUEUE, SLOT_QUEUE, down, n, ANSWER_LOCKED, answer);
+			st = ask_each(s, DELETE_QUEUE, SLOT_QUEUE, down, n, REFUSED_LOCKED, answer);
 	}
 	for (i = 0; st == AL_OK && i < n; i++)
 		st = add_problem(c, SEM_STRAY_SLOT, strays.slot[i],
@@ -1372,9 +1309,9 @@ static enum al_status check_exclusive_slots(struct sem *s, const unsigned *slots
 	unsigned i;
 
 	if (!answer)
-		return fail(AL_BROKER, "out of memory");
+		return fail(AL_INTERNAL, "out of memory");
 	st = ask_each(s, DECLARE_PASSIVE, SLOT_QUEUE, slots, c->max,
-		      ANSWER_ACCESS | ANSWER_NOT_FOUND | ANSWER_LOCKED, answer);
+		      REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
 	for (i = 0; st == AL_OK && i < c->max; i++) {
 		skip[i] = answer[i] == AMQP_RESOURCE_LOCKED || answer[i] == AMQP_NOT_FOUND;
 		if (answer[i] == AMQP_RESOURCE_LOCKED)
@@ -1401,7 +1338,7 @@ static enum al_status check_exclusive_slots(struct sem *s, const unsigned *slots
 static enum al_status check_types(struct sem *s, const unsigned *slots, const bool *skip,
 				  struct sem_check *c)
 {
-	const unsigned accept = ANSWER_MISMATCH | ANSWER_LOCKED | ANSWER_NOT_FOUND;
+	const unsigned accept = REFUSED_MISMATCH | REFUSED_LOCKED | REFUSED_NOT_FOUND;
 	unsigned *asked = calloc(c->max, sizeof(*asked)), *again = calloc(c->max, sizeof(*again));
 	size_t *again_at = calloc(c->max, sizeof(*again_at)), n = 0, m = 0, count[2] = {0, 0}, j;
 	uint16_t *answer = calloc(c->max, sizeof(*answer));
@@ -1413,7 +1350,7 @@ static enum al_status check_types(struct sem *s, const unsigned *slots, const bo
 	bool fallback;
 
 	if (!asked || !again || !again_at || !answer || !type)
-		st = fail(AL_BROKER, "out of memory");
+		st = fail(AL_INTERNAL, "out of memory");
 	for (j = 0; st == AL_OK && j < c->max; j++)
 		if (!skip[j])
 			asked[n++] = slots[j];
@@ -1480,7 +1417,7 @@ static enum al_status check_slots(struct sem *s, bool locked, struct sem_check *
 	enum al_status st = AL_OK;
 
 	if (!slots || !skip)
-		st = fail(AL_BROKER, "out of memory");
+		st = fail(AL_INTERNAL, "out of memory");
 	for (i = 0; st == AL_OK && i < c->max; i++)
 		slots[i] = i + 1;
 	if (st == AL_OK)
@@ -1558,7 +1495,7 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	/* As in sem_admin: after a failure, closing the connection releases
 	 * the mutex. */
 	if (st == AL_OK && locked)
-		st = queue_call(s, DELETE_QUEUE, s->name.base, AL_OK);
+		st = ask_ok(s, DELETE_QUEUE, s->name.base);
 	return st;
 }
 

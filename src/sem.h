@@ -20,7 +20,7 @@ enum slot_type {
 	SLOT_QUORUM,  /* durable, x-queue-type quorum */
 };
 
-/* What the user decides about how the algorithm runs (main.c's options
+/* What the user decides about how the algorithm runs (cli.c's options
  * are bound to these fields). */
 struct sem_opts {
 	/* How far past the last slot to look for stray slot queues (swept by

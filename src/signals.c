@@ -76,10 +76,10 @@ enum al_status signals_block(bool job_control, int *fd)
 		sigaddset(&set, SIGCONT);
 	}
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
-		return fail(AL_BROKER, "cannot block signals: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot block signals: %s", strerror(errno));
 	*fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (*fd < 0)
-		return fail(AL_BROKER, "cannot create a signalfd: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot create a signalfd: %s", strerror(errno));
 	return AL_OK;
 }
 

@@ -18,10 +18,16 @@ const char *status_name(enum al_status st)
 		[AL_ACCESS] = "access",
 		[AL_BROKER] = "broker",
 		[AL_DAMAGED] = "damaged",
+		[AL_INTERNAL] = "internal",
 	};
 	if ((unsigned)st < sizeof(names) / sizeof(names[0]) && names[st])
 		return names[st];
-	return "broker";
+	return "internal";
+}
+
+int status_exit_code(enum al_status st)
+{
+	return st == AL_INTERNAL ? AL_BROKER : (int)st;
 }
 
 enum al_status vfail(enum al_status st, const char *fmt, va_list ap)
@@ -38,6 +44,21 @@ enum al_status fail(enum al_status st, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfail(st, fmt, ap);
 	va_end(ap);
+	return st;
+}
+
+enum al_status fail_context(enum al_status st, const char *fmt, ...)
+{
+	char cause[sizeof(message)];
+	size_t n;
+	va_list ap;
+
+	snprintf(cause, sizeof(cause), "%s", message);
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	n = strlen(message);
+	snprintf(message + n, sizeof(message) - n, "%s", cause);
 	return st;
 }
 

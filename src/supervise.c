@@ -515,11 +515,11 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
 	memset(sv, 0, sizeof(*sv));
 	sv->fd = -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_pair) != 0)
-		return fail(AL_BROKER, "cannot create a socket pair: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot create a socket pair: %s", strerror(errno));
 	sv->keeper = fork();
 	if (sv->keeper < 0) {
 		close(sv_pair[0]), close(sv_pair[1]);
-		return fail(AL_BROKER, "cannot fork: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot fork: %s", strerror(errno));
 	}
 	if (sv->keeper == 0) {
 		close(sv_pair[0]);

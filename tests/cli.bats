@@ -534,6 +534,19 @@ teardown() {
     assert_error_line
 }
 
+@test "a failure that is not the broker's is named internal and exits 8 (no fd for a signalfd: ulimit -n 4)" {
+    [ -z "${AMQPLOCK_WRAP:-}" ] || skip "a wrapper needs file descriptors of its own"
+    al create "$n" 1
+    # 0, 1 and 2 open; the connection takes 3, and the signalfd finds none.
+    run -8 --separate-stderr bash -c 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done; ulimit -n 4; exec "$@"' _ \
+        timeout 30 "$AMQPLOCK_BIN" --json acquire "$n"
+    assert_error_line
+    [[ $stderr == *"signalfd"* ]] || fail "stderr: $stderr"
+    jq -e '.ok == false and .error == "internal"' <<<"$output" || fail "stdout: $output"
+    # and nothing is held
+    run -0 al hold -n "$n" -- true
+}
+
 @test "a full stdout is an error for --version and --help too" {
     run -8 --separate-stderr al_full --version
     assert_error_line

@@ -16,7 +16,8 @@ FISH_COMP=$TOP/completions/amqplock.fish
 
 # --- what the sources say ----------------------------------------------------
 
-# Reads src/main.c's tables once: $SRC/commands lists the commands, and
+# Reads the sources' tables once (the options of src/cli.c, the commands
+# of src/main.c): $SRC/commands lists the commands, and
 # $SRC/opts.COMMAND ($SRC/opts._ for none) has "long short" (short "-" if
 # none) for every option that amqplock accepts with COMMAND (the global ones
 # and the groups the command lists), or before any command.
@@ -47,7 +48,7 @@ setup_file() {
                 my ($name, $short, @scope) = @$o2;
                 print $o "$name $short\n" if grep { $groups{$c}{$_} } @scope;
             }
-        }' "$TOP/src/main.c" "$SRC"
+        }' <(cat "$TOP/src/cli.c" "$TOP/src/main.c") "$SRC"
     # every option of any command
     sort -u "$SRC"/opts.* >"$SRC/all"
     groff -mdoc -Tascii -P-cbou "$TOP/man/amqplock.1" >"$SRC/man.txt" 2>/dev/null
@@ -213,6 +214,7 @@ man_text() { cat "$SRC/man.txt"; }
         my %code;
         open(my $h, "<", $ARGV[0]) or die;
         while (<$h>) { $code{$1} = $2 if /^\s*AL_(\w+)\s*=\s*(\d+)/ }
+        $code{INTERNAL} = $code{BROKER}; # status_exit_code: internal exits 8
         open(my $c, "<", $ARGV[1]) or die;
         while (<$c>) { print "$code{$1} $2\n" if /\[AL_(\w+)\]\s*=\s*"(\w+)"/ }
     ' "$TOP/src/status.h" "$TOP/src/status.c")" \
@@ -230,15 +232,15 @@ man_text() { cat "$SRC/man.txt"; }
 
 # --- options: the binary, --help, the man page and the completions agree -----
 
-@test "--help of each command lists exactly the options src/main.c accepts with it" {
+@test "--help of each command lists exactly the options src/cli.c accepts with it" {
     local cmd
-    [ "$(wc -l <"$SRC/all")" -gt 20 ] || fail "too few options found in src/main.c"
+    [ "$(wc -l <"$SRC/all")" -gt 20 ] || fail "too few options found in src/cli.c"
     # "COMMAND long -short" for each command (_: none)
     diff <(for cmd in _ $(src_commands); do
         sed "s/^/$cmd /" "$SRC/opts.$cmd"
     done | sort) <(for cmd in _ $(src_commands); do
         help_options "${cmd#_}" | sed "s/^/$cmd /"
-    done | sort) || fail "amqplock COMMAND --help (>) differs from src/main.c (<)"
+    done | sort) || fail "amqplock COMMAND --help (>) differs from src/cli.c (<)"
 }
 
 @test "every option, long and short, is in the man page and the zsh and fish completions" {
@@ -265,7 +267,7 @@ man_text() { cat "$SRC/man.txt"; }
     for cmd in '' $(src_commands); do
         lines+=("amqplock ${cmd:+$cmd }--")
     done
-    # "LINE<tab>--option" for each line, as src/main.c has it
+    # "LINE<tab>--option" for each line, as src/cli.c has it
     want=$(for cmd in '' $(src_commands); do
         awk -v l="amqplock ${cmd:+$cmd }--" '{ print l "\t--" $1 }' "$SRC/opts.${cmd:-_}"
     done | sort)

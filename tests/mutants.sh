@@ -22,7 +22,7 @@ holder-queue-unchecked|src/sem.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//
 signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_interrupted\);//|containment.bats|^a signal while logging in
 inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.bats|^SIGCHLD ignored
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
-url-in-ps|src/main.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
+url-in-ps|src/cli.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
 late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
 lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* Waiters/\t}\n\t\/* Waiters/|faults.bats|the broker.s app stopped
 no-connect-deadline|src/conn.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
@@ -35,14 +35,14 @@ no-holder-sweep|src/sem.c|s/(static enum al_status sweep_holders\(struct sem \*s
 mutex-taken-for-stray|src/sem.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
 lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\n\treturn NULL;/|hostile.bats|.
 leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
-password-shown|src/conn.c|s/"%s:%d", host, l\.info\.port/"%s:%s:%d", l.info.password, host, l.info.port/|secrets.bats|password
+password-shown|src/conn.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
 no-wakeup|src/sem.c|s/\treturn conn_notify\(s->conn, queue\);/\treturn AL_OK;/|client.bats|wakes a waiting hold
-orphan-leaves-early|src/hold.c|s/\t\t\t\tlose\(h, true\);/\t\t\t\tlose(h, false);/|client.bats|counts as an orphan until
+orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/sem.c|s/s->lease\.on \? 3 : 2/2/|lease.bats|^a newcomer while a holder is away
 no-keeper-lease-end|src/hold.c|s/\.last_act = h->o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
 late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
-drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tlose\(h, false\);/\tif (1) {\n\t\tlose(h, false);/|lease.bats|^close_connection of every connection
+drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
 no-holder-settle|src/sem.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
 no-host-check|src/conn.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name

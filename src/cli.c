@@ -1,0 +1,473 @@
+/* The command line's options: one table binds each option to its field of
+ * struct cli and says what kind of value it takes; the defaults, each
+ * written once for struct cli and for --help; the semaphore name; and
+ * connecting as the options say. */
+#include <getopt.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "names.h"
+#include "out.h"
+#include "parse.h"
+#include "secret.h"
+
+/* The defaults. Numbers are written as --help shows them. */
+#define DEFAULT_URL             "amqp://guest:guest@localhost:5672/"
+#define DEFAULT_PREFIX          "amqplock."
+#define DEFAULT_HEARTBEAT       5
+#define DEFAULT_CONNECT_TIMEOUT 5
+#define DEFAULT_RPC_TIMEOUT     10
+/* Long enough for a peer's create of a few thousand slots. */
+#define DEFAULT_ADMIN_WAIT 30
+/* A pipelined probe of 128 missing queues costs about 1 ms. */
+#define DEFAULT_OVERSHOOT     128
+#define DEFAULT_CONFLICT_EXIT 1
+#define DEFAULT_LOST_SIGNAL   TERM /* SIGTERM */
+#define DEFAULT_GRACE         10
+#define MAX_SECONDS           1e6
+
+#define STR_(x)    #x
+#define STR(x)     STR_(x)
+#define CAT_(a, b) a##b
+#define CAT(a, b)  CAT_(a, b)
+/* The end of a help text: DEFAULT_IS(HEARTBEAT) is " (default 5)". */
+#define DEFAULT_IS(x) " (default " STR(DEFAULT_##x) ")"
+
+/* getopt_long's value for each option: its short letter, if it has one. */
+enum opt_id {
+	OPT_URL = 'u',
+	OPT_QUIET = 'q',
+	OPT_VERBOSE = 'v',
+	OPT_HELP = 'h',
+	OPT_VERSION = 'V',
+	OPT_NONBLOCK = 'n',
+	OPT_WAIT = 'w',
+	OPT_CONFLICT_EXIT = 'E',
+	OPT_COMMAND = 'c',
+	OPT_PASSWORD_FILE = 256,
+	OPT_PREFIX,
+	OPT_JSON,
+	OPT_HEARTBEAT,
+	OPT_CONNECT_TIMEOUT,
+	OPT_RPC_TIMEOUT,
+	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_INSECURE,
+	OPT_ADMIN_WAIT,
+	OPT_OVERSHOOT,
+	OPT_LOST_SIGNAL,
+	OPT_GRACE,
+	OPT_SLOT_TYPE,
+	OPT_REPAIR,
+	OPT_LEASE,
+};
+
+/* What an option does with its field. */
+enum opt_kind {
+	KIND_FLAG,    /* bool: set to true */
+	KIND_TEXT,    /* const char * or char *: the value as given */
+	KIND_SECONDS, /* double: seconds, fractions allowed, from min to max */
+	KIND_COUNT,   /* unsigned: a whole number from min to max */
+	KIND_CALL,    /* set() parses the value */
+};
+
+/* A row of the table. tests/docs.bats reads the first four fields. */
+struct opt_def {
+	const char *name;
+	int id;          /* enum opt_id */
+	const char *arg; /* NULL: takes no value */
+	unsigned scope;
+	enum opt_kind kind;
+	size_t field;    /* offsetof(struct cli, ...) */
+	double min, max; /* KIND_SECONDS, KIND_COUNT */
+	enum al_status (*set)(struct cli *cli, const struct opt_def *o, char *arg);
+	const char *help;
+};
+
+/* A row's kind and field: offsetof(struct cli, f), checked to be of the
+ * type that the kind writes (else the build fails). */
+#define AT(f)          offsetof(struct cli, f)
+#define TYPED(f, type) _Generic(((struct cli *)0)->f, type : AT(f))
+#define FLAG(f)        .kind = KIND_FLAG, .field = TYPED(f, bool)
+#define TEXT(f)                                                                                    \
+	.kind = KIND_TEXT, .field = _Generic(((struct cli *)0)->f, const char *: AT(f), char *: AT(f))
+#define SECONDS(f, least)                                                                          \
+	.kind = KIND_SECONDS, .field = TYPED(f, double), .min = (least), .max = MAX_SECONDS
+#define COUNT(f, least, most)                                                                      \
+	.kind = KIND_COUNT, .field = TYPED(f, unsigned), .min = (least), .max = (most)
+#define CALL(fn) .kind = KIND_CALL, .set = (fn)
+
+static enum al_status add_url(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_slot_type(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_wait(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_lost_signal(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_verbose(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_show(struct cli *cli, const struct opt_def *o, char *arg);
+
+static const struct opt_def opt_defs[] = {
+	{"url", OPT_URL, "URL", GLOBAL, CALL(add_url),
+	 .help = "broker, amqp[s]://user:pass@host:port/vhost; give several\n"
+		 "(or a space-separated list) to try them in order\n"
+		 "(default $AMQPLOCK_URL, $AMQP_URL, " DEFAULT_URL ")"},
+	{"password-file", OPT_PASSWORD_FILE, "FILE", GLOBAL, TEXT(conn.password_file),
+	 .help = "read the password from the first line of FILE (mode 600)"},
+	{"cacert", OPT_CACERT, "FILE", GLOBAL, TEXT(conn.cacert),
+	 .help = "CA certificates for amqps:// (default: the system's)"},
+	{"cert", OPT_CERT, "FILE", GLOBAL, TEXT(conn.cert),
+	 .help = "client certificate for amqps:// (PEM)"},
+	{"key", OPT_KEY, "FILE", GLOBAL, TEXT(conn.key),
+	 .help = "its private key (default: in the --cert file; mode 600)"},
+	{"insecure", OPT_INSECURE, NULL, GLOBAL, FLAG(conn.insecure),
+	 .help = "amqps:// without checking the broker's certificate (unsafe)"},
+	{"prefix", OPT_PREFIX, "P", GLOBAL, TEXT(prefix),
+	 .help = "queue-name prefix (default $AMQPLOCK_PREFIX, \"" DEFAULT_PREFIX "\")"},
+	{"json", OPT_JSON, NULL, GLOBAL, FLAG(json),
+	 .help = "print one JSON object per result on stdout"},
+	{"quiet", OPT_QUIET, NULL, GLOBAL, FLAG(quiet), .help = "print nothing on stdout"},
+	{"verbose", OPT_VERBOSE, NULL, GLOBAL, CALL(set_verbose),
+	 .help = "trace each step on stderr"},
+	{"heartbeat", OPT_HEARTBEAT, "SECS", GLOBAL, COUNT(conn.heartbeat, 0, 3600),
+	 .help = "AMQP heartbeat, whole seconds, 0 = off" DEFAULT_IS(HEARTBEAT)},
+	{"connect-timeout", OPT_CONNECT_TIMEOUT, "SECS", GLOBAL,
+	 SECONDS(conn.connect_timeout, 0.001),
+	 .help = "give up connecting and logging in after SECS" DEFAULT_IS(CONNECT_TIMEOUT)},
+	{"rpc-timeout", OPT_RPC_TIMEOUT, "SECS", GLOBAL, SECONDS(conn.rpc_timeout, 0.001),
+	 .help = "give up when a reply from the broker takes longer" DEFAULT_IS(RPC_TIMEOUT)},
+	{"admin-wait", OPT_ADMIN_WAIT, "SECS", ADMIN, SECONDS(sem.admin_wait, 0),
+	 .help = "wait up to SECS for another administrator to finish" DEFAULT_IS(ADMIN_WAIT)},
+	{"overshoot", OPT_OVERSHOOT, "N", SCAN, COUNT(sem.overshoot, 0, SLOTS_MAX),
+	 .help = "look N slots past max for stray slots and orphan holders" DEFAULT_IS(OVERSHOOT)},
+	{"slot-type", OPT_SLOT_TYPE, "TYPE", GROW, CALL(set_slot_type),
+	 .help = "classic or quorum (replicated in a cluster); default: create\n"
+		 "classic, others the type of the slots there are"},
+	{"repair", OPT_REPAIR, NULL, REPAIR, FLAG(repair),
+	 .help = "delete the stray queues found (the other problems stay)"},
+	{"nonblock", OPT_NONBLOCK, NULL, WAIT, FLAG(hold.nonblock),
+	 .help = "try once; do not wait"},
+	{"wait", OPT_WAIT, "SECS", WAIT, CALL(set_wait),
+	 .help = "give up after SECS (fractions allowed; 0 = -n)"},
+	{"conflict-exit-code", OPT_CONFLICT_EXIT, "N", WAIT, COUNT(conflict_exit, 0, 255),
+	 .help = "exit code when nothing was obtained in time" DEFAULT_IS(CONFLICT_EXIT)},
+	{"command", OPT_COMMAND, "TEXT", HOLD, TEXT(command_text),
+	 .help = "run TEXT with /bin/sh -c instead of CMD"},
+	{"lost-signal", OPT_LOST_SIGNAL, "SIG", HOLD, CALL(set_lost_signal),
+	 .help = "signal for the command if the slot is lost" DEFAULT_IS(LOST_SIGNAL)},
+	{"grace", OPT_GRACE, "SECS", HOLD, SECONDS(hold.grace, 0),
+	 .help = "SIGKILL the command this long after --lost-signal" DEFAULT_IS(GRACE)},
+	/* The default is the command's (cmd_client.c, settle_lease). */
+	{"lease", OPT_LEASE, "SECS", LEASE, SECONDS(hold.lease, 0),
+	 .help = "keep the slot this long for a holder that lost its connection,\n"
+		 "to reconnect; 0 = none (default " STR(DEFAULT_LEASE_BASE) " + --grace)"},
+	{"help", OPT_HELP, NULL, GLOBAL, CALL(set_show), .help = "show help and exit"},
+	{"version", OPT_VERSION, NULL, GLOBAL, CALL(set_show), .help = "show the version and exit"},
+};
+#define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+void cli_defaults(struct cli *cli)
+{
+	const char *env;
+
+	*cli = (struct cli){
+		.conn = {.url = DEFAULT_URL,
+			 .heartbeat = DEFAULT_HEARTBEAT,
+			 .connect_timeout = DEFAULT_CONNECT_TIMEOUT,
+			 .rpc_timeout = DEFAULT_RPC_TIMEOUT},
+		.sem = {.overshoot = DEFAULT_OVERSHOOT, .admin_wait = DEFAULT_ADMIN_WAIT},
+		.hold = {.wait = -1,
+			 .lost_signal = CAT(SIG, DEFAULT_LOST_SIGNAL),
+			 .grace = DEFAULT_GRACE,
+			 .lease = -1},
+		.prefix = DEFAULT_PREFIX,
+		.conflict_exit = DEFAULT_CONFLICT_EXIT,
+		.exit_code = -1,
+	};
+	if ((env = getenv("AMQP_URL")) && *env)
+		cli->conn.url = env;
+	if ((env = getenv("AMQPLOCK_URL")) && *env)
+		cli->conn.url = env;
+	if ((env = getenv("AMQPLOCK_PREFIX")))
+		cli->prefix = env;
+}
+
+/* --- the values ----------------------------------------------------------- */
+
+static enum al_status seconds(const char *name, const char *arg, double min, double max,
+			      double *out)
+{
+	char q[64];
+	const char *why = parse_seconds(arg, max, out);
+
+	if (!why && *out < min)
+		why = "is too small";
+	if (why)
+		return fail(AL_USAGE, "--%s %s: %s", name, quote_arg(arg, q, sizeof(q)), why);
+	return AL_OK;
+}
+
+enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
+			 unsigned *out)
+{
+	char q[64];
+	unsigned long v;
+	const char *why = parse_uint(arg, min, max, &v);
+
+	if (why)
+		return fail(AL_USAGE, "%s %s %s (expected a whole number from %lu to %lu)", what,
+			    quote_arg(arg, q, sizeof(q)), why, min, max);
+	*out = (unsigned)v;
+	return AL_OK;
+}
+
+/* --url given several times: the brokers of a cluster, tried in order
+ * (conn.c). The first --url replaces the environment's list. */
+static enum al_status add_url(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	size_t used = cli->urls_given ? strlen(cli->urls) : 0;
+	int n;
+
+	(void)o;
+	if (arg[strspn(arg, " ")] == '\0')
+		return fail(AL_USAGE, "invalid broker URL: empty");
+	n = snprintf(cli->urls + used, sizeof(cli->urls) - used, "%s%s", used ? " " : "", arg);
+	/* arg is the original argument string: ps shows it to every user. */
+	secret_mask_urls(arg);
+	if (n < 0 || (size_t)n >= sizeof(cli->urls) - used)
+		return fail(AL_USAGE, "the --url options are too long together");
+	cli->urls_given = true;
+	cli->conn.url = cli->urls;
+	return AL_OK;
+}
+
+static enum al_status set_slot_type(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	char q[64];
+
+	if (strcmp(arg, "classic") == 0)
+		cli->sem.slot_type = SLOT_CLASSIC;
+	else if (strcmp(arg, "quorum") == 0)
+		cli->sem.slot_type = SLOT_QUORUM;
+	else
+		return fail(AL_USAGE, "--%s %s: expected classic or quorum", o->name,
+			    quote_arg(arg, q, sizeof(q)));
+	cli->sem.slot_type_given = true;
+	return AL_OK;
+}
+
+/* -w 0 is -n. */
+static enum al_status set_wait(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	if (seconds(o->name, arg, 0, MAX_SECONDS, &cli->hold.wait) != AL_OK)
+		return AL_USAGE;
+	cli->hold.nonblock = cli->hold.nonblock || cli->hold.wait == 0;
+	return AL_OK;
+}
+
+static enum al_status set_lost_signal(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	char q[64];
+	int *sig = &cli->hold.lost_signal;
+	const char *why = parse_signal(arg, sig);
+
+	/* Only a signal whose default action ends a process: one that a
+	 * command ignores or stops on would leave it running, without its
+	 * slot, until the --grace SIGKILL. (32 and 33 belong to glibc.) */
+	if (!why && (*sig == SIGKILL || *sig == SIGSTOP || *sig == SIGCHLD || *sig == SIGCONT ||
+		     *sig == SIGTSTP || *sig == SIGTTIN || *sig == SIGTTOU || *sig == SIGURG ||
+		     *sig == SIGWINCH || (*sig > 31 && *sig < SIGRTMIN)))
+		why = "cannot be used (it does not end a command)";
+	if (why)
+		return fail(AL_USAGE, "--%s %s %s", o->name, quote_arg(arg, q, sizeof(q)), why);
+	return AL_OK;
+}
+
+static enum al_status set_verbose(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	(void)cli, (void)o, (void)arg;
+	trace_enabled = 1;
+	return AL_OK;
+}
+
+/* --help, --version: the last one given wins. */
+static enum al_status set_show(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	(void)arg;
+	cli->show = o->id == OPT_VERSION ? CLI_SHOW_VERSION : CLI_SHOW_HELP;
+	return AL_OK;
+}
+
+static enum al_status apply(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	void *field = (char *)cli + o->field;
+	char what[64];
+
+	switch (o->kind) {
+	case KIND_FLAG:
+		*(bool *)field = true;
+		return AL_OK;
+	case KIND_TEXT:
+		/* const char * and char * have the same representation. */
+		memcpy(field, &arg, sizeof(arg));
+		return AL_OK;
+	case KIND_SECONDS:
+		return seconds(o->name, arg, o->min, o->max, field);
+	case KIND_COUNT:
+		snprintf(what, sizeof(what), "--%s", o->name);
+		return cli_count(arg, what, (unsigned long)o->min, (unsigned long)o->max, field);
+	case KIND_CALL:
+		return o->set(cli, o, arg);
+	}
+	return fail(AL_INTERNAL, "internal error: unhandled option %d", o->id);
+}
+
+/* --- the table, for getopt and for help ------------------------------------ */
+
+void cli_print_options(FILE *f, unsigned scopes)
+{
+	char left[64];
+	const char *p, *nl;
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++) {
+		const struct opt_def *o = &opt_defs[i];
+
+		if (!(o->scope & scopes))
+			continue;
+		if (o->id < 256)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->id, o->name,
+				 o->arg ? " " : "", o->arg ? o->arg : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		/* Help texts may span lines; continuation lines are indented. */
+		for (p = o->help; p; p = nl ? nl + 1 : NULL) {
+			nl = strchr(p, '\n');
+			fprintf(f, "  %-26s %.*s\n", p == o->help ? left : "",
+				(int)(nl ? (size_t)(nl - p) : strlen(p)), p);
+		}
+	}
+}
+
+/* getopt_long's tables for the options in `scopes`; `stop`: stop at the
+ * first non-option instead of permuting. */
+static void build_getopt(unsigned scopes, bool stop, struct option *longopts, char *shortopts)
+{
+	size_t i, n = 0;
+	char *s = shortopts;
+
+	if (stop)
+		*s++ = '+';
+	*s++ = ':'; /* report a missing value as ':' */
+	for (i = 0; i < N_OPTS; i++) {
+		const struct opt_def *o = &opt_defs[i];
+
+		if (!(o->scope & scopes))
+			continue;
+		longopts[n++] = (struct option){o->name, o->arg ? required_argument : no_argument,
+						NULL, o->id};
+		if (o->id < 256) {
+			*s++ = (char)o->id;
+			if (o->arg)
+				*s++ = ':';
+		}
+	}
+	longopts[n] = (struct option){0};
+	*s = '\0';
+}
+
+static const struct opt_def *find_opt(int id)
+{
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++)
+		if (opt_defs[i].id == id)
+			return &opt_defs[i];
+	return NULL;
+}
+
+enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes, bool stop,
+			 const char *cmd, int *args_at)
+{
+	struct option longopts[N_OPTS + 1];
+	char shortopts[2 * N_OPTS + 3], q[64];
+	enum al_status st = AL_OK, r;
+	const struct opt_def *o;
+	int id;
+
+	/* Every option is known, so that one outside `scopes` is reported as
+	 * not applying rather than unknown. */
+	build_getopt(ALL_SCOPES, stop, longopts, shortopts);
+	optind = 0; /* glibc: start afresh */
+	opterr = 0;
+	while ((id = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		if (id == '?' || id == ':') {
+			const char *bad = argv[optind - 1];
+
+			if (optopt && optopt < 256 && strncmp(bad, "--", 2) != 0)
+				snprintf(q, sizeof(q), "-%c", optopt);
+			else
+				quote_arg(bad, q, sizeof(q));
+			r = fail(AL_USAGE,
+				 id == '?' ? "unknown option %s" : "option %s needs a value", q);
+		} else if (!((o = find_opt(id))->scope & scopes)) {
+			r = cmd ? fail(AL_USAGE, "option --%s does not apply to %s", o->name, cmd)
+				: fail(AL_USAGE,
+				       "option --%s belongs after the command (amqplock COMMAND "
+				       "--%s ...)",
+				       o->name, o->name);
+		} else {
+			r = apply(cli, o, optarg);
+		}
+		if (st == AL_OK)
+			st = r;
+	}
+	*args_at = optind;
+	return st;
+}
+
+/* --- using what the options say --------------------------------------------- */
+
+enum al_status cli_check_name(struct cli *cli, const char *name)
+{
+	struct sem_name sn;
+	const char *why;
+	char q[64];
+
+	if ((why = prefix_problem(cli->prefix)))
+		return fail(AL_USAGE, "prefix %s %s", quote_arg(cli->prefix, q, sizeof(q)), why);
+	if (!(why = name_problem(name)))
+		why = sem_name_init(&sn, cli->prefix, name);
+	if (why)
+		return fail(AL_USAGE, "semaphore name %s %s", quote_arg(name, q, sizeof(q)), why);
+	cli->name = name;
+	return AL_OK;
+}
+
+enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
+{
+	enum al_status st;
+
+	memset(s, 0, sizeof(*s));
+	sem_name_init(&s->name, cli->prefix, cli->name); /* checked before */
+	s->label = cli->name;
+	s->conn = c;
+	s->opts = cli->sem;
+	if (cli->hold.lease > 0) {
+		if (!cli->lease_token)
+			cli->lease_token = sem_lease_token();
+		s->lease.on = true;
+		s->lease.ms = (unsigned)(cli->hold.lease * 1000);
+		s->lease.token = cli->lease_token;
+	}
+	/* Loud on every run, so that a forgotten --insecure does not go
+	 * unnoticed in a cron job's mail. */
+	if (cli->conn.insecure)
+		out_error_line("warning: --insecure: the broker's certificate is not verified");
+	st = conn_open(c, &cli->conn, by);
+	if (st != AL_OK)
+		conn_close(c);
+	return st;
+}

@@ -1,0 +1,31 @@
+/* Statuses: the first failure wins, context goes in front of it, and the
+ * exit codes and JSON names stay what the README says. */
+#include "status.h"
+#include "tap.h"
+
+int main(void)
+{
+	is_str(status_message(), "", "no failure recorded at first");
+	ok(fail(AL_CONNECTION, "connection to %s lost", "h:1") == AL_CONNECTION,
+	   "fail returns its status");
+	fail(AL_BROKER, "a consequence");
+	is_str(status_message(), "connection to h:1 lost", "the first failure wins");
+	ok(fail_context(AL_LOST, "lost slot %u of %s: ", 1u, "jobs") == AL_LOST,
+	   "fail_context returns its status");
+	is_str(status_message(), "lost slot 1 of jobs: connection to h:1 lost",
+	       "context goes in front of the cause");
+	status_clear();
+	is_str(status_message(), "", "status_clear forgets it");
+	fail_context(AL_BUSY, "timed out: ");
+	is_str(status_message(), "timed out: ", "context without a cause is the context");
+	status_clear();
+	ok(status_exit_code(AL_OK) == 0 && status_exit_code(AL_BUSY) == 1 &&
+		   status_exit_code(AL_DAMAGED) == 9,
+	   "a status is its exit code");
+	ok(status_exit_code(AL_INTERNAL) == 8, "internal failures exit 8, as broker ones do");
+	is_str(status_name(AL_INTERNAL), "internal", "and are named internal");
+	is_str(status_name(AL_BROKER), "broker", "broker failures are named broker");
+	is_str(status_name(AL_NOT_FOUND), "not_found", "not found is not_found");
+	is_str(status_name((enum al_status)42), "internal", "an unknown status is internal");
+	return done_testing();
+}
