@@ -246,6 +246,22 @@ teardown() {
     [ ! -e "$T/ran" ]
 }
 
+@test "-w bounds only the wait: hold -w 1 keeps its slot while CMD runs 3 s, and its release still tells a waiter" {
+    al create "$n" 1
+    bg h -v hold -w 1 "$n" -- sleep 3
+    local h=$BG
+    wait_until 10 grep -q "holding slot 1" "$T/h.err" || fail "no slot: $(cat "$T/h.err")"
+    bg w hold -w 20 "$n" -- true
+    local w=$BG
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    ! grep -qE "lost|time to wait" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
+    # the release's own round trip, after -w ran out long ago
+    grep -q "wait for a slot of $n; telling one" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
+    wait_exit "$w" 10
+    [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
+}
+
 @test "wait -w 2 behind a relay that falls silent: gives up within 3 s of its start" {
     al create "$n" 1
     bg a acquire "$n"

@@ -524,3 +524,16 @@ version_of() {
     [ "$(cut -d'|' -f3-5 <<<"$row" | tr -d ' ')" = "$rmq|$erl|$rmqc" ] ||
         fail "README says '$row'; this machine has RabbitMQ $rmq, Erlang $erl, rabbitmq-c $rmqc"
 }
+
+@test "README's Development table names every source file, each on one line, and no file that is gone" {
+    local table f named
+    table=$(sed -n '/^## Development/,/^## /p' "$TOP/README.md" | grep '^| `')
+    for f in "$TOP"/src/*.c; do
+        f=src/${f##*/}
+        [ "$(grep -c "\`$f\`" <<<"$table")" -eq 1 ] || fail "$f is not on exactly one line of the table"
+    done
+    named=$(grep -oE '`src/[a-z_]+\.c`' <<<"$table" | tr -d '`')
+    for f in $named; do
+        [ -e "$TOP/$f" ] || fail "the table names $f, which does not exist"
+    done
+}
