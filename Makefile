@@ -84,19 +84,29 @@ demo: deps
 	tests/demo.sh
 
 # make install [PREFIX=/usr/local] [DESTDIR=...] [BINDIR=...] [MANDIR=...]
-# installs the binary, the man page and the bash, zsh and fish completions.
-# The bash and fish completion directories are the ones pkg-config reports
-# (bash-completion.pc, fish.pc) when they lie under PREFIX, as with
-# PREFIX=/usr; for another PREFIX, or without the .pc files, the same
-# layout under PREFIX, where both shells look too for PREFIX=/usr/local.
+# installs the binary, the man page and the bash, zsh and fish completions,
+# each where a new shell on Debian finds it by itself (tests/docs.bats
+# asks each shell):
+# - bash: the directory bash-completion.pc names when it lies under PREFIX
+#   (PREFIX=/usr), else PREFIX/share/bash-completion/completions, which
+#   bash-completion reads for PREFIX=/usr/local (XDG_DATA_DIRS' default).
+# - zsh: PREFIX/share/zsh/vendor-completions or .../site-functions,
+#   whichever zsh's built-in $fpath lists (Debian's lists vendor-completions
+#   under /usr, site-functions under /usr/local); without zsh, Debian's.
+# - fish: the directory fish.pc names when it lies under PREFIX (PREFIX=/usr);
+#   for PREFIX=/usr/local, /etc/fish/completions, outside PREFIX: a new fish
+#   reads no directory under /usr/local (XDG_DATA_DIRS would add one, but it
+#   is unset outside desktop sessions); for another PREFIX,
+#   PREFIX/share/fish/vendor_completions.d.
 # Any of the *DIR variables can be given to override that.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 pc_dir_under_prefix = $(filter $(PREFIX)/%,$(shell $(PKG_CONFIG) --variable=completionsdir $(1) 2>/dev/null))
+zsh_fpath = $(shell env -u FPATH zsh -f -c 'print -r -- $$fpath' 2>/dev/null)
 BASH_COMPLETION_DIR ?= $(or $(call pc_dir_under_prefix,bash-completion),$(PREFIX)/share/bash-completion/completions)
-FISH_COMPLETION_DIR ?= $(or $(call pc_dir_under_prefix,fish),$(PREFIX)/share/fish/vendor_completions.d)
-ZSH_COMPLETION_DIR ?= $(PREFIX)/share/zsh/site-functions
+FISH_COMPLETION_DIR ?= $(or $(call pc_dir_under_prefix,fish),$(if $(filter /usr/local,$(PREFIX)),/etc/fish/completions,$(PREFIX)/share/fish/vendor_completions.d))
+ZSH_COMPLETION_DIR ?= $(or $(firstword $(filter $(PREFIX)/share/zsh/vendor-completions $(PREFIX)/share/zsh/site-functions,$(zsh_fpath))),$(if $(filter /usr,$(PREFIX)),/usr/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions))
 INSTALLED = $(BINDIR)/amqplock $(MANDIR)/man1/amqplock.1 $(BASH_COMPLETION_DIR)/amqplock \
 	$(ZSH_COMPLETION_DIR)/_amqplock $(FISH_COMPLETION_DIR)/amqplock.fish
 

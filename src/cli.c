@@ -3,10 +3,12 @@
  * written once for struct cli and for --help; the semaphore name; and
  * connecting as the options say. */
 #include <getopt.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "names.h"
@@ -275,9 +277,12 @@ static enum al_status set_lost_signal(struct cli *cli, const struct opt_def *o, 
 	/* Only a signal whose default action ends a process: one that a
 	 * command ignores or stops on would leave it running, without its
 	 * slot, until the --grace SIGKILL. (32 and 33 belong to glibc.) */
-	if (!why && (*sig == SIGKILL || *sig == SIGSTOP || *sig == SIGCHLD || *sig == SIGCONT ||
-		     *sig == SIGTSTP || *sig == SIGTTIN || *sig == SIGTTOU || *sig == SIGURG ||
-		     *sig == SIGWINCH || (*sig > 31 && *sig < SIGRTMIN)))
+	if (!why && *sig == SIGKILL)
+		why = "is not needed: SIGKILL follows the lost signal after --grace seconds "
+		      "(--grace 0 for at once)";
+	else if (!why && (*sig == SIGSTOP || *sig == SIGCHLD || *sig == SIGCONT ||
+			  *sig == SIGTSTP || *sig == SIGTTIN || *sig == SIGTTOU || *sig == SIGURG ||
+			  *sig == SIGWINCH || (*sig > 31 && *sig < SIGRTMIN)))
 		why = "cannot be used (it does not end a command)";
 	if (why)
 		return fail(AL_USAGE, "--%s %s %s", o->name, quote_arg(arg, q, sizeof(q)), why);
@@ -446,6 +451,28 @@ enum al_status cli_check_name(struct cli *cli, const char *name)
 	return AL_OK;
 }
 
+void cli_name_connections(struct cli *cli, unsigned slot)
+{
+	struct conn_identity *who = &cli->conn.who;
+	struct passwd *pw;
+	char at_slot[32] = "";
+
+	if (!who->pid) {
+		who->version = AMQPLOCK_VERSION;
+		who->pid = (long)getpid();
+		if (gethostname(who->host, sizeof(who->host)) != 0)
+			snprintf(who->host, sizeof(who->host), "?");
+		who->host[sizeof(who->host) - 1] = '\0';
+		pw = getpwuid(geteuid());
+		snprintf(who->user, sizeof(who->user), "%s", pw ? pw->pw_name : "?");
+	}
+	if (slot)
+		snprintf(at_slot, sizeof(at_slot), "slot %u, ", slot);
+	snprintf(who->name, sizeof(who->name), "amqplock %s %s (%son %s, pid %ld)",
+		 cli->command_name ? cli->command_name : "", cli->name ? cli->name : "", at_slot,
+		 who->host, who->pid);
+}
+
 enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
 {
 	enum al_status st;
@@ -462,6 +489,8 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struc
 		s->lease.ms = (unsigned)(cli->hold.lease * 1000);
 		s->lease.token = cli->lease_token;
 	}
+	if (!cli->conn.who.name[0])
+		cli_name_connections(cli, 0);
 	/* Loud on every run, so that a forgotten --insecure does not go
 	 * unnoticed in a cron job's mail. */
 	if (cli->conn.insecure)

@@ -32,6 +32,11 @@ enum cli_show { CLI_SHOW_NOTHING, CLI_SHOW_HELP, CLI_SHOW_VERSION };
 /* The --url options, joined by spaces, for conn.url. */
 #define CLI_URLS_MAX 8192
 
+/* The Makefile's version. */
+#ifndef AMQPLOCK_VERSION
+#define AMQPLOCK_VERSION "unknown"
+#endif
+
 /* The default lease is this plus --grace (cmd_client.c): a hold rides out
  * a broker outage of 10 s and more (a restart, a failover) with a
  * heartbeat's silence to notice it, and a host that dies keeps its slot
@@ -62,7 +67,9 @@ struct cli {
 	char *command_text; /* -c */
 	char **command;     /* after "--" */
 	int64_t lease_token;
-	/* The semaphore named by the first argument, once checked. */
+	/* The command running ("hold"), and the semaphore named by the
+	 * first argument, once checked. */
+	const char *command_name;
 	const char *name;
 	/* Set by a command: the exit code to use instead of the status's
 	 * (a command's own, 128+N after a signal); -1 if none. */
@@ -101,6 +108,10 @@ enum al_status cli_count(const char *arg, const char *what, unsigned long min, u
 			 unsigned *out);
 /* The semaphore name (with the prefix); sets cli->name. */
 enum al_status cli_check_name(struct cli *cli, const char *name);
+
+/* Names the connections that follow, for the broker's list of them:
+ * command, semaphore, and slot once there is one (0: none yet). */
+void cli_name_connections(struct cli *cli, unsigned slot);
 
 /* Connects and prepares s for cli->name; every wait on the connection
  * ends by `by` (see conn_open). On failure the connection is already

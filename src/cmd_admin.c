@@ -7,6 +7,11 @@
 #include "out.h"
 #include "sem.h"
 
+/* "%lu slot" or "%lu slots", then `after`. */
+#define SLOTS(n, after) ((n) == 1 ? "%lu slot" after : "%lu slots" after)
+
+/* The same keys in the same order for every change: ok, semaphore,
+ * previous, max. */
 static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem_change *ch)
 {
 	out_begin();
@@ -14,18 +19,18 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 	switch (op) {
 	case SEM_CREATE:
 		out_str("semaphore", "created %s: ", cli->name);
-		out_uint("max", "%lu slots\n", ch->max);
 		out_uint("previous", NULL, ch->previous);
+		out_uint("max", SLOTS(ch->max, "\n"), ch->max);
 		break;
 	case SEM_DESTROY:
-		out_str("semaphore", "destroyed %s: ", cli->name);
-		out_uint("previous", "had %lu slots\n", ch->previous);
+		out_str("semaphore", "destroyed %s: had ", cli->name);
+		out_uint("previous", SLOTS(ch->previous, "\n"), ch->previous);
 		out_uint("max", NULL, ch->max);
 		break;
 	default:
 		out_str("semaphore", "%s: ", cli->name);
 		out_uint("previous", "%lu -> ", ch->previous);
-		out_uint("max", "%lu slots\n", ch->max);
+		out_uint("max", SLOTS(ch->max, "\n"), ch->max);
 		break;
 	}
 	if (ch->swept)
@@ -133,6 +138,34 @@ enum al_status cmd_max(struct cli *cli, int argc, char **argv)
 	return out_end();
 }
 
+/* A list of slots: in JSON the array; in text its count first, out of
+ * `of` (0: no total), then the slots, so that a script can read the count
+ * and a person the slots: "2 of 5: 1 3", "0 of 5", "1: 7". */
+static void slot_line(const char *key, const char *text_fmt, const struct slot_list *l, unsigned of)
+{
+	char head[32], *text;
+	size_t i, used;
+
+	out_slots(key, NULL, l->slot, l->len);
+	if (!text_fmt || out_json())
+		return;
+	if (of)
+		snprintf(head, sizeof(head), "%zu of %u", l->len, of);
+	else
+		snprintf(head, sizeof(head), "%zu", l->len);
+	/* A slot is at most 5 digits and a space. */
+	text = malloc(sizeof(head) + 2 + 6 * l->len);
+	if (!text) {
+		out_str(NULL, text_fmt, head);
+		return;
+	}
+	used = (size_t)sprintf(text, "%s%s", head, l->len ? ":" : "");
+	for (i = 0; i < l->len; i++)
+		used += (size_t)sprintf(text + used, " %u", l->slot[i]);
+	out_str(NULL, text_fmt, text);
+	free(text);
+}
+
 enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 {
 	struct sem_status ss;
@@ -150,17 +183,18 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		out_bool("ok", true);
 		out_str("semaphore", "semaphore  %s\n", cli->name);
 		out_uint("max", "max        %lu\n", ss.max);
-		out_slots("held", "held       %s\n", ss.held.slot, ss.held.len);
+		slot_line("held", "held       %s\n", &ss.held, ss.max);
+		out_uint("held_count", NULL, ss.held.len);
 		/* Leased, their holders away: reconnecting, or gone for good
 		 * (then free when the lease runs out). */
-		out_slots("away", ss.away.len ? "away       %s\n" : NULL, ss.away.slot,
-			  ss.away.len);
+		slot_line("away", ss.away.len ? "away       %s\n" : NULL, &ss.away, 0);
 		/* Their holder queue or lease is on a node that is down: held
 		 * until it returns (or is forgotten), to be safe. */
-		out_slots("unreachable", ss.unreachable.len ? "unreachable %s\n" : NULL,
-			  ss.unreachable.slot, ss.unreachable.len);
-		out_slots("free", "free       %s\n", ss.free.slot, ss.free.len);
-		out_slots("orphans", "orphans    %s\n", ss.orphans.slot, ss.orphans.len);
+		slot_line("unreachable", ss.unreachable.len ? "unreachable %s\n" : NULL,
+			  &ss.unreachable, 0);
+		slot_line("free", "free       %s\n", &ss.free, ss.max);
+		out_uint("free_count", NULL, ss.free.len);
+		slot_line("orphans", "orphans    %s\n", &ss.orphans, 0);
 		st = out_end();
 	}
 	sem_status_free(&ss);
@@ -296,7 +330,7 @@ enum al_status cmd_check(struct cli *cli, int argc, char **argv)
 	out_uint("repaired", NULL, ck.repaired);
 	out_slots("orphans", NULL, ck.orphans.slot, ck.orphans.len);
 	out_str(NULL, "checked %s: ", cli->name);
-	out_uint(NULL, "%lu slots", ck.max);
+	out_uint(NULL, SLOTS(ck.max, ""), ck.max);
 	if (ck.typed)
 		out_str(NULL, " (%s)", sem_slot_type_name(ck.slot_type));
 	out_uint(NULL, counted(ck.len), ck.len);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
@@ -12,6 +13,8 @@
 struct client {
 	struct cli *cli;
 	unsigned slot;
+	bool waiting_told; /* the "waiting" event is out */
+	bool waiting_line; /* a waiting line is on the terminal */
 };
 
 static void event(struct client *cl, const char *name)
@@ -44,6 +47,39 @@ static void report_notice(void *arg, const char *name, const char *key, unsigned
 	out_uint(key, NULL, ms);
 	out_str("message", NULL, text);
 	out_end();
+}
+
+/* A wait longer than a second is news: a "waiting" event once, and for a
+ * person at a terminal one line, rewritten in place, that says for what
+ * and how long (never on a pipe: cron mails stay quiet). */
+static void report_waiting(void *arg, unsigned max, double waited)
+{
+	struct client *cl = arg;
+	char line[256];
+
+	if (waited >= 0 && !cl->waiting_told) {
+		cl->waiting_told = true;
+		out_begin();
+		out_str("event", NULL, "waiting");
+		out_str("semaphore", NULL, cl->cli->name);
+		out_uint("max", NULL, max);
+		out_end();
+	}
+	if (cl->cli->quiet || out_json() || !isatty(STDERR_FILENO))
+		return;
+	if (waited < 0) {
+		if (cl->waiting_line)
+			fputs("\r\033[K", stderr);
+		cl->waiting_line = false;
+		return;
+	}
+	if (max == 1)
+		snprintf(line, sizeof(line), "the one slot of %s is held", cl->cli->name);
+	else
+		snprintf(line, sizeof(line), "all %u slots of %s are held", max, cl->cli->name);
+	/* Back to the line's start, and the rest of the old one erased. */
+	fprintf(stderr, "\ramqplock: waiting, %s (%u s)\033[K", line, (unsigned)waited);
+	cl->waiting_line = true;
 }
 
 /* The lease given or the default, checked against what it must cover: the
@@ -83,6 +119,7 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 	o.conn_opts = &cli->conn;
 	o.lost = report_lost;
 	o.notice = report_notice;
+	o.waiting = report_waiting;
 	o.arg = cl;
 	return o;
 }
@@ -145,6 +182,10 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 		conn_close(c);
 	else
 		trace("holding slot %u of %u", cl->slot, *max);
+	/* A connection made again while holding (with a lease) says which
+	 * slot it holds. */
+	if (st == AL_OK)
+		cli_name_connections(cli, cl->slot);
 	return st;
 }
 
@@ -235,7 +276,12 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 					    : deadline_after(wait_end, LAST_TRY_REPLIES));
 	if (st != AL_OK)
 		return st;
-	while ((st = sem_orphans(&s, &max, &orphans)) == AL_OK && orphans.len > 0) {
+	st = sem_orphans(&s, &max, &orphans);
+	/* Nothing at all by that name (a typo?): as status and max say. One
+	 * that had holders above max is done once they are gone. */
+	if (st == AL_OK && max == 0 && orphans.len == 0)
+		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", cli->name);
+	for (; st == AL_OK && orphans.len > 0; st = sem_orphans(&s, &max, &orphans)) {
 		if (deadline_passed(wait_end)) {
 			st = fail(AL_BUSY,
 				  "%zu holder(s) above max %u of %s remain (lowest: slot %u)",

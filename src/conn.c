@@ -250,7 +250,6 @@ static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t 
 	c->channel = 0;
 	if (r != AMQP_STATUS_OK)
 		return connection_failed(c, r, "acknowledging a channel close");
-	trace("channel closed by the broker: %s", c->reply_text);
 	return status_for_reply(c->reply_code);
 }
 
@@ -678,6 +677,14 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
 }
 
+static amqp_table_entry_t utf8_entry(const char *key, const char *value)
+{
+	return (amqp_table_entry_t){
+		.key = amqp_cstring_bytes(key),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8,
+			  .value.bytes = amqp_cstring_bytes(value ? value : "")}};
+}
+
 static enum al_status login(struct conn *c, const struct conn_opts *o,
 			    const struct amqp_connection_info *info, struct deadline by)
 {
@@ -692,6 +699,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		.key = amqp_cstring_bytes("connection.blocked"),
 		.value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1},
 	};
+	/* Ours win over the library's own (its "version" is its own). */
 	amqp_table_entry_t props[] = {
 		{.key = amqp_cstring_bytes("product"),
 		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
@@ -699,8 +707,14 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		{.key = amqp_cstring_bytes("capabilities"),
 		 .value = {.kind = AMQP_FIELD_KIND_TABLE,
 			   .value.table = {.num_entries = 1, .entries = &capability}}},
+		utf8_entry("connection_name", o->who.name),
+		utf8_entry("version", o->who.version),
+		utf8_entry("host", o->who.host),
+		utf8_entry("user", o->who.user),
+		{.key = amqp_cstring_bytes("pid"),
+		 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = o->who.pid}},
 	};
-	amqp_table_t table = {.num_entries = 2, .entries = props};
+	amqp_table_t table = {.num_entries = o->who.name[0] ? 7 : 2, .entries = props};
 
 	quote_arg(info->user, user, sizeof(user));
 	amqp_set_handshake_timeout(c->amqp, &tv);

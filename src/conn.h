@@ -15,6 +15,17 @@
 /* The longest password a --password-file may hold. */
 #define CONN_PASSWORD_MAX 254
 
+/* Who connects, in the client properties that the broker shows
+ * (rabbitmqctl list_connections name client_properties, the management
+ * UI's Connections): what an operator needs to tell who holds what. */
+struct conn_identity {
+	char name[200]; /* connection_name: command, semaphore, slot, host, pid */
+	const char *version;
+	char host[64];
+	char user[64]; /* the local user running amqplock */
+	long pid;
+};
+
 struct conn_opts {
 	const char *url;           /* amqp[s]://user:pass@host:port/vhost */
 	const char *password_file; /* NULL: the password in the URL */
@@ -31,6 +42,7 @@ struct conn_opts {
 	 * which each broker's info.password then points to. They serve every
 	 * connection of the run. Hold passwords: never printed. Filled, the
 	 * struct is not to be copied by value (info points into it). */
+	struct conn_identity who; /* empty name: none sent */
 	unsigned brokers;
 	struct broker_url broker[URL_BROKERS_MAX];
 	bool password_read;

@@ -34,6 +34,9 @@
 /* Away: first and longest pause between attempts to reconnect. */
 #define FIRST_RECONNECT   0.1
 #define LONGEST_RECONNECT 1.0
+/* Waiting for a slot: the waiting callback is first called after this
+ * long (a wait that ends sooner is no news). */
+#define WAITING_NEWS 1.0
 /* Away: "lease_running_out" comes this long before the command gets
  * --lost-signal. */
 #define LEASE_WARNING 5.0
@@ -46,13 +49,28 @@ static bool wait_readable(struct conn *c, struct deadline until)
 	return poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents;
 }
 
+/* A pause between tries, cut short by a release's notification; takes
+ * heartbeats meanwhile, which keeps the connection alive. */
+static enum al_status pause_for_release(struct sem *s, struct deadline next)
+{
+	enum al_status st;
+
+	do {
+		if (wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
+			return st;
+	} while (!s->conn->notified && !deadline_passed(next));
+	if (s->conn->notified)
+		trace("a slot of %s was released; trying again", s->label);
+	return AL_OK;
+}
+
 enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
 			 unsigned *slot, unsigned *max)
 {
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
-	struct deadline next;
+	double start = now_seconds();
 	enum al_status st;
-	bool watching = false;
+	bool watching = false, told = false;
 
 	for (;;) {
 		status_clear();
@@ -73,21 +91,22 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		 * is caught by trying again straight after it. */
 		if (!watching) {
 			watching = true;
-			if (sem_watch_releases(s) != AL_OK && s->conn->dead)
-				return AL_CONNECTION;
+			if (sem_watch_releases(s) != AL_OK && s->conn->dead) {
+				st = AL_CONNECTION;
+				break;
+			}
 			if (s->conn->notify_channel)
 				continue;
 		}
-		next = deadline_in(backoff_next(&pauses, until));
-		do {
-			/* Heartbeats and release notifications; taking
-			 * them keeps the connection alive. */
-			if (wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
-				return st;
-		} while (!s->conn->notified && !deadline_passed(next));
-		if (s->conn->notified)
-			trace("a slot of %s was released; trying again", s->label);
+		if (o->waiting && now_seconds() - start >= WAITING_NEWS) {
+			told = true;
+			o->waiting(o->arg, *max, now_seconds() - start);
+		}
+		if ((st = pause_for_release(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
+			break;
 	}
+	if (told)
+		o->waiting(o->arg, *max, -1);
 	/* A holder has no use for other clients' releases. */
 	conn_unsubscribe(s->conn);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)

@@ -38,6 +38,11 @@ struct hold_opts {
 	 * "reconnected" (key "away_ms"), with a sentence for people. */
 	void (*notice)(void *arg, const char *event, const char *key, unsigned long ms,
 		       const char *text);
+	/* Waiting for a slot: called after each try once the wait has
+	 * lasted WAITING_NEWS seconds, with the slots there are and the
+	 * seconds waited; once more with waited < 0 when the wait ends,
+	 * however it ends. NULL: nobody is told. */
+	void (*waiting)(void *arg, unsigned max, double waited);
 	void *arg;
 };
 

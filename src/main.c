@@ -15,10 +15,6 @@
 #include "secret.h"
 #include "signals.h"
 
-#ifndef AMQPLOCK_VERSION
-#define AMQPLOCK_VERSION "unknown"
-#endif
-
 static const struct command commands[] = {
 	{"create", cmd_create, 2, 2, "NAME SLOTS", "create a semaphore with SLOTS slots",
 	 ADMIN | SCAN | GROW, false},
@@ -83,7 +79,11 @@ static void print_help(FILE *f, const struct command *cmd)
 
 static int finish(struct cli *cli, enum al_status st)
 {
-	if (st != AL_OK && !cli->reported)
+	/* -q: "busy" is an answer, not an error; its exit code says it all,
+	 * as with flock -n. */
+	bool quiet_busy = st == AL_BUSY && cli->quiet;
+
+	if (st != AL_OK && !cli->reported && !quiet_busy)
 		out_error(st, st == AL_USAGE ? NULL : cli->name,
 			  status_message()[0] ? status_message() : "failed");
 	if (cli->exit_code >= 0)
@@ -145,6 +145,52 @@ static int help(struct cli *cli, int argc, char **argv)
 	return print_help_or_version(CLI_SHOW_HELP, cmd);
 }
 
+/* The usage error for the wrong number of arguments names what is missing
+ * (the first word of the usage line not given) or the first one too many. */
+static enum al_status wrong_count(const struct command *cmd, char **args, int nargs)
+{
+	const char *word = cmd->args;
+	char q[64];
+	size_t len;
+	int i;
+
+	if (nargs > cmd->max_args)
+		return fail(AL_USAGE, "unexpected argument %s (usage: amqplock %s [OPTIONS] %s)",
+			    quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name, cmd->args);
+	for (i = 0; i < nargs && word; i++)
+		word = strchr(word, ' ') ? strchr(word, ' ') + 1 : NULL;
+	len = word ? strcspn(word, " ") : 0;
+	return fail(AL_USAGE, "missing %.*s (usage: amqplock %s [OPTIONS] %s)", (int)len,
+		    word ? word : "", cmd->name, cmd->args);
+}
+
+/* A word of a command line as a shell would need it: quoted only if it
+ * holds something other than letters, digits and _./=:@%+,- . */
+static const char *shell_word(const char *word, char *buf, size_t size)
+{
+	static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789_./=:@%+,-";
+
+	if (*word && word[strspn(word, plain)] == '\0' && strlen(word) < size)
+		return word;
+	return quote_arg(word, buf, size);
+}
+
+/* hold NAME CMD...: the flock habit. Shows the line with "--" put in. */
+static enum al_status missing_dashes(const struct command *cmd, char **args, int nargs)
+{
+	char line[256], q[64];
+	size_t used;
+	int i;
+
+	used = (size_t)snprintf(line, sizeof(line), "amqplock %s %s --", cmd->name,
+				shell_word(args[0], q, sizeof(q)));
+	for (i = 1; i < nargs && used < sizeof(line); i++)
+		used += (size_t)snprintf(line + used, sizeof(line) - used, " %s",
+					 shell_word(args[i], q, sizeof(q)));
+	return fail(AL_USAGE, "put -- before the command: %s", line);
+}
+
 /* Where results and JSON errors go: stdout, unless it belongs to the
  * command that hold runs; then every word of amqplock's, even a usage
  * error, goes to stderr. */
@@ -197,6 +243,8 @@ int main(int argc, char **argv)
 		/* hold NAME -- CMD [ARGS...], or hold -c TEXT NAME */
 		if (end < argc - 1 && !cli.command_text)
 			cli.command = argv + end + 1;
+		else if (end == argc && !cli.command_text && nargs > cmd->max_args)
+			st = missing_dashes(cmd, args, nargs);
 		else if (end < argc || !cli.command_text)
 			st = fail(AL_USAGE, cli.command_text
 						    ? "give either -c TEXT or -- CMD, not both"
@@ -209,8 +257,11 @@ int main(int argc, char **argv)
 		nargs += argc - end - 1;
 		end = argc;
 	}
-	if (st != AL_OK || nargs < cmd->min_args || nargs > cmd->max_args || end < argc)
+	if (st == AL_OK && (nargs < cmd->min_args || nargs > cmd->max_args))
+		st = wrong_count(cmd, args, nargs);
+	if (st != AL_OK || end < argc)
 		return usage_error(&cli, cmd);
+	cli.command_name = cmd->name;
 	if ((st = cli_check_name(&cli, args[0])) != AL_OK ||
 	    (st = conn_check_opts(&cli.conn)) != AL_OK)
 		return finish(&cli, st);

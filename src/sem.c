@@ -16,6 +16,16 @@
 /* Slots probed in one round of the narrowing search for max. */
 #define SEARCH_POINTS 64u
 
+/* -v: the number of slots, when it is news (a waiting client counts them
+ * on every try). */
+static void trace_max(struct sem *s, unsigned max)
+{
+	if (s->traced_max == max + 1)
+		return;
+	s->traced_max = max + 1;
+	trace("%s has %u slot%s", s->name.base, max, max == 1 ? "" : "s");
+}
+
 /* Administrators count slots one by one from 1 (under their mutex): the
  * first missing slot queue ends the semaphore, so a hole made behind
  * amqplock's back is found, and the strays above it swept. */
@@ -38,7 +48,7 @@ static enum al_status count_slots(struct sem *s, unsigned *max)
 		for (i = 0; i < batch; i++) {
 			if (!exists[i]) {
 				*max = first + i - 1;
-				trace("%s has %u slots", s->name.base, *max);
+				trace_max(s, *max);
 				return AL_OK;
 			}
 		}
@@ -82,7 +92,7 @@ static enum al_status narrow(struct sem *s, unsigned lo, unsigned hi, unsigned *
 		bracket(p, n, &lo, &hi);
 	}
 	*max = lo;
-	trace("%s has %u slots", s->name.base, *max);
+	trace_max(s, *max);
 	return AL_OK;
 }
 
@@ -986,7 +996,9 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 			break;
 		}
 		if (candidates.len == 0) {
-			st = fail(AL_BUSY, "all %u slots of %s are held", *max, s->label);
+			st = *max == 1
+				     ? fail(AL_BUSY, "the one slot of %s is held", s->label)
+				     : fail(AL_BUSY, "all %u slots of %s are held", *max, s->label);
 			break;
 		}
 		/* The lowest free slot keeps a lone client on slot 1, as a flock

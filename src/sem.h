@@ -58,6 +58,8 @@ struct sem {
 		 * least until renewed + ms / 1000 on the broker's clock. */
 		double renewed;
 	} lease;
+	/* The max -v last told of, plus one (0: none yet). */
+	unsigned traced_max;
 	/* The verification sem_verify_send last sent: the queue kinds asked
 	 * about, in order, and how many answers are in. */
 	enum slot_kind verify_kind[3];

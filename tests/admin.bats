@@ -221,29 +221,36 @@ teardown() {
 
 # --- status ---------------------------------------------------------------
 
-@test "status prints semaphore, max, held, free and orphans" {
+@test "status prints semaphore, max, held, free and orphans, each list with its count first" {
     al create "$n" 3
     run -0 --separate-stderr al status "$n"
-    assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       -" \
-        "free       1 2 3" "orphans    -")"
+    assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       0 of 3" \
+        "free       3 of 3: 1 2 3" "orphans    0")"
     [ -z "$stderr" ]
+    # the counts, for awk
+    [ "$(al status "$n" | awk '$1 == "free" { print $2 }')" = 3 ]
 }
 
 @test "status --json reports max and arrays of held, away, unreachable, free and orphan slots" {
     al create "$n" 3
     run -0 al --json status "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 3 and .held == []
-        and .away == [] and .unreachable == [] and .free == [1, 2, 3] and .orphans == []' --arg n "$n"
+        and .away == [] and .unreachable == [] and .free == [1, 2, 3] and .orphans == []
+        and .held_count == 0 and .free_count == 3' --arg n "$n"
+    # one key order
+    run -0 al --json status "$n"
+    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","held","held_count","away","unreachable","free","free_count","orphans"]' ]
 }
 
 @test "status shows held slots and orphan holders above max" {
     al create "$n" 3
     hold_queues "amqplock.$n-2-B" "amqplock.$n-5-B"
     run -0 al status "$n"
-    assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       2" \
-        "free       1 3" "orphans    5")"
+    assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       1 of 3: 2" \
+        "free       2 of 3: 1 3" "orphans    1: 5")"
     run -0 al status --json "$n"
-    assert_json '.max == 3 and .held == [2] and .free == [1, 3] and .orphans == [5]'
+    assert_json '.max == 3 and .held == [2] and .free == [1, 3] and .orphans == [5]
+        and .held_count == 1 and .free_count == 2'
     release_queues
 }
 

@@ -460,7 +460,7 @@ teardown() {
     local name
     for name in "$long" "$n.Az_09:x-Y" "$n-1-C" "$n-1-M" "${n}x-L" "${n}x-A" "$n-12-AB" "$n-x1-A" "$n-1-A-"; do
         run -0 al create "$name" 1
-        assert_output "created $name: 1 slots"
+        assert_output "created $name: 1 slot"
         run -0 al destroy "$name"
     done
 }

@@ -287,6 +287,24 @@ teardown() {
     [ "$rc" -eq 6 ] || fail "wait exited $rc: $(cat "$T/w.err")"
 }
 
+@test "who holds what: each connection names its command, semaphore, host and pid, and carries amqplock's version" {
+    al create "$n" 1
+    bg h hold "$n" -- sleep 30
+    local h=$BG
+    wait_until 10 held_now "$n" '[1]' || fail "slot 1 not held: $(cat "$T/h.err")"
+    local version props
+    version=$(al --version | cut -d' ' -f2)
+    props=$(rmqctl -q list_connections client_properties | grep -F "amqplock hold $n ")
+    [[ $props == *"{\"connection_name\",\"amqplock hold $n (on $(hostname), pid $h)\"}"* ]] ||
+        fail "client properties: $props"
+    [[ $props == *"{\"version\",\"$version\"}"* && $props == *"{\"pid\",$h}"* ]] ||
+        fail "client properties: $props"
+    [[ $props == *"{\"user\",\"$(id -un)\"}"* && $props == *"{\"product\",\"amqplock\"}"* ]] ||
+        fail "client properties: $props"
+    kill -TERM "$h"
+    wait_exit "$h" 10
+}
+
 # --- acquire -------------------------------------------------------------------
 
 @test "a clean release wakes a waiting hold at once (it hears of it, not only by polling)" {
@@ -783,9 +801,19 @@ teardown() {
     # the acquire gave its slot up
     wait_exit "$a" 3
     [ "$rc" -eq 4 ]
-    run -0 --separate-stderr al --json wait -n "$n"
-    jq -e --arg n "$n" '.ok == true and .semaphore == $n and (.waited_ms | type == "number")' \
+    # now nothing is left by that name: not found, as status says
+    run -3 --separate-stderr al --json wait -n "$n"
+    jq -e --arg n "$n" '.ok == false and .semaphore == $n and .error == "not_found"' \
         <<<"$output" >/dev/null || fail "bad JSON: $output"
+}
+
+@test "wait on a name that was never created exits 3 at once, as status and max do" {
+    run -3 --separate-stderr al wait "$n-typo"
+    assert_error_line
+    [[ $stderr == *"does not exist"* ]] || fail "stderr: $stderr"
+    run -3 al wait -w 5 "$n-typo"
+    run -3 --separate-stderr al --json wait "$n-typo"
+    jq -e '.error == "not_found"' <<<"$output" >/dev/null || fail "bad JSON: $output"
 }
 
 # --- contention ----------------------------------------------------------------------
@@ -867,8 +895,8 @@ held_now() { [ "$(json_status "$1" .held)" = "$2" ]; }
     [ "$(json_status "$n" '[.held, .unreachable, .away, .free]')" = '[[1],[1],[],[2]]' ]
     note "status with a refused holder probe took $(since "$t0") s"
     run -0 al status "$n"
-    assert_line "unreachable 1"
-    assert_line "held       1"
+    assert_line "unreachable 1: 1"
+    assert_line "held       1 of 2: 1"
     # a newcomer takes another slot, and waits behind a full semaphore
     run -0 al hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
     assert_output 2

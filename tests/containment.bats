@@ -431,6 +431,44 @@ ctrl_z_ticker() {
     slot_free "$n" 1
 }
 
+@test "at a terminal a hold that waits over a second says so on one line, rewritten in place; on a pipe, in JSON or with -q it does not" {
+    al create "$n" 1
+    bg h hold "$n" -- sleep 4
+    local h=$BG
+    wait_until 10 slot_held "$n" 1 || fail "slot 1 not held: $(cat "$T/h.err")"
+    pty_play \
+        line "'$AMQPLOCK_BIN' hold -w 20 $n -- echo 'go''t it'" \
+        expect "amqplock: waiting, the one slot of $n is held \\([12] s\\)" \
+        expect "amqplock: waiting, the one slot of $n is held \\([345] s\\)" \
+        expect 'got it$' \
+        prompt \
+        line 'echo "hold=$?"' \
+        expect '^hold=0$'
+    pty_done 40
+    wait_exit "$h" 10
+    # on a pipe: nothing while waiting, the reason at the end
+    bg h2 hold "$n" -- sleep 30
+    h=$BG
+    wait_until 10 slot_held "$n" 1 || fail "slot 1 not held: $(cat "$T/h2.err")"
+    run -1 --separate-stderr al hold -w 2 "$n" -- true
+    [[ $stderr != *"amqplock: waiting,"* ]] || fail "stderr: $stderr"
+    assert_error_line
+    # JSON: one waiting event, then the error
+    run -1 --separate-stderr al --json hold -w 2 "$n" -- true
+    local json
+    json=$(grep '^{' <<<"$stderr")
+    [ "$(jq -c 'select(.event == "waiting") | [.semaphore, .max]' <<<"$json")" = "[\"$n\",1]" ] ||
+        fail "stderr: $stderr"
+    [ "$(jq -c 'select(.error) | .error' <<<"$json")" = '"busy"' ] || fail "stderr: $stderr"
+    # -q: nothing at all, only the exit code
+    run -1 --separate-stderr al -q hold -w 2 "$n" -- true
+    [ -z "$stderr" ] || fail "stderr: $stderr"
+    run -1 --separate-stderr al -q hold -n "$n" -- true
+    [ -z "$stderr" ] || fail "stderr: $stderr"
+    kill -TERM "$h"
+    wait_exit "$h" 10
+}
+
 # --- job control without a terminal ------------------------------------------------------
 
 @test "kill -TSTP of a background hold stops every process of CMD; kill -CONT lets them go on; exit 0" {

@@ -472,37 +472,128 @@ installed() {
         fail "unexpected pkg-config answers: '$bashdir' '$fishdir'"
     diff <(installed "$d") <(printf '%s\n' usr/bin/amqplock usr/share/man/man1/amqplock.1 \
         "${bashdir#/}/amqplock" "${fishdir#/}/amqplock.fish" \
-        usr/share/zsh/site-functions/_amqplock | sort)
+        usr/share/zsh/vendor-completions/_amqplock | sort)
     cmp "$d/usr/bin/amqplock" "$TOP/amqplock"
     cmp "$d/usr/share/man/man1/amqplock.1" "$MAN"
     cmp "$d$bashdir/amqplock" "$BASH_COMP"
     cmp "$d$fishdir/amqplock.fish" "$FISH_COMP"
-    cmp "$d/usr/share/zsh/site-functions/_amqplock" "$ZSH_COMP"
+    cmp "$d/usr/share/zsh/vendor-completions/_amqplock" "$ZSH_COMP"
     [ "$(stat -c %a "$d/usr/bin/amqplock")" = 755 ]
     [ "$(stat -c %a "$d/usr/share/man/man1/amqplock.1")" = 644 ]
-    # a new bash finds the completion by itself
-    run -0 env XDG_DATA_DIRS="$d/usr/share" bash --norc --noprofile -c '
-        . /usr/share/bash-completion/bash_completion
-        if declare -F _comp_load >/dev/null; then
-            _comp_load amqplock
-        else
-            __load_completion amqplock
-        fi && complete -p amqplock'
-    assert_output --partial 'amqplock'
     run -0 make -s -C "$TOP" uninstall DESTDIR="$d" PREFIX=/usr
     assert_equal "$(installed "$d")" ""
 
-    # elsewhere than /usr: everything under PREFIX, as bash and fish look
-    # there too
+    # /usr/local: fish's completion in /etc/fish/completions, as a new fish
+    # reads nothing under /usr/local
     d=$BATS_TEST_TMPDIR/local
     run -0 make -s -C "$TOP" -o amqplock install DESTDIR="$d"
     diff <(installed "$d") <(printf '%s\n' usr/local/bin/amqplock \
         usr/local/share/man/man1/amqplock.1 \
         usr/local/share/bash-completion/completions/amqplock \
-        usr/local/share/fish/vendor_completions.d/amqplock.fish \
+        etc/fish/completions/amqplock.fish \
         usr/local/share/zsh/site-functions/_amqplock | sort)
     run -0 make -s -C "$TOP" uninstall DESTDIR="$d"
     assert_equal "$(installed "$d")" ""
+
+    # every directory given
+    d=$BATS_TEST_TMPDIR/given
+    local dirs=(PREFIX=/p BINDIR=/b MANDIR=/m BASH_COMPLETION_DIR=/cb ZSH_COMPLETION_DIR=/cz
+        FISH_COMPLETION_DIR=/cf)
+    run -0 make -s -C "$TOP" -o amqplock install DESTDIR="$d" "${dirs[@]}"
+    diff <(installed "$d") <(printf '%s\n' b/amqplock m/man1/amqplock.1 cb/amqplock \
+        cz/_amqplock cf/amqplock.fish | sort)
+    run -0 make -s -C "$TOP" uninstall DESTDIR="$d" "${dirs[@]}"
+    assert_equal "$(installed "$d")" ""
+}
+
+# fresh_shell COMMAND...: COMMAND as in a new login: a HOME of its own
+# with no rc files in it, root's PATH on Debian, nothing else in the
+# environment, no terminal.
+fresh_shell() {
+    mkdir -p "$BATS_TEST_TMPDIR/home"
+    env -i HOME="$BATS_TEST_TMPDIR/home" TERM=dumb LC_ALL=C \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@" </dev/null
+}
+
+# search_dirs SHELL: the directories where a new SHELL looks for a
+# completion, one a line, as the shell itself says: zsh's $fpath and
+# fish's $fish_complete_path after the system's rc files, and for bash
+# the directories that bash-completion tries when it looks up the
+# completion of a command that has none (traced); not those under HOME.
+search_dirs() {
+    case $1 in
+    zsh) fresh_shell zsh -i -c 'print -rl -- $fpath' ;;
+    fish) fresh_shell fish -c 'printf "%s\n" $fish_complete_path' ;;
+    bash)
+        fresh_shell bash --norc --noprofile -c '
+            . /usr/share/bash-completion/bash_completion
+            set -x
+            if declare -F _comp_load >/dev/null; then
+                _comp_load amqplock-none
+            else
+                __load_completion amqplock-none
+            fi' 2>&1 | sed -nE 's/^\++ \[\[ -d (.*) \]\]$/\1/p' | grep -v /amqplock-none
+        ;;
+    esac | grep -v "^$BATS_TEST_TMPDIR/home/"
+}
+
+@test "make install: for PREFIX=/usr and /usr/local, a new bash, zsh and fish each look where their completion is, and complete with it" {
+    local shell prefix d f dir line
+    declare -A looks dir_of
+    for shell in bash zsh fish; do
+        looks[$shell]=$(search_dirs $shell)
+        [ -n "${looks[$shell]}" ] || fail "no search directories from $shell"
+    done
+    # the helpers below run their shells in a HOME of their own too
+    mkdir -p "$BATS_TEST_TMPDIR/home"
+    export HOME=$BATS_TEST_TMPDIR/home
+    unset XDG_DATA_HOME XDG_DATA_DIRS XDG_CONFIG_HOME XDG_CONFIG_DIRS BASH_COMPLETION_USER_DIR
+    # What a shell does at amqplock<TAB>: bash-completion looks the
+    # completion up (here under BASH_COMPLETION_USER_DIR, which it searches
+    # first); fish loads it from $fish_complete_path, once amqplock is a
+    # command; zsh_complete puts the directory of $ZSH_COMP in $fpath.
+    local bash_load=$BATS_TEST_TMPDIR/load.bash fish_load=$BATS_TEST_TMPDIR/load.fish
+    echo 'if declare -F _comp_load >/dev/null; then _comp_load amqplock; else __load_completion amqplock; fi' \
+        >"$bash_load"
+    echo 'set -g fish_complete_path $FISH_DIR; type -q amqplock; or exit 1' >"$fish_load"
+    local want
+    want=$(printf '%s\t%s\n' 'amqplock cr' create 'amqplock hold --l' --lease \
+        'amqplock hold --l' --lost-signal)
+
+    for prefix in /usr /usr/local; do
+        d=$BATS_TEST_TMPDIR/root${prefix//\//-}
+        run -0 make -s -C "$TOP" -o amqplock install DESTDIR="$d" PREFIX="$prefix"
+        # the directory of each completion, without DESTDIR
+        dir_of[bash]=$(cd "$d" && find . -type f -name amqplock ! -path "./${prefix#/}/bin/*")
+        dir_of[zsh]=$(cd "$d" && find . -type f -name _amqplock)
+        dir_of[fish]=$(cd "$d" && find . -type f -name amqplock.fish)
+        for shell in bash zsh fish; do
+            f=${dir_of[$shell]}
+            [[ -n $f && $f != *$'\n'* ]] || fail "PREFIX=$prefix: not one $shell completion: $f"
+            dir=${f#.}
+            dir=${dir%/*}
+            dir_of[$shell]=$dir
+            grep -qxF -- "$dir" <<<"${looks[$shell]}" ||
+                fail "PREFIX=$prefix: $dir, where the $shell completion is, is not where a new $shell looks: $(echo ${looks[$shell]})"
+        done
+
+        [[ ${dir_of[bash]} == */completions ]] || fail "bash: ${dir_of[bash]}"
+        BASH_COMPLETION=1 BASH_COMPLETION_USER_DIR=$d${dir_of[bash]%/completions} \
+            BASH_COMP=$bash_load run -0 bash_complete 'amqplock cr' 'amqplock hold --l'
+        assert_equal "$(sort <<<"$output")" "$want"
+
+        FISH_COMP=$fish_load FISH_DIR=$d${dir_of[fish]} PATH=$d$prefix/bin:$PATH \
+            run -0 fish_complete 'amqplock cr' 'amqplock hold --l'
+        assert_equal "$(sort <<<"$output")" "$want"
+
+        ZSH_COMP=$d${dir_of[zsh]}/_amqplock run -0 zsh_complete 'amqplock cr' \
+            'amqplock hold --le' 'amqplock hold --lo'
+        assert_output "$(printf '%s\n' 'amqplock create ' 'amqplock hold --lease=' \
+            'amqplock hold --lost-signal=')"
+
+        run -0 make -s -C "$TOP" uninstall DESTDIR="$d" PREFIX="$prefix"
+        assert_equal "$(installed "$d")" ""
+    done
 }
 
 # --- README's table of tested versions --------------------------------------

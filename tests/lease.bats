@@ -186,7 +186,9 @@ is_away() { [ "$(away_slots "$1")" = "$2" ]; }
 # a newcomer that must find every slot taken: exit 1, nothing run
 newcomer_busy() {
     run -1 --separate-stderr al --heartbeat 1 hold -n "$n" -- touch "$T/newcomer.ran"
-    [[ $stderr == "amqplock: all $1 slots of $n are held"* ]] || fail "newcomer: '$stderr'"
+    local held="all $1 slots of $n are held"
+    [ "$1" -ne 1 ] || held="the one slot of $n is held"
+    [[ $stderr == "amqplock: $held"* ]] || fail "newcomer: '$stderr'"
     [ ! -e "$T/newcomer.ran" ] || fail "a newcomer ran its command"
 }
 

@@ -348,7 +348,7 @@ ready() {
         # counts as held, unreachable, and nobody gets it (no command
         # fails either) until the node is back.
         assert_equal "$(c 2 --json status "$n" | jq -c '[.max, .held, .unreachable]')" "[3,[1,2,3],[$s3]]"
-        c 2 status "$n" | grep -qx "unreachable $s3" || fail "status: $(c 2 status "$n")"
+        c 2 status "$n" | grep -qx "unreachable 1: $s3" || fail "status: $(c 2 status "$n")"
         run -1 c 1 hold -n "$n" -- true
         sleep 3
         [ ! -e "$T/w.ready" ] || fail "RabbitMQ $RMQ_VERSION: the waiter got slot $(cat "$T/w.ready") while node 3 was down"
