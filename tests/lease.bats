@@ -424,9 +424,9 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     wait_until 10 is_away "$n" '[1]' || fail "slot not away: $(al --json status "$n")"
     note "slot away $(since "$t0") s after the relay froze"
     run -0 al status "$n"
-    assert_line --regexp '^away +1$'
-    assert_line --regexp '^held +1$'
-    assert_line --regexp '^free +-$'
+    assert_line --regexp '^away +1: 1$'
+    assert_line --regexp '^held +1 of 1: 1$'
+    assert_line --regexp '^free +0 of 1$'
     run -0 al --json status "$n"
     assert_json '.held == [1] and .away == [1] and .free == []'
     newcomer_busy 1
@@ -494,7 +494,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     kill_mono=$(mono)
     wait_until 3 is_away "$n" '[1,2,3,4,5]' || fail "slots not away: $(al --json status "$n")"
     run -0 al status "$n"
-    assert_line --regexp '^away +1 2 3 4 5$'
+    assert_line --regexp '^away +5: 1 2 3 4 5$'
     newcomer_busy 5
     # the commands died with their keeper
     wait_until 3 test -z "$(pgrep -f -- "$T/h[0-9]*.cmd" || true)" || fail "commands outlived their keeper"
@@ -709,7 +709,7 @@ close_holders() {
 # time after the node died, and so can remove the holder queue that a
 # holder has just declared again through a survivor. rabbitmqctl
 # delete_queue right after a re-attach does the same on one node.
-@test "a holder queue deleted soon after a re-attach is declared again: the lease keeps the slot, CMD undisturbed" {
+@test "a holder queue deleted soon after a re-attach is declared again: the lease keeps the slot, CMD undisturbed; the new connection names the slot" {
     al create "$n" 1
     CMD_UNTIL=1 cmd_hold h 60 --heartbeat 2 hold --grace 2 "$n"
     local h=$BG
@@ -718,6 +718,9 @@ close_holders() {
     wait_until 15 grep -q '"event":"reconnected"' "$T/h.err" || fail "not back: $(cat "$T/h.err")"
     wait_until 10 eval '[ "$(al --json status "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
         fail "holder queue not back: $(al --json status "$n")"
+    # the new connection says which slot it holds
+    rmqctl -q list_connections client_properties | grep -qF "amqplock hold $n (slot 1, on " ||
+        fail "connections: $(rmqctl -q list_connections client_properties)"
     rmqctl delete_queue "amqplock.$n-1-B" >/dev/null
     # the next verification finds it gone and declares it again
     wait_until 10 eval '[ "$(al --json status "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||

@@ -134,9 +134,9 @@ await_slot() {
     vg 0 status "$n"
     assert_line --regexp "^semaphore +$n\$"
     assert_line --regexp '^max +3$'
-    assert_line --regexp '^held +1$'
-    assert_line --regexp '^free +2[, ]+3$'
-    assert_line --regexp '^orphans +-$'
+    assert_line --regexp '^held +1 of 3: 1$'
+    assert_line --regexp '^free +2 of 3: 2 3$'
+    assert_line --regexp '^orphans +0$'
     vg 0 --json status "$n"
     assert_json '.ok and .max == 3 and .held == [1] and .free == [2,3] and .orphans == []'
     kill -TERM "$BG"
