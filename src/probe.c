@@ -132,7 +132,10 @@ static enum al_status probe_batch_again(struct conn *c, const struct sem_name *s
 		if ((st = conn_reset_channel(c)) != AL_OK)
 			return st;
 		if (!some_refused(p, n, false) || deadline_passed(patience)) {
-			trace("the broker refused probes; taking those queues as there");
+			/* Once per connection: a waiter asks again every pause. */
+			if (!c->told_refused)
+				trace("the broker refused probes; taking those queues as there");
+			c->told_refused = true;
 			return AL_OK;
 		}
 		pause = backoff_next(&pauses, patience);
