@@ -757,6 +757,11 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			trace("could not end the lease of slot %u: it runs out", slot);
 		return AL_LOST;
 	}
+	/* A verification still in flight answers first: its answers are
+	 * taken here, or the release would read them as its own, fail, and
+	 * leave the waiters to find the slot by polling. */
+	if (!s->conn->dead && h.verify_sent)
+		(void)await_verification(&h);
 	/* Waiters hear of it at once; a failure here changes nothing, as
 	 * the connection's close gives the slot back anyway, but for a
 	 * lease, which lasts its length if it cannot be ended now. */
