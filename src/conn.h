@@ -63,7 +63,7 @@ struct conn {
 	 * unless given): no reply is waited for past it, so a silent broker
 	 * cannot stretch a wait that has a limit. */
 	struct deadline limit;
-	bool dead; /* the connection is unusable; only conn_close remains */
+	bool dead;         /* the connection is unusable; only conn_close remains */
 	bool told_refused; /* -v has said that the broker refuses probes */
 	/* The last channel-level refusal, set when conn_recv returns one. */
 	uint16_t reply_code;
