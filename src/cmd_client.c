@@ -55,7 +55,7 @@ static void report_notice(void *arg, const char *name, const char *key, unsigned
 static void report_waiting(void *arg, unsigned max, double waited)
 {
 	struct client *cl = arg;
-	char line[256];
+	char held[NAME_MAX_BYTES + 64];
 
 	if (waited >= 0 && !cl->waiting_told) {
 		cl->waiting_told = true;
@@ -73,12 +73,9 @@ static void report_waiting(void *arg, unsigned max, double waited)
 		cl->waiting_line = false;
 		return;
 	}
-	if (max == 1)
-		snprintf(line, sizeof(line), "the one slot of %s is held", cl->cli->name);
-	else
-		snprintf(line, sizeof(line), "all %u slots of %s are held", max, cl->cli->name);
+	sem_all_held(held, sizeof(held), max, cl->cli->name);
 	/* Back to the line's start, and the rest of the old one erased. */
-	fprintf(stderr, "\ramqplock: waiting, %s (%u s)\033[K", line, (unsigned)waited);
+	fprintf(stderr, "\ramqplock: waiting, %s (%u s)\033[K", held, (unsigned)waited);
 	cl->waiting_line = true;
 }
 
@@ -146,20 +143,28 @@ static void exit_on_interrupt(struct cli *cli, const char *before, const char *a
  * and no more: a broker that falls silent cannot stretch -w further. */
 #define LAST_TRY_REPLIES 0.5
 
+/* The two ends of a wait (hold, acquire, wait): when to stop trying
+ * (-n: at once), and the limit on every reply until then (-n: none but
+ * the reply timeout). */
+static void wait_deadlines(const struct hold_opts *o, struct deadline *wait_end,
+			   struct deadline *replies_end)
+{
+	*wait_end = deadline_in(o->nonblock ? 0 : o->wait);
+	*replies_end = o->nonblock ? deadline_never() : deadline_after(*wait_end, LAST_TRY_REPLIES);
+}
+
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
 static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const struct hold_opts *o,
 				    struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
-	/* One deadline for the whole wait, reconnects included; -n tries
-	 * once, with the usual reply timeout. */
-	struct deadline wait_end = deadline_in(o->nonblock ? 0 : o->wait);
-	struct deadline replies_end =
-		o->nonblock ? deadline_never() : deadline_after(wait_end, LAST_TRY_REPLIES);
+	struct deadline wait_end, replies_end;
 	enum al_status st;
 	int reconnects = 0;
 
+	/* One deadline for the whole wait, reconnects included. */
+	wait_deadlines(o, &wait_end, &replies_end);
 	exit_on_interrupt(cli, "before a slot of ", " was held; nothing was run");
 	if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 		return st;
@@ -192,7 +197,7 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 {
 	struct client cl = {.cli = cli};
-	struct hold_opts o = hold_opts_from(cli, &cl, NULL);
+	struct hold_opts o;
 	struct conn c;
 	struct sem s;
 	enum al_status st;
@@ -202,7 +207,7 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	(void)argc, (void)argv;
 	if ((st = settle_lease(cli, false)) != AL_OK)
 		return st;
-	o.lease = cli->hold.lease;
+	o = hold_opts_from(cli, &cl, NULL);
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
@@ -222,7 +227,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 {
 	struct client cl = {.cli = cli};
 	char *shell[] = {"/bin/sh", "-c", cli->command_text, NULL};
-	struct hold_opts o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
+	struct hold_opts o;
 	char slot_text[16];
 	struct conn c;
 	struct sem s;
@@ -233,7 +238,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	(void)argc, (void)argv;
 	if ((st = settle_lease(cli, true)) != AL_OK)
 		return st;
-	o.lease = cli->hold.lease;
+	o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
@@ -261,7 +266,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 {
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
-	struct deadline wait_end = deadline_in(cli->hold.nonblock ? 0 : cli->hold.wait);
+	struct deadline wait_end, replies_end;
 	struct slot_list orphans = {0};
 	double start = now_seconds();
 	struct conn c;
@@ -271,10 +276,8 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 
 	(void)argc, (void)argv;
 	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
-	st = cli_connect(cli, &c, &s,
-			 cli->hold.nonblock ? deadline_never()
-					    : deadline_after(wait_end, LAST_TRY_REPLIES));
-	if (st != AL_OK)
+	wait_deadlines(&cli->hold, &wait_end, &replies_end);
+	if ((st = cli_connect(cli, &c, &s, replies_end)) != AL_OK)
 		return st;
 	st = sem_orphans(&s, &max, &orphans);
 	/* Nothing at all by that name (a typo?): as status and max say. One

@@ -701,9 +701,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	};
 	/* Ours win over the library's own (its "version" is its own). */
 	amqp_table_entry_t props[] = {
-		{.key = amqp_cstring_bytes("product"),
-		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
-			   .value.bytes = amqp_cstring_bytes("amqplock")}},
+		utf8_entry("product", "amqplock"),
 		{.key = amqp_cstring_bytes("capabilities"),
 		 .value = {.kind = AMQP_FIELD_KIND_TABLE,
 			   .value.table = {.num_entries = 1, .entries = &capability}}},
@@ -714,7 +712,10 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		{.key = amqp_cstring_bytes("pid"),
 		 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = o->who.pid}},
 	};
-	amqp_table_t table = {.num_entries = o->who.name[0] ? 7 : 2, .entries = props};
+	/* Without an identity (no name given), product and capabilities. */
+	amqp_table_t table = {.num_entries =
+				      o->who.name[0] ? (int)(sizeof(props) / sizeof(props[0])) : 2,
+			      .entries = props};
 
 	quote_arg(info->user, user, sizeof(user));
 	amqp_set_handshake_timeout(c->amqp, &tv);

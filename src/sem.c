@@ -982,9 +982,18 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot)
 	return step_refused(s, slot, &steps[done], status_for_reply(refused));
 }
 
+void sem_all_held(char *buf, size_t size, unsigned max, const char *label)
+{
+	if (max == 1)
+		snprintf(buf, size, "the one slot of %s is held", label);
+	else
+		snprintf(buf, size, "all %u slots of %s are held", max, label);
+}
+
 enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 {
 	struct slot_list candidates = {0};
+	char held[NAME_MAX_BYTES + 64];
 	enum al_status st;
 	unsigned races = 0, k;
 
@@ -996,9 +1005,8 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 			break;
 		}
 		if (candidates.len == 0) {
-			st = *max == 1
-				     ? fail(AL_BUSY, "the one slot of %s is held", s->label)
-				     : fail(AL_BUSY, "all %u slots of %s are held", *max, s->label);
+			sem_all_held(held, sizeof(held), *max, s->label);
+			st = fail(AL_BUSY, "%s", held);
 			break;
 		}
 		/* The lowest free slot keeps a lone client on slot 1, as a flock

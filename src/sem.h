@@ -116,6 +116,10 @@ struct sem_status {
  * as long as the connection lives. */
 enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max);
 
+/* "all 3 slots of jobs are held" ("the one slot of jobs is held"): what
+ * sem_acquire says when it finds none free, and the waiting line repeats. */
+void sem_all_held(char *buf, size_t size, unsigned max, const char *label);
+
 /* A fresh lease token: random, positive, fixed for the run. */
 int64_t sem_lease_token(void);
 
