@@ -222,14 +222,12 @@ teardown() {
     al create "$n" 1
     bg a acquire "$n"
     [ "$(await_slot a)" = 1 ]
-    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
-    local proxy=$!
-    keep "$proxy"
-    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+    start_relay
+    local proxy=$RELAY
 
     local t0
     t0=$(now)
-    bg w --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" hold -w 3 "$n" -- touch "$T/ran"
+    bg w --url "$RELAY_URL" hold -w 3 "$n" -- touch "$T/ran"
     local w=$BG
     wait_until 10 connected "$w" || fail "hold did not connect"
     sleep 1
@@ -267,14 +265,12 @@ teardown() {
     bg a acquire "$n"
     [ "$(await_slot a)" = 1 ]
     al remove "$n" 1
-    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
-    local proxy=$!
-    keep "$proxy"
-    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
+    start_relay
+    local proxy=$RELAY
 
     local t0
     t0=$(now)
-    bg w --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" wait -w 2 "$n"
+    bg w --url "$RELAY_URL" wait -w 2 "$n"
     local w=$BG
     wait_until 10 connected "$w" || fail "wait did not connect"
     sleep 0.5
@@ -680,11 +676,9 @@ teardown() {
 
 @test "without a lease, a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 4" {
     al create "$n" 1
-    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
-    local proxy=$!
-    keep "$proxy"
-    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
-    victim_hold --heartbeat 1 --url "amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/" hold --lease 0 "$n"
+    start_relay
+    local proxy=$RELAY
+    victim_hold --heartbeat 1 --url "$RELAY_URL" hold --lease 0 "$n"
     local h=$BG m=$MARK
     sleep 1.5
     running "$h"

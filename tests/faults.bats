@@ -234,11 +234,9 @@ trappers_lost() {
 # directly. The relay is frozen and each pair is timed.
 @test "silent partitions without a lease, 20 at once with --heartbeat 2: every CMD is signalled before its slot is re-granted" {
     local reps=20 i
-    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
-    local proxy=$!
-    keep "$proxy"
-    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
-    local url="amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/"
+    start_relay
+    local proxy=$RELAY
+    local url="$RELAY_URL"
     # the command writes the monotonic time it got TERM, or when it started
     local stamp='use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC);
         sub stamp { open(my $f, ">", $_[0]); printf $f "%.6f\n", clock_gettime(CLOCK_MONOTONIC); close $f }'
@@ -376,11 +374,9 @@ every_command() {
 }
 
 @test "a broker frozen mid-operation (relay stopped during create): exit 6 within --rpc-timeout, no holes" {
-    perl "$H/proxy.pl" "$T/proxy.port" "$AMQPLOCK_TEST_PORT" >"$T/proxy.err" 2>&1 </dev/null 3>&- &
-    local proxy=$!
-    keep "$proxy"
-    wait_until 10 test -s "$T/proxy.port" || fail "relay did not start: $(cat "$T/proxy.err")"
-    local url="amqp://guest:guest@127.0.0.1:$(cat "$T/proxy.port")/"
+    start_relay
+    local proxy=$RELAY
+    local url="$RELAY_URL"
     bg c --url "$url" --rpc-timeout 2 --heartbeat 0 create "$n" 5000
     local c=$BG
     progressed() { [ "$(rmqctl -q list_queues name --no-table-headers | grep -c "^amqplock.$n-")" -gt 20 ]; }

@@ -183,6 +183,17 @@ has_line() { grep -qEx -- "$2" "$1" 2>/dev/null; }
 # signal setup and talking to the broker (or waiting for a slot).
 connected() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'socket:'; }
 
+# start_relay: proxy.pl in front of the broker, pid in RELAY, its URL in
+# RELAY_URL. kill -STOP "$RELAY" is a silent partition for every
+# connection through it; teardown (stop_bg) continues it.
+start_relay() {
+    perl "$H/proxy.pl" "$T/relay.port" "$AMQPLOCK_TEST_PORT" >"$T/relay.err" 2>&1 </dev/null 3>&- &
+    RELAY=$!
+    keep "$RELAY"
+    wait_until 10 test -s "$T/relay.port" || fail "relay did not start: $(cat "$T/relay.err")"
+    RELAY_URL="amqp://guest:guest@127.0.0.1:$(cat "$T/relay.port")/"
+}
+
 # --- marked processes: "sleep MARK" under a command ---
 
 # new_mark: a number no other process uses as its sleep argument, in MARK:

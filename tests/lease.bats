@@ -168,17 +168,6 @@ no_lease_left() {
 # mono: CLOCK_MONOTONIC now (as leasecmd.pl writes it)
 mono() { perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e 'printf "%.6f\n", clock_gettime(CLOCK_MONOTONIC)'; }
 
-# start_relay: proxy.pl in front of the broker, pid in RELAY, its URL in
-# RELAY_URL. kill -STOP "$RELAY" is a silent partition for every
-# connection through it; teardown continues it.
-start_relay() {
-    perl "$H/proxy.pl" "$T/relay.port" "$AMQPLOCK_TEST_PORT" >"$T/relay.err" 2>&1 </dev/null 3>&- &
-    RELAY=$!
-    keep "$RELAY"
-    wait_until 10 test -s "$T/relay.port" || fail "relay did not start: $(cat "$T/relay.err")"
-    RELAY_URL="amqp://guest:guest@127.0.0.1:$(cat "$T/relay.port")/"
-}
-
 # away_slots NAME: the slots status --json lists as away, e.g. [1,3]
 away_slots() { al --json status "$1" | jq -c .away; }
 is_away() { [ "$(away_slots "$1")" = "$2" ]; }

@@ -24,10 +24,10 @@ inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.b
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
 url-in-ps|src/cli.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
 late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
-lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* Waiters/\t}\n\t\/* Waiters/|faults.bats|the broker.s app stopped
+lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* A verification/\t}\n\t\/* A verification/|faults.bats|the broker.s app stopped
 no-connect-deadline|src/conn.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
 wait-limit-kept|src/cmd_client.c|s/\tc->limit = deadline_never\(\);\n//|client.bats|^-w bounds only the wait
-no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\)\s+: deadline_after\(wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
+no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_after\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
 no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
 no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
