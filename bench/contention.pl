@@ -52,7 +52,7 @@ for my $i (0 .. $holds - 1) {
     if ($pid == 0) {
         open(STDOUT, '>', '/dev/null');
         open(STDERR, '>>', "$dir/contention-$name.err");
-        exec($al, '-q', 'hold', '-w', '120', $name, '--', 'sh', '-c',
+        exec($al, '-q', 'hold', split(' ', $ENV{CONTENTION_OPTS} // ''), '-w', '120', $name, '--', 'sh', '-c',
             "exec '$stamp' '$log' 0.05 $i:\$AMQPLOCK_SLOT") or POSIX::_exit(127);
     }
     $arrival[$i] = now();

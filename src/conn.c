@@ -299,20 +299,51 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 /* Far from the ids conn_reset_channel cycles through (1..1000). */
 #define NOTIFY_CHANNEL 1001
 
-/* A frame on the notification channel, read while waiting for another. */
+static void ack_delivery(struct conn *c, uint64_t tag)
+{
+	amqp_basic_ack_t ack = {.delivery_tag = tag};
+
+	amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_ACK_METHOD, &ack);
+}
+
+/* A probe's expiration: "0" (conn_publish_probe). */
+static bool is_probe(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_EXPIRATION_FLAG) && p->expiration.len == 1 &&
+	       *(const char *)p->expiration.bytes == '0';
+}
+
+/* A frame on the notification channel, read while waiting for another.
+ * A delivery is a wake-up unless its header says it is a newcomer's probe
+ * of the line (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready
+ * consumer): that one is acknowledged at once, so that it holds nothing
+ * up. */
 static void take_notification(struct conn *c, const amqp_frame_t *f)
 {
 	amqp_channel_close_ok_t ok = {0};
 
+	if (f->frame_type == AMQP_FRAME_HEADER && c->delivering) {
+		if (is_probe(f->payload.properties.decoded)) {
+			ack_delivery(c, c->delivering);
+		} else {
+			c->wake_tag = c->delivering;
+			c->notified = true;
+		}
+		c->delivering = 0;
+	}
 	if (f->frame_type != AMQP_FRAME_METHOD)
 		return;
 	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
-		c->notified = true;
+		c->delivering = ((amqp_basic_deliver_t *)f->payload.method.decoded)->delivery_tag;
 	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
 		/* Refused (say, by permissions): waiting falls back to polling. */
 		amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
 		c->notify_channel = 0;
 		trace("notifications refused; polling instead");
+	} else if (f->payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
+		/* The line was deleted under us: no wake-up will come. */
+		trace("the line was deleted; polling instead");
+		conn_unsubscribe(c);
 	}
 }
 
@@ -340,9 +371,19 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 			*none = true;
 			return AL_OK;
 		}
+		/* The library waits in whole milliseconds, rounded down: a
+		 * timeout a little early is no timeout yet. */
+		if (r == AMQP_STATUS_TIMEOUT && !deadline_passed(by))
+			continue;
 		if (r != AMQP_STATUS_OK)
 			return connection_failed(c, r, "waiting for a reply");
-		/* Content frames (of a basic.return) carry nothing we need. */
+		if (c->notify_channel && f.channel == c->notify_channel &&
+		    channel != c->notify_channel) {
+			take_notification(c, &f);
+			continue;
+		}
+		/* Other content frames (of a basic.return) carry nothing we
+		 * need. */
 		if (f.frame_type != AMQP_FRAME_METHOD)
 			continue;
 		if (f.channel == 0) {
@@ -350,10 +391,6 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 				return connection_closed(c, f.payload.method.decoded);
 			if (f.payload.method.id == AMQP_CONNECTION_BLOCKED_METHOD)
 				return connection_blocked(c, f.payload.method.decoded);
-			continue;
-		}
-		if (f.channel == c->notify_channel && channel != c->notify_channel) {
-			take_notification(c, &f);
 			continue;
 		}
 		if (f.channel != channel)
@@ -447,20 +484,27 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
 
 enum al_status conn_subscribe(struct conn *c, const char *queue)
 {
-	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), and
-	 * gone a minute after its last consumer. */
-	amqp_table_entry_t expires = {
-		.key = amqp_cstring_bytes("x-expires"),
-		.value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000},
+	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), gone
+	 * a minute after its last consumer, and a line: the broker gives
+	 * its messages to one consumer at a time, the oldest, and passes
+	 * them on to the next when that one leaves (in the order they came)
+	 * or dies, unacknowledged ones included. */
+	amqp_table_entry_t arguments[] = {
+		{.key = amqp_cstring_bytes("x-expires"),
+		 .value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000}},
+		{.key = amqp_cstring_bytes("x-single-active-consumer"),
+		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
 	};
 	amqp_channel_open_t open = {0};
+	/* One wake-up at a time: the next waits for this one's answer. */
+	amqp_basic_qos_t qos = {.prefetch_count = 1};
 	amqp_queue_declare_t declare = {.queue = amqp_cstring_bytes(queue),
 					.durable = 1,
-					.arguments = {.num_entries = 1, .entries = &expires}};
-	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue), .no_ack = 1};
-	static const amqp_method_number_t replies[] = {AMQP_CHANNEL_OPEN_OK_METHOD,
-						       AMQP_QUEUE_DECLARE_OK_METHOD,
-						       AMQP_BASIC_CONSUME_OK_METHOD};
+					.arguments = {.num_entries = 2, .entries = arguments}};
+	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue)};
+	static const amqp_method_number_t replies[] = {
+		AMQP_CHANNEL_OPEN_OK_METHOD, AMQP_BASIC_QOS_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
+		AMQP_BASIC_CONSUME_OK_METHOD};
 	amqp_method_t m;
 	bool none;
 	size_t i;
@@ -471,8 +515,11 @@ enum al_status conn_subscribe(struct conn *c, const char *queue)
 	if (c->notify_channel)
 		return AL_OK;
 	c->notify_channel = NOTIFY_CHANNEL;
-	/* One round trip for the three. */
+	c->notified = false;
+	c->delivering = c->wake_tag = 0;
+	/* One round trip for the four. */
 	if ((r = amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
 	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_QUEUE_DECLARE_METHOD,
 				  &declare)) ||
 	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_CONSUME_METHOD, &consume)))
@@ -487,10 +534,20 @@ enum al_status conn_subscribe(struct conn *c, const char *queue)
 	return AL_OK;
 }
 
+void conn_wake_done(struct conn *c)
+{
+	if (!c->dead && c->notify_channel && c->wake_tag)
+		ack_delivery(c, c->wake_tag);
+	c->wake_tag = 0;
+	c->notified = false;
+}
+
 void conn_unsubscribe(struct conn *c)
 {
 	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
 
+	c->notified = false;
+	c->delivering = c->wake_tag = 0;
 	if (c->dead || !c->notify_channel)
 		return;
 	/* Its close-ok, like any late frame, is skipped by next_method_on. */
@@ -693,18 +750,22 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	char user[64], vhost[64], waited[64];
 
 	/* With the connection.blocked capability a broker under a resource
-	 * alarm says so when we publish, instead of going silent. The
-	 * library merges these with its own capabilities. */
-	amqp_table_entry_t capability = {
-		.key = amqp_cstring_bytes("connection.blocked"),
-		.value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1},
+	 * alarm says so when we publish, instead of going silent; with
+	 * consumer_cancel_notify it says so when the line we wait in is
+	 * deleted, instead of leaving us in no line at all. The library
+	 * merges these with its own capabilities. */
+	amqp_table_entry_t capability[] = {
+		{.key = amqp_cstring_bytes("connection.blocked"),
+		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
+		{.key = amqp_cstring_bytes("consumer_cancel_notify"),
+		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
 	};
 	/* Ours win over the library's own (its "version" is its own). */
 	amqp_table_entry_t props[] = {
 		utf8_entry("product", "amqplock"),
 		{.key = amqp_cstring_bytes("capabilities"),
 		 .value = {.kind = AMQP_FIELD_KIND_TABLE,
-			   .value.table = {.num_entries = 1, .entries = &capability}}},
+			   .value.table = {.num_entries = 2, .entries = capability}}},
 		utf8_entry("connection_name", o->who.name),
 		utf8_entry("version", o->who.version),
 		utf8_entry("host", o->who.host),

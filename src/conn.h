@@ -54,9 +54,13 @@ struct conn {
 	amqp_channel_t channel; /* open channel, 0 if none */
 	uint64_t published;     /* last publisher-confirm tag on channel */
 	/* The channel of conn_subscribe's consumer (0: none), and whether a
-	 * message has come to it since notified was last cleared. */
+	 * wake-up has come to it since notified was last cleared. */
 	amqp_channel_t notify_channel;
 	bool notified;
+	/* The delivery whose header is still to come (0: none), and the
+	 * wake-up delivered and not yet acknowledged (0: none): while it is
+	 * held, the broker gives the line's next message to nobody else. */
+	uint64_t delivering, wake_tag;
 	unsigned heartbeat; /* as negotiated */
 	double rpc_timeout;
 	/* The end of the caller's whole wait (conn_open's `by`; never
@@ -140,19 +144,29 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
  * queue) then basic.ack, or basic.ack alone. Tag: ++c->published. */
 enum al_status conn_publish_probe(struct conn *c, const char *queue);
 
-/* Consumes from the shared queue `queue` (declared if need be) on a
- * channel of its own. The broker hands each message to one consumer in
- * turn; from then on every conn_* call that reads sets `notified` when one
- * comes. On failure (e.g. no permission) the connection is still usable;
- * only a dead connection matters to the caller. */
+/* Joins the line `queue` (declared if need be: durable, a single active
+ * consumer) on a channel of its own, as its last consumer. The broker
+ * gives the line's messages to its oldest consumer alone, one at a time:
+ * from then on every conn_* call that reads sets `notified` when a
+ * wake-up (conn_notify's message) comes, and keeps it unacknowledged
+ * until conn_wake_done. A probe (conn_publish_probe) that reaches the
+ * consumer is acknowledged and is not a wake-up. On failure (no
+ * permission, a queue declared otherwise by an older amqplock) the
+ * connection is still usable; only a dead connection matters to the
+ * caller. */
 enum al_status conn_subscribe(struct conn *c, const char *queue);
 
-/* Ends conn_subscribe's subscription without waiting (its queue goes
- * with it). */
+/* Acknowledges the wake-up that set `notified`, if any, and clears it:
+ * the line's next message may then be delivered. */
+void conn_wake_done(struct conn *c);
+
+/* Leaves the line without waiting. A wake-up not yet acknowledged goes
+ * back to the line, to the next consumer. */
 void conn_unsubscribe(struct conn *c);
 
 /* Publishes an empty message to `queue` through the default exchange,
- * expiring at once unless a consumer takes it; waits for nothing. */
+ * expiring after a second unless a consumer takes it; waits for
+ * nothing. */
 enum al_status conn_notify(struct conn *c, const char *queue);
 
 /* Records a message for the channel refusal in reply_code, e.g.

@@ -49,19 +49,50 @@ static bool wait_readable(struct conn *c, struct deadline until)
 	return poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents;
 }
 
-/* A pause between tries, cut short by a release's notification; takes
- * heartbeats meanwhile, which keeps the connection alive. */
-static enum al_status pause_for_release(struct sem *s, struct deadline next)
+/* A pause between tries, cut short by a wake-up; takes heartbeats
+ * meanwhile, which keeps the connection alive. */
+static enum al_status pause_for_wake(struct sem *s, struct deadline next)
 {
 	enum al_status st;
 
-	do {
+	while (!s->conn->notified && !deadline_passed(next))
 		if (wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
 			return st;
-	} while (!s->conn->notified && !deadline_passed(next));
-	if (s->conn->notified)
-		trace("a slot of %s was released; trying again", s->label);
 	return AL_OK;
+}
+
+/* One try while waiting. In line, only a wake-up lets a waiter take a
+ * slot: it is then the oldest waiter. Otherwise it looks, and a free slot
+ * wakes the oldest (itself, maybe): holders that die and leases that run
+ * out say nothing, so every waiter looks now and then. Outside the line
+ * (it refused us) a waiter takes what it finds. */
+static enum al_status try_in_line(struct sem *s, bool in_line, unsigned *slot, unsigned *max)
+{
+	enum al_status st;
+
+	if (!in_line)
+		return sem_acquire(s, SEM_TAKE, slot, max);
+	if (s->conn->notified) {
+		trace("woken: first in line for a slot of %s", s->label);
+		st = sem_acquire(s, SEM_TAKE, slot, max);
+		/* Taken or not, this wake-up is spent; unacknowledged, it
+		 * would go to the next in line when we leave. */
+		if (st == AL_OK || st == AL_BUSY)
+			conn_wake_done(s->conn);
+		return st;
+	}
+	st = sem_acquire(s, SEM_LOOK, slot, max);
+	if (st != AL_OK)
+		return st;
+	*slot = 0;
+	/* Woken meanwhile (a release's wake-up, most likely): the next try
+	 * takes it; another wake-up would only make work. */
+	if (!s->conn->notified) {
+		trace("a slot of %s is free; waking the first in line", s->label);
+		if ((st = sem_wake_line(s)) != AL_OK)
+			return st;
+	}
+	return fail(AL_BUSY, "a slot of %s is free for the first in line", s->label);
 }
 
 enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
@@ -70,44 +101,46 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
 	double start = now_seconds();
 	enum al_status st;
-	bool watching = false, told = false;
+	bool watching = false, in_line = false, told = false;
 
 	for (;;) {
 		status_clear();
-		/* Cleared before the attempt: a release announced during it
-		 * cuts the next pause short. */
-		s->conn->notified = false;
 		/* A lease claimed now lasts from before the claim was sent. */
 		s->lease.renewed = boot_seconds();
-		st = sem_acquire(s, slot, max);
+		st = watching ? try_in_line(s, in_line, slot, max)
+			      : sem_acquire(s, SEM_TAKE_UNLESS_LINE, slot, max);
 		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
 			break;
 		/* Waiting: "all slots are held" is not a failure (yet), and must
 		 * not hide the cause of one while waiting. */
 		status_clear();
-		/* A waiter hears of clean releases at once. Holders that die
-		 * say nothing, so polling with back-off goes on as well. A
-		 * release between the attempt above and the subscription
-		 * is caught by trying again straight after it. */
+		/* Into the line, last. A slot freed between the try above and
+		 * joining woke nobody: a look straight after joining finds it. */
 		if (!watching) {
 			watching = true;
 			if (sem_watch_releases(s) != AL_OK && s->conn->dead) {
 				st = AL_CONNECTION;
 				break;
 			}
-			if (s->conn->notify_channel)
+			in_line = s->conn->notify_channel != 0;
+			if (in_line)
 				continue;
 		}
 		if (o->waiting && now_seconds() - start >= WAITING_NEWS) {
 			told = true;
 			o->waiting(o->arg, *max, now_seconds() - start);
 		}
-		if ((st = pause_for_release(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
+		if ((st = pause_for_wake(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
 			break;
+		/* The line deleted behind our back: take what is free, as
+		 * outside it. */
+		if (!s->conn->notify_channel)
+			in_line = false;
 	}
 	if (told)
 		o->waiting(o->arg, *max, -1);
-	/* A holder has no use for other clients' releases. */
+	/* Out of the line: the next in it is the oldest now. A wake-up
+	 * not acknowledged (we are leaving without a slot) goes to it. */
 	conn_unsubscribe(s->conn);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
 		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);

@@ -71,13 +71,19 @@ const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *n
 	return NULL;
 }
 
-/* The marker's name: '#' cannot occur in a semaphore name. */
-#define QUORUM_MARKER "#quorum"
+/* The per-semaphore queues' suffixes: '#' cannot occur in a semaphore
+ * name, so neither is ever another semaphore's queue. */
+static const char *single_suffix(enum slot_kind kind)
+{
+	return kind == QUORUM_MARKER_QUEUE ? "#quorum" : kind == WAITERS_QUEUE ? "#waiters" : NULL;
+}
 
 void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind, char *buf)
 {
-	if (kind == QUORUM_MARKER_QUEUE)
-		snprintf(buf, QUEUE_NAME_MAX + 1, "%s" QUORUM_MARKER, sn->base);
+	const char *suffix = single_suffix(kind);
+
+	if (suffix)
+		snprintf(buf, QUEUE_NAME_MAX + 1, "%s%s", sn->base, suffix);
 	else
 		snprintf(buf, QUEUE_NAME_MAX + 1, "%s-%u-%c", sn->base, slot, (char)kind);
 }
@@ -85,13 +91,13 @@ void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind
 unsigned sem_name_parse_slot(const struct sem_name *sn, const char *queue, size_t len,
 			     enum slot_kind kind)
 {
+	const char *suffix = single_suffix(kind);
 	unsigned long slot = 0;
 	size_t i;
 
-	if (kind == QUORUM_MARKER_QUEUE)
-		return len == sn->len + strlen(QUORUM_MARKER) &&
-		       memcmp(queue, sn->base, sn->len) == 0 &&
-		       memcmp(queue + sn->len, QUORUM_MARKER, len - sn->len) == 0;
+	if (suffix)
+		return len == sn->len + strlen(suffix) && memcmp(queue, sn->base, sn->len) == 0 &&
+		       memcmp(queue + sn->len, suffix, len - sn->len) == 0;
 	if (len < sn->len + 4 || memcmp(queue, sn->base, sn->len) != 0 || queue[sn->len] != '-' ||
 	    queue[len - 2] != '-' || queue[len - 1] != (char)kind)
 		return 0;

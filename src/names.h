@@ -17,7 +17,8 @@
 /* Queue names of one semaphore: "<prefix><name>" is its admin mutex,
  * "<prefix><name>-<k>-A" / "-<k>-B" / "-<k>-L" its slot k, the holder of
  * slot k and the holder's lease, and "<prefix><name>#quorum" exists when
- * its slots are quorum queues (so that holders make quorum leases). */
+ * its slots are quorum queues (so that holders make quorum leases);
+ * "<prefix><name>#waiters" is the line of clients waiting for a slot. */
 /* Room left for "-<slot>-A" with any unsigned slot number. */
 #define BASE_MAX (QUEUE_NAME_MAX - 14)
 
@@ -39,7 +40,9 @@ enum slot_kind {
 	SLOT_QUEUE = 'A',
 	HOLDER_QUEUE = 'B',
 	LEASE_QUEUE = 'L',
-	QUORUM_MARKER_QUEUE = 'Q', /* one per semaphore: its "slot" is 1 */
+	/* One per semaphore each: their "slot" is 1. */
+	QUORUM_MARKER_QUEUE = 'Q',
+	WAITERS_QUEUE = 'W',
 };
 
 /* Writes the queue name of slot k into buf (QUEUE_NAME_MAX + 1 bytes). */

@@ -745,6 +745,10 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	 * mutex just the same. */
 	if (st == AL_OK)
 		st = ask_ok(s, DELETE_QUEUE, s->name.base);
+	/* Each slot added wakes one waiter, the next in line: nobody else
+	 * says that a slot is free (waiters would find it by polling). */
+	if (st == AL_OK && out->max > out->previous)
+		st = sem_wake_added(s, out->max - out->previous);
 	return st;
 }
 
@@ -783,11 +787,13 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 }
 
 /* Max and the free slots, lowest first, from the first look at a
- * semaphore: slots and holders 1..FIRST_WINDOW and the quorum marker in
- * one round trip, the leases of the slots without a holder in another. */
-static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list)
+ * semaphore: slots and holders 1..FIRST_WINDOW, the quorum marker and the
+ * line (*line: whether the waiters queue exists) in one round trip, the
+ * leases of the slots without a holder in another. */
+static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
+				bool *line)
 {
-	struct probe p[2 * FIRST_WINDOW + 1];
+	struct probe p[2 * FIRST_WINDOW + 2];
 	bool taken[FIRST_WINDOW];
 	enum al_status st;
 	unsigned i, n;
@@ -798,10 +804,12 @@ static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *
 		p[FIRST_WINDOW + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
 	}
 	p[2 * FIRST_WINDOW] = (struct probe){.kind = QUORUM_MARKER_QUEUE, .slot = 1};
-	if ((st = probe_queues(s->conn, &s->name, p, 2 * FIRST_WINDOW + 1)) != AL_OK ||
+	p[2 * FIRST_WINDOW + 1] = (struct probe){.kind = WAITERS_QUEUE, .slot = 1};
+	if ((st = probe_queues(s->conn, &s->name, p, 2 * FIRST_WINDOW + 2)) != AL_OK ||
 	    (st = max_after_window(s, p, max)) != AL_OK)
 		return st;
 	s->lease.quorum = p[2 * FIRST_WINDOW].exists;
+	*line = p[2 * FIRST_WINDOW + 1].exists;
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
 		taken[i] = p[FIRST_WINDOW + i].exists;
@@ -990,15 +998,58 @@ void sem_all_held(char *buf, size_t size, unsigned max, const char *label)
 		snprintf(buf, size, "all %u slots of %s are held", max, label);
 }
 
-enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
+/* The waiters queue of the semaphore: its line (see sem_watch_releases). */
+static void waiters_queue(const struct sem *s, char *buf)
+{
+	sem_name_slot(&s->name, 1, WAITERS_QUEUE, buf);
+}
+
+/* How many clients are in the line: the consumers of the waiters queue
+ * (none if there is no such queue, or we may not look). */
+static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	enum al_status st;
+	amqp_method_t m;
+
+	*waiters = 0;
+	waiters_queue(s, queue);
+	s->conn->reply_code = 0;
+	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
+		       queue_request(s, &r, DECLARE_PASSIVE, queue));
+	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK)
+		*waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
+	return conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, NULL, "checking",
+			   queue);
+}
+
+/* Whether a newcomer must queue behind others: free slots are theirs
+ * first. The probe of find_free said whether the line exists; whether
+ * anyone is in it takes one more round trip, only then. */
+static enum al_status line_ahead(struct sem *s, bool line, bool *ahead)
+{
+	uint32_t waiters = 0;
+	enum al_status st = line ? count_waiters(s, &waiters) : AL_OK;
+
+	*ahead = waiters > 0;
+	if (*ahead)
+		trace("%u clients wait for a slot of %s; queueing behind them", (unsigned)waiters,
+		      s->label);
+	return st;
+}
+
+enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max)
 {
 	struct slot_list candidates = {0};
 	char held[NAME_MAX_BYTES + 64];
 	enum al_status st;
 	unsigned races = 0, k;
+	bool line, ahead;
 
+	*slot = 0;
 	for (;;) {
-		if ((st = find_free(s, max, &candidates)) != AL_OK)
+		if ((st = find_free(s, max, &candidates, &line)) != AL_OK)
 			break;
 		if (*max == 0) {
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
@@ -1007,6 +1058,17 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 		if (candidates.len == 0) {
 			sem_all_held(held, sizeof(held), *max, s->label);
 			st = fail(AL_BUSY, "%s", held);
+			break;
+		}
+		if (how == SEM_LOOK) {
+			*slot = candidates.slot[0];
+			break;
+		}
+		if (how == SEM_TAKE_UNLESS_LINE && races == 0 &&
+		    ((st = line_ahead(s, line, &ahead)) != AL_OK || ahead)) {
+			if (st == AL_OK)
+				st = fail(AL_BUSY, "others are already waiting for a slot of %s",
+					  s->label);
 			break;
 		}
 		/* The lowest free slot keeps a lone client on slot 1, as a flock
@@ -1035,21 +1097,39 @@ enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max)
 	return st;
 }
 
-/* One queue per semaphore that its waiters consume from: the broker gives
- * each release's message to one waiter, in turn, so a release wakes one
- * waiter rather than all of them. '#' cannot occur in a name, so the
- * queue is nobody's slot or mutex. */
-static void waiters_queue(const struct sem *s, char *buf)
-{
-	snprintf(buf, QUEUE_NAME_MAX + 1, "%s#waiters", s->name.base);
-}
-
+/* The line: one queue per semaphore that its waiters consume from, with
+ * a single active consumer, so that the broker keeps them in the order
+ * they joined and gives every wake-up (a release's, a poller's) to the
+ * oldest alone. docs/design.md, "Waiters in line", says why it cannot
+ * stall. */
 enum al_status sem_watch_releases(struct sem *s)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
 	waiters_queue(s, queue);
 	return conn_subscribe(s->conn, queue);
+}
+
+enum al_status sem_wake_line(struct sem *s)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+
+	waiters_queue(s, queue);
+	return conn_notify(s->conn, queue);
+}
+
+enum al_status sem_wake_added(struct sem *s, unsigned added)
+{
+	uint32_t waiters;
+	enum al_status st = count_waiters(s, &waiters);
+	unsigned i;
+
+	if (st == AL_OK && waiters > 0)
+		trace("%u clients wait for a slot of %s; waking %u", (unsigned)waiters, s->label,
+		      added < waiters ? added : (unsigned)waiters);
+	for (i = 0; st == AL_OK && i < added && i < waiters; i++)
+		st = sem_wake_line(s);
+	return st;
 }
 
 /* With nobody waiting, the connection's close gives the slot back: the
@@ -1087,10 +1167,10 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 		return AL_OK;
 	if (st != AL_OK || waiters == 0)
 		return st;
-	trace("%u clients wait for a slot of %s; telling one", (unsigned)waiters, s->label);
+	trace("%u clients wait for a slot of %s; waking the first", (unsigned)waiters, s->label);
 	if ((st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE)) != AL_OK)
 		return st;
-	return conn_notify(s->conn, queue);
+	return sem_wake_line(s);
 }
 
 /* A verification asks, in one pipelined round trip: the lease declared

@@ -109,12 +109,23 @@ struct sem_status {
 	struct slot_list held, away, unreachable, free, orphans;
 };
 
+/* What sem_acquire may do with a free slot. */
+enum sem_take {
+	/* A newcomer: take it unless others wait in the line, whose it is
+	 * then (no barging; AL_BUSY, "others are already waiting"). */
+	SEM_TAKE_UNLESS_LINE,
+	/* The head of the line (woken), or a client the line refused. */
+	SEM_TAKE,
+	/* Waiting in line: only look (*slot: a free one, 0 if none). */
+	SEM_LOOK,
+};
+
 /* One attempt to take a free slot: probes slots, holders and leases,
  * claims the lowest free slot by declaring its holder queue exclusive
  * (and, with s->lease.on, its lease), and checks that the slot still
  * exists. AL_BUSY if every slot is held. Without a lease the slot is held
  * as long as the connection lives. */
-enum al_status sem_acquire(struct sem *s, unsigned *slot, unsigned *max);
+enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max);
 
 /* "all 3 slots of jobs are held" ("the one slot of jobs is held"): what
  * sem_acquire says when it finds none free, and the waiting line repeats. */
@@ -136,10 +147,19 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours);
  * or after a loss that left the lease ours). Waits for the answers. */
 enum al_status sem_lease_end(struct sem *s, unsigned slot);
 
-/* Waiting for a slot: asks to be told of clean releases of this
- * semaphore (sem_released); conn->notified is then set when one comes.
- * Without it (refused, say), waiting still polls. */
+/* Waiting for a slot: joins the semaphore's line, last. The broker
+ * gives each wake-up to the oldest waiter in it alone: conn->notified is
+ * then set (see conn_subscribe). Without it (refused, say), waiting still
+ * polls, and takes what it finds free. */
 enum al_status sem_watch_releases(struct sem *s);
+
+/* Wakes the head of the line: the slot it was woken for may be free
+ * (sem_released, a waiter that saw one free, an added slot). */
+enum al_status sem_wake_line(struct sem *s);
+
+/* After `added` slots were added: wakes as many waiters (fewer if fewer
+ * wait), one after the other in line. */
+enum al_status sem_wake_added(struct sem *s, unsigned added);
 
 /* Gives slot back and tells waiting clients so, before the connection
  * closes; costs no round trip. */

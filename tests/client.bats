@@ -255,7 +255,7 @@ teardown() {
     [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     ! grep -qE "lost|time to wait" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     # the release's own round trip, after -w ran out long ago
-    grep -q "wait for a slot of $n; telling one" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
+    grep -q "wait for a slot of $n; waking the first" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     wait_exit "$w" 10
     [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
 }
@@ -317,7 +317,9 @@ teardown() {
     wait_exit "$w" 10
     [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/w.err")"
     [ -e "$T/ran" ]
-    grep -q "was released; trying again" "$T/w.err" || fail "not woken: $(cat "$T/w.err")"
+    grep -q "woken: first in line" "$T/w.err" || fail "not woken: $(cat "$T/w.err")"
+    # woken by the release, not by finding the slot free itself
+    ! grep -q "is free; waking the first in line" "$T/w.err" || fail "found by polling: $(cat "$T/w.err")"
 }
 
 @test "concurrent acquires get distinct slots, a 4th with -n gets none, INT TERM and HUP release" {

@@ -1,0 +1,212 @@
+#!/usr/bin/env bats
+# Waiters in line (issue 17): holds are served in the order they began to
+# wait, a free slot is the first waiter's and not a newcomer's (-n says
+# busy then), and the line never stalls behind a waiter that died, is
+# stopped or whose line was deleted; added slots wake as many waiters.
+# Timing bounds here catch stalls, not slowness: the line's speed is
+# measured by make bench.
+#
+# Needs perl (core modules only) and jq. Helper scripts live in tests/tools/.
+
+bats_require_minimum_version 1.5.0
+load helper
+
+setup() {
+    test_init
+}
+
+teardown() {
+    stop_bg
+    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+}
+
+# in_line TAG: the background hold or acquire TAG (started with -v) has
+# joined the line.
+in_line() {
+    wait_until 20 grep -q "waiting on amqplock.$n#waiters" "$T/$1.err" ||
+        fail "$1 did not join the line: $(cat "$T/$1.err")"
+}
+
+# holder TAG: an acquire of the semaphore's slot in the background (BG);
+# returns once it holds it.
+holder() {
+    bg "$1" acquire "$n"
+    wait_until 10 has_line "$T/$1.out" '[0-9]+' || fail "acquire $1 got no slot: $(cat "$T/$1.err")"
+}
+
+# started TAG: the hold TAG's command has started (it touches $T/TAG.ran).
+started() { test -e "$T/$1.ran"; }
+
+# waiter TAG [OPTIONS...]: a hold -v -w 60 in the background whose command
+# touches $T/TAG.ran, then sleeps as long as $T/TAG.hold says (default 0);
+# returns once it is in line. Pid in BG.
+waiter() {
+    local tag=$1
+    shift
+    bg "$tag" -v hold -w 60 "$@" "$n" -- sh -c \
+        "touch '$T/$tag.ran'; echo $tag >>'$T/order'; sleep \$(cat '$T/$tag.hold' 2>/dev/null || echo 0)"
+    in_line "$tag"
+}
+
+@test "30 holds arriving 50 ms apart on 1 slot run in the order they arrived" {
+    al create "$n" 1
+    local i pids=()
+    : >"$T/order"
+    for i in $(seq 1 30); do
+        echo 0.15 >"$T/w$i.hold"
+        if [ "$i" -eq 1 ]; then
+            bg w1 -v hold -w 120 "$n" -- sh -c "echo w1 >>'$T/order'; sleep 0.15"
+            wait_until 10 grep -qx w1 "$T/order" || fail "w1 did not start: $(cat "$T/w1.err")"
+        else
+            waiter "w$i"
+        fi
+        pids+=("$BG")
+        sleep 0.05
+    done
+    for i in $(seq 1 30); do
+        wait_exit "${pids[i - 1]}" 60
+        [ "$rc" -eq 0 ] || fail "hold w$i exited $rc: $(cat "$T/w$i.err")"
+    done
+    local want got
+    want=$(seq 1 30 | sed 's/^/w/' | paste -sd' ')
+    got=$(paste -sd' ' "$T/order")
+    [ "$got" = "$want" ] || fail "served out of order: $got"
+}
+
+@test "a free slot is the first waiter's: a newcomer queues behind it, and -n says others are waiting" {
+    al create "$n" 1
+    holder a
+    local a=$BG
+    waiter w1
+    local w1=$BG
+    # The first in line cannot act: the slot it is woken for stays free.
+    kill -STOP "$w1"
+    kill -TERM "$a"
+    wait_exit "$a" 10
+    wait_until 10 slot_free "$n" 1 || fail "slot 1 not free after the release"
+    run -1 --separate-stderr al hold -n "$n" -- touch "$T/barged"
+    assert_error_line
+    [ "$stderr" = "amqplock: others are already waiting for a slot of $n" ]
+    [ ! -e "$T/barged" ]
+    run -1 --separate-stderr al --json acquire -n "$n"
+    assert_json '.error == "busy"'
+    # A newcomer that waits joins the line behind w1 and is served after it.
+    waiter w2
+    local w2=$BG
+    sleep 1
+    started w2 && fail "w2 took the slot that was w1's"
+    kill -CONT "$w1"
+    wait_exit "$w1" 10
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    wait_exit "$w2" 10
+    [ "$(paste -sd' ' "$T/order")" = "w1 w2" ]
+}
+
+@test "a waiter killed at the head of the line, holding its wake-up, does not stall the next: served within 1 s" {
+    al create "$n" 1
+    holder a
+    local a=$BG
+    waiter w1
+    local w1=$BG
+    waiter w2
+    local w2=$BG
+    waiter w3
+    local w3=$BG
+    # w1 is woken but stopped: the wake-up waits, unacknowledged, with it.
+    kill -STOP "$w1"
+    kill -TERM "$a"
+    wait_exit "$a" 10
+    sleep 0.5
+    started w2 && fail "w2 was served while w1 was first in line"
+    local t0
+    t0=$(now)
+    kill -KILL "$w1"
+    wait_until 10 started w2 || fail "w2 not served: $(cat "$T/w2.err")"
+    local took
+    took=$(since "$t0")
+    note "w2 served ${took} s after the head of the line was killed"
+    at_most "$took" 1
+    wait_exit "$w2" 10
+    [ "$rc" -eq 0 ]
+    wait_exit "$w3" 10
+    [ "$rc" -eq 0 ]
+    [ "$(paste -sd' ' "$T/order")" = "w2 w3" ]
+}
+
+@test "add wakes as many waiters as slots added, in line order, within a second" {
+    al create "$n" 1
+    holder a
+    local i pids=()
+    for i in 1 2 3 4; do
+        echo 30 >"$T/w$i.hold"
+        waiter "w$i"
+        pids+=("$BG")
+    done
+    # Long enough for every waiter's polling to have backed off.
+    sleep 1.5
+    local t0
+    t0=$(now)
+    run -0 al -v add "$n" 3
+    assert_output --partial "waking 3"
+    wait_until 10 started w3 || fail "w3 not served after add: $(cat "$T/w3.err")"
+    local took
+    took=$(since "$t0")
+    note "3 waiters served ${took} s after add 3"
+    at_most "$took" 1
+    started w1 && started w2 || fail "w1 or w2 not served"
+    sleep 1
+    started w4 && fail "w4 was served with every slot held"
+    [ "$(paste -sd' ' "$T/order")" = "w1 w2 w3" ]
+}
+
+@test "a line deleted behind the waiters' back: they poll and take the slot once it is free" {
+    al create "$n" 1
+    holder a
+    local a=$BG
+    waiter w1
+    local w1=$BG
+    waiter w2
+    local w2=$BG
+    rmqctl delete_queue "amqplock.$n#waiters" >/dev/null
+    wait_until 10 grep -q "the line was deleted; polling instead" "$T/w1.err" ||
+        fail "w1 was not told: $(cat "$T/w1.err")"
+    kill -TERM "$a"
+    wait_exit "$w1" 10
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    wait_exit "$w2" 10
+    [ "$rc" -eq 0 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
+}
+
+@test "a waiters queue of an older amqplock (no single active consumer): waiters poll, nothing stalls" {
+    al create "$n" 1
+    # What amqplock before the line declared: durable, no line.
+    perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" --shared "amqplock.$n#waiters" --exit >/dev/null
+    holder a
+    local a=$BG
+    bg w1 -v hold -w 60 "$n" -- touch "$T/w1.ran"
+    local w1=$BG
+    wait_until 10 grep -q "notifications refused; polling instead" "$T/w1.err" ||
+        fail "w1 did not fall back to polling: $(cat "$T/w1.err")"
+    kill -TERM "$a"
+    wait_exit "$w1" 10
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    started w1
+    perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" --delete "amqplock.$n#waiters" --exit >/dev/null
+}
+
+@test "a waiter that gives up (-w) passes its turn on: the next in line is served" {
+    al create "$n" 1
+    holder a
+    local a=$BG
+    bg w1 -v hold -w 2 "$n" -- touch "$T/w1.ran"
+    local w1=$BG
+    in_line w1
+    waiter w2
+    local w2=$BG
+    wait_exit "$w1" 10
+    [ "$rc" -eq 1 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    kill -TERM "$a"
+    wait_exit "$w2" 10
+    [ "$rc" -eq 0 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
+    [ ! -e "$T/w1.ran" ]
+}
