@@ -269,23 +269,33 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
  * expiration (milliseconds, as text) rather than a queue argument, so that
  * it does not stay in a queue and the queues keep having no arguments.
  * Mandatory: the broker returns it if the queue is missing. */
-static enum al_status publish_expiring(struct conn *c, const char *queue, bool mandatory,
-				       const char *expiration, const char *doing)
+static enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *queue,
+				 bool mandatory, const char *expiration, const char *type,
+				 const char *doing)
 {
 	amqp_basic_properties_t props = {
-		._flags = AMQP_BASIC_EXPIRATION_FLAG,
+		._flags = AMQP_BASIC_EXPIRATION_FLAG | (type ? AMQP_BASIC_TYPE_FLAG : 0),
 		.expiration = amqp_cstring_bytes(expiration),
+		.type = type ? amqp_cstring_bytes(type) : amqp_empty_bytes,
 	};
 	int r;
 
-	if (c->dead || c->channel == 0)
+	if (c->dead || channel == 0)
 		return fail(AL_INTERNAL, "internal error: no open channel");
-	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
+	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
 			       mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
 		return connection_failed(c, r, doing);
-	c->published++;
+	/* The channel is in confirm mode: this is the publish's tag. */
+	if (channel == c->channel)
+		c->published++;
 	return AL_OK;
+}
+
+static enum al_status publish_expiring(struct conn *c, const char *queue, bool mandatory,
+				       const char *expiration, const char *doing)
+{
+	return publish_on(c, c->channel, queue, mandatory, expiration, NULL, doing);
 }
 
 enum al_status conn_publish_probe(struct conn *c, const char *queue)
@@ -306,6 +316,14 @@ static void ack_delivery(struct conn *c, uint64_t tag)
 	amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_ACK_METHOD, &ack);
 }
 
+/* Not "0": RabbitMQ 4.3 drops such a message even with a consumer ready
+ * (3.10 and 4.0 hand it over). A second is long enough to reach a waiter,
+ * short enough that one arriving later wakes for nothing at most once. */
+#define NOTICE_EXPIRATION "1000"
+
+/* The type of conn_unsubscribe's message that passes the turn. */
+#define TURN_TYPE "amqplock.turn"
+
 /* A probe's expiration: "0" (conn_publish_probe). */
 static bool is_probe(const amqp_basic_properties_t *p)
 {
@@ -313,17 +331,27 @@ static bool is_probe(const amqp_basic_properties_t *p)
 	       *(const char *)p->expiration.bytes == '0';
 }
 
+static bool is_turn(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && p->type.len == strlen(TURN_TYPE) &&
+	       memcmp(p->type.bytes, TURN_TYPE, p->type.len) == 0;
+}
+
 /* A frame on the notification channel, read while waiting for another.
- * A delivery is a wake-up unless its header says it is a newcomer's probe
- * of the line (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready
- * consumer): that one is acknowledged at once, so that it holds nothing
- * up. */
+ * Whatever is delivered says that we are first in line. A delivery is a
+ * wake-up unless its header says it is a newcomer's probe of the line
+ * (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready consumer) or
+ * the turn passed on: those are acknowledged at once, so that they hold
+ * nothing up. */
 static void take_notification(struct conn *c, const amqp_frame_t *f)
 {
 	amqp_channel_close_ok_t ok = {0};
 
 	if (f->frame_type == AMQP_FRAME_HEADER && c->delivering) {
-		if (is_probe(f->payload.properties.decoded)) {
+		const amqp_basic_properties_t *p = f->payload.properties.decoded;
+
+		c->first_in_line = true;
+		if (is_probe(p) || is_turn(p)) {
 			ack_delivery(c, c->delivering);
 		} else {
 			c->wake_tag = c->delivering;
@@ -343,7 +371,7 @@ static void take_notification(struct conn *c, const amqp_frame_t *f)
 	} else if (f->payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
 		/* The line was deleted under us: no wake-up will come. */
 		trace("the line was deleted; polling instead");
-		conn_unsubscribe(c);
+		conn_unsubscribe(c, NULL);
 	}
 }
 
@@ -468,6 +496,11 @@ int conn_fd(const struct conn *c)
 	return c->dead ? -1 : amqp_get_sockfd(c->amqp);
 }
 
+bool conn_buffered(const struct conn *c)
+{
+	return !c->dead && (amqp_frames_enqueued(c->amqp) || amqp_data_in_buffer(c->amqp));
+}
+
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m)
 {
 	enum al_status st = conn_recv(c, m);
@@ -515,7 +548,7 @@ enum al_status conn_subscribe(struct conn *c, const char *queue)
 	if (c->notify_channel)
 		return AL_OK;
 	c->notify_channel = NOTIFY_CHANNEL;
-	c->notified = false;
+	c->notified = c->first_in_line = false;
 	c->delivering = c->wake_tag = 0;
 	/* One round trip for the four. */
 	if ((r = amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
@@ -529,6 +562,10 @@ enum al_status conn_subscribe(struct conn *c, const char *queue)
 
 		if (st != AL_OK || m.id != replies[i])
 			return c->dead ? st : AL_BROKER; /* polling will do */
+		/* Nobody consumed before us: we are first. */
+		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
+			c->first_in_line =
+				((amqp_queue_declare_ok_t *)m.decoded)->consumer_count == 0;
 	}
 	trace("waiting on %s", queue);
 	return AL_OK;
@@ -542,14 +579,21 @@ void conn_wake_done(struct conn *c)
 	c->notified = false;
 }
 
-void conn_unsubscribe(struct conn *c)
+void conn_unsubscribe(struct conn *c, const char *turn_to)
 {
 	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
+	bool first = c->first_in_line;
 
-	c->notified = false;
+	c->notified = c->first_in_line = false;
 	c->delivering = c->wake_tag = 0;
 	if (c->dead || !c->notify_channel)
 		return;
+	/* On this channel, which is not in confirm mode: no answer comes
+	 * to be read later. Delivered to us before the close, it goes back
+	 * to the line with it. */
+	if (first && turn_to)
+		publish_on(c, c->notify_channel, turn_to, false, NOTICE_EXPIRATION, TURN_TYPE,
+			   "passing the turn");
 	/* Its close-ok, like any late frame, is skipped by next_method_on. */
 	amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
 	c->notify_channel = 0;
@@ -557,11 +601,7 @@ void conn_unsubscribe(struct conn *c)
 
 enum al_status conn_notify(struct conn *c, const char *queue)
 {
-	/* Not "0": RabbitMQ 4.3 drops such a message even with a consumer
-	 * ready (3.10 and 4.0 hand it over). A second is long enough to reach
-	 * a waiter, short enough that one arriving later wakes for nothing at
-	 * most once. */
-	return publish_expiring(c, queue, false, "1000", "announcing a release");
+	return publish_expiring(c, queue, false, NOTICE_EXPIRATION, "waking a waiter");
 }
 
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue)

@@ -61,6 +61,10 @@ struct conn {
 	 * wake-up delivered and not yet acknowledged (0: none): while it is
 	 * held, the broker gives the line's next message to nobody else. */
 	uint64_t delivering, wake_tag;
+	/* The broker has shown that we are first in line: we joined an empty
+	 * line, or something was delivered to us (only the first gets
+	 * anything). We stay first until we leave. */
+	bool first_in_line;
 	unsigned heartbeat; /* as negotiated */
 	double rpc_timeout;
 	/* The end of the caller's whole wait (conn_open's `by`; never
@@ -136,6 +140,11 @@ enum al_status conn_keepalive(struct conn *c);
 /* The socket, for poll(2); -1 once the connection is dead. */
 int conn_fd(const struct conn *c);
 
+/* Whether the library has already read data that nobody has taken yet
+ * (a wake-up that came with the last reply, say): poll(2) on conn_fd
+ * would not say so. */
+bool conn_buffered(const struct conn *c);
+
 /* conn_recv, then check that the method is `expect`. */
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m);
 
@@ -161,12 +170,14 @@ enum al_status conn_subscribe(struct conn *c, const char *queue);
 void conn_wake_done(struct conn *c);
 
 /* Leaves the line without waiting. A wake-up not yet acknowledged goes
- * back to the line, to the next consumer. */
-void conn_unsubscribe(struct conn *c);
+ * back to the line, to the next consumer. If we were first in line and
+ * turn_to names the line, a message tells the next that it is first now
+ * (it is no wake-up). */
+void conn_unsubscribe(struct conn *c, const char *turn_to);
 
-/* Publishes an empty message to `queue` through the default exchange,
- * expiring after a second unless a consumer takes it; waits for
- * nothing. */
+/* Publishes an empty message (a wake-up) to `queue` through the default
+ * exchange, expiring after a second unless a consumer takes it; waits
+ * for nothing. */
 enum al_status conn_notify(struct conn *c, const char *queue);
 
 /* Records a message for the channel refusal in reply_code, e.g.

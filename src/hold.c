@@ -34,6 +34,12 @@
 /* Away: first and longest pause between attempts to reconnect. */
 #define FIRST_RECONNECT   0.1
 #define LONGEST_RECONNECT 1.0
+/* In line, but not known to be first: the first and longest pauses
+ * between looks for a free slot that nobody announced (a holder killed,
+ * a lease run out). The first in line looks as often as any waiter did
+ * before the line (RETRY_FIRST to RETRY_LONGEST). */
+#define LINE_FIRST   0.25
+#define LINE_LONGEST 2.0
 /* Waiting for a slot: the waiting callback is first called after this
  * long (a wait that ends sooner is no news). */
 #define WAITING_NEWS 1.0
@@ -41,12 +47,12 @@
  * --lost-signal. */
 #define LEASE_WARNING 5.0
 
-/* Sleeps until `until` or data on the broker socket. */
+/* Sleeps until `until` or data from the broker, already read or not. */
 static bool wait_readable(struct conn *c, struct deadline until)
 {
 	struct pollfd fd = {conn_fd(c), POLLIN, 0};
 
-	return poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents;
+	return conn_buffered(c) || (poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents);
 }
 
 /* A pause between tries, cut short by a wake-up; takes heartbeats
@@ -74,7 +80,7 @@ static enum al_status try_in_line(struct sem *s, bool in_line, unsigned *slot, u
 		return sem_acquire(s, SEM_TAKE, slot, max);
 	if (s->conn->notified) {
 		trace("woken: first in line for a slot of %s", s->label);
-		st = sem_acquire(s, SEM_TAKE, slot, max);
+		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
 		/* Taken or not, this wake-up is spent; unacknowledged, it
 		 * would go to the next in line when we leave. */
 		if (st == AL_OK || st == AL_BUSY)
@@ -126,6 +132,15 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			if (in_line)
 				continue;
 		}
+		/* Only the first in line takes a slot, so the others look
+		 * less often: a long line does not load the broker. */
+		if (!in_line || s->conn->first_in_line) {
+			pauses.longest = RETRY_LONGEST;
+			pauses.pause = sooner(pauses.pause, RETRY_LONGEST);
+		} else {
+			pauses.longest = LINE_LONGEST;
+			pauses.pause = pauses.pause < LINE_FIRST ? LINE_FIRST : pauses.pause;
+		}
 		if (o->waiting && now_seconds() - start >= WAITING_NEWS) {
 			told = true;
 			o->waiting(o->arg, *max, now_seconds() - start);
@@ -141,7 +156,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		o->waiting(o->arg, *max, -1);
 	/* Out of the line: the next in it is the oldest now. A wake-up
 	 * not acknowledged (we are leaving without a slot) goes to it. */
-	conn_unsubscribe(s->conn);
+	sem_leave_line(s);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
 		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
 	return st;

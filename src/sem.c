@@ -791,7 +791,7 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
  * line (*line: whether the waiters queue exists) in one round trip, the
  * leases of the slots without a holder in another. */
 static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
-				bool *line)
+				bool *line, bool leases)
 {
 	struct probe p[2 * FIRST_WINDOW + 2];
 	bool taken[FIRST_WINDOW];
@@ -813,7 +813,7 @@ static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
 		taken[i] = p[FIRST_WINDOW + i].exists;
-	if ((st = leases_of_free(s, 1, n, taken, NULL, NULL)) != AL_OK)
+	if (leases && (st = leases_of_free(s, 1, n, taken, NULL, NULL)) != AL_OK)
 		return st;
 	for (i = 0; st == AL_OK && i < n; i++)
 		if (!taken[i])
@@ -984,7 +984,10 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot)
 
 	/* Gone (404) or another's (406): nothing of ours to end. */
 	st = run_steps(s, slot, steps, 3, &done, &refused);
-	if (st != AL_OK || refused == 0 || (done == 0 && refused == AMQP_NOT_FOUND) ||
+	/* Ended: the slot is free now, and nobody else says so. */
+	if (st == AL_OK && refused == 0)
+		return sem_wake_line(s);
+	if (st != AL_OK || (done == 0 && refused == AMQP_NOT_FOUND) ||
 	    (done == 1 && refused == AMQP_PRECONDITION_FAILED))
 		return st;
 	return step_refused(s, slot, &steps[done], status_for_reply(refused));
@@ -1049,7 +1052,10 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 
 	*slot = 0;
 	for (;;) {
-		if ((st = find_free(s, max, &candidates, &line)) != AL_OK)
+		/* Woken, the slot is known to be free but for a race: the
+		 * claim's lease declare sees a lease if one is there. */
+		if ((st = find_free(s, max, &candidates, &line,
+				    how != SEM_TAKE_WOKEN || races > 0)) != AL_OK)
 			break;
 		if (*max == 0) {
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
@@ -1116,6 +1122,14 @@ enum al_status sem_wake_line(struct sem *s)
 
 	waiters_queue(s, queue);
 	return conn_notify(s->conn, queue);
+}
+
+void sem_leave_line(struct sem *s)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+
+	waiters_queue(s, queue);
+	conn_unsubscribe(s->conn, queue);
 }
 
 enum al_status sem_wake_added(struct sem *s, unsigned added)

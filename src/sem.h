@@ -114,8 +114,12 @@ enum sem_take {
 	/* A newcomer: take it unless others wait in the line, whose it is
 	 * then (no barging; AL_BUSY, "others are already waiting"). */
 	SEM_TAKE_UNLESS_LINE,
-	/* The head of the line (woken), or a client the line refused. */
+	/* A client the line refused, or outside it. */
 	SEM_TAKE,
+	/* The head of the line, woken: a release or a waiter that looked
+	 * says a slot is free, so the leases are not probed first (the
+	 * claim sees one that is there). */
+	SEM_TAKE_WOKEN,
 	/* Waiting in line: only look (*slot: a free one, 0 if none). */
 	SEM_LOOK,
 };
@@ -144,7 +148,8 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours);
 
 /* Ends our lease of slot, if it is still ours: on its own connection,
  * after the command has ended (the keeper's last act when amqplock died,
- * or after a loss that left the lease ours). Waits for the answers. */
+ * or after a loss that left the lease ours). Waits for the answers, and
+ * wakes the first in line if it ended one. */
 enum al_status sem_lease_end(struct sem *s, unsigned slot);
 
 /* Waiting for a slot: joins the semaphore's line, last. The broker
@@ -156,6 +161,11 @@ enum al_status sem_watch_releases(struct sem *s);
 /* Wakes the head of the line: the slot it was woken for may be free
  * (sem_released, a waiter that saw one free, an added slot). */
 enum al_status sem_wake_line(struct sem *s);
+
+/* Leaves the line (sem_watch_releases) without waiting. If we were first
+ * in line, the next is told that it is first now: it then looks for free
+ * slots as often as the first does. */
+void sem_leave_line(struct sem *s);
 
 /* After `added` slots were added: wakes as many waiters (fewer if fewer
  * wait), one after the other in line. */
