@@ -2,7 +2,10 @@
 # contention.pl AMQPLOCK NAME SLOTS HOLDS GAP_MS DIR: how well a busy
 # semaphore is used and in what order its waiters are served (issue 17).
 # NAME must exist with SLOTS slots, all free. Starts HOLDS processes
-#   amqplock hold -w 120 NAME -- sh -c 'exec bench/stamp LOG 0.05 I:$AMQPLOCK_SLOT'
+#   amqplock -q $CONTENTION_OPTS hold -w 120 NAME -- \
+#       sh -c 'exec bench/stamp LOG 0.05 I:$AMQPLOCK_SLOT'
+# (another lock's command line instead of `amqplock ... --` if
+# CONTENTION_LOCK is set, e.g. "etcdctl lock NAME"; slot 1 then)
 # GAP_MS apart (0: all at once), noting when each was started (its
 # arrival), and waits for all of them. bench/stamp logs the start and end
 # of each job (CLOCK_MONOTONIC, the clock used here too) to DIR.
@@ -52,8 +55,11 @@ for my $i (0 .. $holds - 1) {
     if ($pid == 0) {
         open(STDOUT, '>', '/dev/null');
         open(STDERR, '>>', "$dir/contention-$name.err");
-        exec($al, '-q', 'hold', split(' ', $ENV{CONTENTION_OPTS} // ''), '-w', '120', $name, '--', 'sh', '-c',
-            "exec '$stamp' '$log' 0.05 $i:\$AMQPLOCK_SLOT") or POSIX::_exit(127);
+        my @lock = $ENV{CONTENTION_LOCK} ? split(' ', $ENV{CONTENTION_LOCK})
+            : ($al, '-q', split(' ', $ENV{CONTENTION_OPTS} // ''), 'hold', '-w', '120', $name,
+               '--');
+        exec(@lock, 'sh', '-c', "exec '$stamp' '$log' 0.05 $i:\${AMQPLOCK_SLOT:-1}")
+            or POSIX::_exit(127);
     }
     $arrival[$i] = now();
     $kids{$pid} = $i;

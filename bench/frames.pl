@@ -13,6 +13,7 @@ use strict;
 use warnings;
 use IO::Socket::INET;
 use IO::Select;
+use Socket qw(IPPROTO_TCP TCP_NODELAY);
 
 my ($portfile, $target, $out) = @ARGV;
 die "usage: frames.pl PORTFILE TARGET_PORT OUT\n" unless defined $out;
@@ -68,6 +69,8 @@ until ($done) {
             my $c = $l->accept or next;
             my $u = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $target);
             if (!$u) { close $c; next }
+            # As the client and the broker do: no Nagle delays here.
+            setsockopt($_, IPPROTO_TCP, TCP_NODELAY, 1) for $c, $u;
             $count{connections}++;
             @peer{$c, $u} = ($u, $c);
             @pending{$c, $u} = ("", "");

@@ -61,7 +61,7 @@ static enum al_status pause_for_wake(struct sem *s, struct deadline next)
 {
 	enum al_status st;
 
-	while (!s->conn->notified && !deadline_passed(next))
+	while (!s->conn->notified && !deadline_passed(next) && !signals_stop_asked())
 		if (wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
 			return st;
 	return AL_OK;
@@ -109,6 +109,10 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	enum al_status st;
 	bool watching = false, in_line = false, told = false;
 
+	/* A waiter that is stopped keeps its place and would hold back all
+	 * behind it: on Ctrl-Z it leaves the line first, and joins it again,
+	 * last, once continued. */
+	signals_note_stops(true);
 	for (;;) {
 		status_clear();
 		/* A lease claimed now lasts from before the claim was sent. */
@@ -147,11 +151,20 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		}
 		if ((st = pause_for_wake(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
 			break;
+		if (signals_stop_asked()) {
+			trace("stopped: leaving the line of %s", s->label);
+			sem_leave_line(s);
+			watching = in_line = false;
+			signals_stop_now();
+			trace("continued: joining the line of %s again, last", s->label);
+			continue;
+		}
 		/* The line deleted behind our back: take what is free, as
 		 * outside it. */
 		if (!s->conn->notify_channel)
 			in_line = false;
 	}
+	signals_note_stops(false);
 	if (told)
 		o->waiting(o->arg, *max, -1);
 	/* Out of the line: the next in it is the oldest now. A wake-up

@@ -63,6 +63,65 @@ void signals_exit_on_interrupt(void (*say)(int sig))
 			sigaction(terminating[i], &sa, NULL);
 }
 
+static volatile sig_atomic_t stop_asked;
+static bool stops_noted;
+
+static void note_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
+static void tstp_mask(int how)
+{
+	sigset_t tstp;
+
+	sigemptyset(&tstp);
+	sigaddset(&tstp, SIGTSTP);
+	sigprocmask(how, &tstp, NULL);
+}
+
+void signals_note_stops(bool on)
+{
+	struct sigaction sa = {.sa_handler = on ? note_stop : SIG_DFL}, old;
+	bool asked = stop_asked;
+
+	stop_asked = 0;
+	/* An ignored SIGTSTP (nohup-like starters) stays ignored. */
+	if (on && (sigaction(SIGTSTP, NULL, &old) != 0 || old.sa_handler == SIG_IGN))
+		return;
+	if (!on && !stops_noted)
+		return;
+	/* No SA_RESTART: a wait in poll(2) ends, and the stop is seen. */
+	sigaction(SIGTSTP, &sa, NULL);
+	stops_noted = on;
+	if (on) {
+		/* One left pending below is noted now. */
+		tstp_mask(SIG_UNBLOCK);
+	} else if (asked) {
+		/* A stop asked for during the last try is not lost: pending,
+		 * it is taken by signals_block's signalfd (hold: the job
+		 * stops, and the slot is checked on resume), or delivered
+		 * when signals_block or signals_note_stops unblock it. */
+		tstp_mask(SIG_BLOCK);
+		raise(SIGTSTP);
+	}
+}
+
+bool signals_stop_asked(void)
+{
+	return stop_asked != 0;
+}
+
+void signals_stop_now(void)
+{
+	stop_asked = 0;
+	signals_note_stops(false);
+	raise(SIGTSTP);
+	/* Continued (or never stopped: an orphaned process group). */
+	signals_note_stops(true);
+}
+
 enum al_status signals_block(bool job_control, int *fd)
 {
 	sigset_t set;
@@ -77,6 +136,10 @@ enum al_status signals_block(bool job_control, int *fd)
 	}
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
 		return fail(AL_INTERNAL, "cannot block signals: %s", strerror(errno));
+	/* Without job control a stop left pending by signals_note_stops
+	 * stops amqplock now, as it would have. */
+	if (!job_control)
+		tstp_mask(SIG_UNBLOCK);
 	*fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (*fd < 0)
 		return fail(AL_INTERNAL, "cannot create a signalfd: %s", strerror(errno));

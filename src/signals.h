@@ -32,6 +32,17 @@ void signals_terminating(sigset_t *set);
  * when its socket closes. */
 void signals_exit_on_interrupt(void (*say)(int sig));
 
+/* While waiting in line: SIGTSTP (Ctrl-Z) only notes that a stop was
+ * asked for (signals_stop_asked), and ends a wait in poll(2), so that
+ * amqplock can leave the line before it stops (signals_stop_now);
+ * signals_note_stops(false) restores the default. A SIGTSTP ignored when
+ * asked to note them stays ignored. */
+void signals_note_stops(bool on);
+bool signals_stop_asked(void);
+/* Stops amqplock as SIGTSTP would have; returns once it is continued,
+ * noting stops again. */
+void signals_stop_now(void);
+
 /* From the moment the slot is held: blocks the terminating signals,
  * SIGCHLD and, with job_control, SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT, and
  * returns a signalfd for them in *fd. */

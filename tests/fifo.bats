@@ -210,3 +210,38 @@ waiter() {
     [ "$rc" -eq 0 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
     [ ! -e "$T/w1.ran" ]
 }
+
+# state PID: the one-letter state of /proc/PID/stat (T: stopped)
+state() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+is_stopped() { [ "$(state "$1")" = T ]; }
+
+@test "kill -TSTP (Ctrl-Z) of the first in line: it steps out, the next is served; continued, it queues again, last" {
+    al create "$n" 1
+    holder a
+    local a=$BG
+    waiter w1
+    local w1=$BG
+    echo 1 >"$T/w2.hold"
+    waiter w2
+    local w2=$BG
+    kill -TSTP "$w1"
+    wait_until 10 is_stopped "$w1" || fail "w1 did not stop: $(cat "$T/w1.err")"
+    grep -q "stopped: leaving the line of $n" "$T/w1.err" || fail "w1 kept its place: $(cat "$T/w1.err")"
+    local t0
+    t0=$(now)
+    kill -TERM "$a"
+    wait_until 10 started w2 || fail "w2 not served while w1 was stopped: $(cat "$T/w2.err")"
+    note "w2 served $(since "$t0") s after the release, w1 stopped"
+    echo 1 >"$T/w3.hold"
+    waiter w3
+    local w3=$BG
+    kill -CONT "$w1"
+    wait_until 10 grep -q "continued: joining the line of $n again, last" "$T/w1.err" ||
+        fail "w1 did not join again: $(cat "$T/w1.err")"
+    local p
+    for p in "$w1" "$w2" "$w3"; do
+        wait_exit "$p" 30
+        [ "$rc" -eq 0 ] || fail "a hold exited $rc: $(cat "$T"/w*.err)"
+    done
+    [ "$(paste -sd' ' "$T/order")" = "w2 w3 w1" ]
+}

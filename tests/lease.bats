@@ -437,6 +437,36 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     no_lease_left "$n"
 }
 
+@test "a waiter woken for a freed slot never takes an away one: the claim sees the lease, and the freed slot is taken" {
+    al create "$n" 2
+    start_relay
+    local CMD_UNTIL=1
+    cmd_hold h 120 --url "$RELAY_URL" hold "${L20[@]}" "$n"
+    local h=$BG
+    running_cmds h
+    bg a acquire "$n"
+    local a=$BG
+    wait_until 10 has_line "$T/a.out" 2 || fail "acquire got no slot 2: $(cat "$T/a.out" "$T/a.err")"
+    bg w -v hold -w 60 "$n" -- sh -c "echo \$AMQPLOCK_SLOT >'$T/w.slot'"
+    local w=$BG
+    wait_until 10 grep -q "waiting on amqplock.$n#waiters" "$T/w.err" || fail "w not in line: $(cat "$T/w.err")"
+    kill -STOP "$RELAY"
+    wait_until 10 is_away "$n" '[1]' || fail "slot 1 not away: $(al --json status "$n")"
+    # slot 1 now has no holder queue, only a lease: the woken waiter's
+    # first pick; its claim must see the lease and go on to slot 2
+    kill -TERM "$a"
+    wait_exit "$w" 10
+    [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"
+    grep -q "woken: first in line" "$T/w.err" || fail "w was not woken: $(cat "$T/w.err")"
+    [ "$(cat "$T/w.slot")" = 2 ] || fail "w ran on slot $(cat "$T/w.slot"), held away by h"
+    kill -CONT "$RELAY"
+    wait_until 15 reconnected_all 1 h || fail "the holder did not reconnect: $(cat "$T/h.err")"
+    touch "$T/go"
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    check_runs 1 "$T/h.cmd"
+}
+
 # --- dead holders ------------------------------------------------------------------
 
 @test "kill -9 of 5 holds (amqplock only, default lease): each keeper kills its command and ends the lease, every slot free within 1 s" {

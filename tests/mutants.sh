@@ -43,7 +43,7 @@ barging|src/hold.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_
 no-line|src/hold.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^30 holds
 no-added-wakeups|src/sem.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|fifo.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
-no-lease-claim|src/sem.c|s/s->lease\.on \? 3 : 2/2/|lease.bats|^a newcomer while a holder is away
+no-lease-claim|src/sem.c|s/s->lease\.on \? 3 : 2/2/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
 no-keeper-lease-end|src/hold.c|s/\.last_act = h->o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
 late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection

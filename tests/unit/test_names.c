@@ -81,6 +81,22 @@ static void queue_names(void)
 	ok(sem_name_parse_slot(&sn, "amqplock.jobs-x-1-A", 19, SLOT_QUEUE) == 0,
 	   "another semaphore's slot");
 
+	/* The two queues of a semaphore that are not a slot's. */
+	sem_name_slot(&sn, 1, WAITERS_QUEUE, q);
+	is_str(q, "amqplock.jobs#waiters", "waiters queue name (the line)");
+	sem_name_slot(&sn, 1, QUORUM_MARKER_QUEUE, q);
+	is_str(q, "amqplock.jobs#quorum", "quorum marker name");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs#waiters", 21, WAITERS_QUEUE) == 1,
+	   "parse the waiters queue");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs#waiters", 21, QUORUM_MARKER_QUEUE) == 0,
+	   "the waiters queue is not the marker");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs#quorum", 20, WAITERS_QUEUE) == 0,
+	   "the marker is not the waiters queue");
+	ok(sem_name_parse_slot(&sn, "amqplock.job#waiters", 20, WAITERS_QUEUE) == 0,
+	   "another semaphore's waiters queue");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs#waiter", 20, WAITERS_QUEUE) == 0,
+	   "a shorter suffix is not ours");
+
 	memset(longest, 'n', NAME_MAX_BYTES);
 	longest[NAME_MAX_BYTES] = '\0';
 	memset(prefix, 'p', PREFIX_MAX_BYTES);
