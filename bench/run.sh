@@ -28,7 +28,7 @@
 #      lock`), 100 on 5 slots 5 ms apart, 200 on 5 slots at once: how busy
 #      the slots were kept, hand-off, arrival-order inversions; and what
 #      a hold costs the broker, in frames counted by a relay
-#      (bench/frames.pl), alone and in a line.
+#      (tests/tools/proxy.pl with a count), alone and in a line.
 # 1-4 are medians of BENCH_ROUNDS (default 40) whole-process runs per
 # command after 3 warm-up rounds, the commands compared taking turns in one
 # loop (bench/timeit) so that machine noise hits all of them; 5 has
@@ -321,23 +321,23 @@ step "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_URL lock 
 step "$WORK/m9five.txt" perl "$B/contention.pl" "$AL" bench-c5 5 100 5 "$WORK"
 step "$WORK/m9herd.txt" perl "$B/contention.pl" "$AL" bench-c5 5 200 0 "$WORK"
 
-# frames OUT CMD...: CMD (which may use $FRAMES_URL) with bench/frames.pl
+# frames OUT CMD...: CMD (which may use $FRAMES_URL) with tests/tools/proxy.pl
 # relaying to the broker; its counts in OUT.
 frames() {
     local out=$1 deadline=$((SECONDS + 10))
     shift
     rm -f "$WORK/frames.port"
-    perl "$B/frames.pl" "$WORK/frames.port" "$AMQPLOCK_TEST_PORT" "$out" &
+    perl "$TOP/tests/tools/proxy.pl" "$WORK/frames.port" "$AMQPLOCK_TEST_PORT" "$out" &
     FRAMES_PID=$!
     until [ -s "$WORK/frames.port" ]; do
-        [ $SECONDS -lt $deadline ] && ! ended "$FRAMES_PID" || die "bench/frames.pl did not start"
+        [ $SECONDS -lt $deadline ] && ! ended "$FRAMES_PID" || die "the counting relay did not start"
         sleep 0.1
     done
     FRAMES_URL="amqp://guest:guest@127.0.0.1:$(cat "$WORK/frames.port")/"
-    "$@" || die "$* failed under bench/frames.pl"
+    "$@" || die "$* failed behind the counting relay"
     stop_pid "$FRAMES_PID" TERM 10 reap
     FRAMES_PID=
-    [ -s "$out" ] || die "bench/frames.pl wrote no counts"
+    [ -s "$out" ] || die "the counting relay wrote no counts"
 }
 holds_alone() { for _ in $(seq 1 "$1"); do al -q --url "$FRAMES_URL" hold bench-c1 -- true; done; }
 holds_in_line() {
@@ -398,7 +398,7 @@ for c in one etcd five herd; do
     read -r _ n _ _ _ util _ p50 _ p99 _ hmax _ inv _ pairs _ worst _ <"$WORK/m9$c.txt"
     CT[$c]="$n $util $p50 $p99 $hmax $inv $pairs $worst"
 done
-# frames.pl: connections C to_broker_methods M to_broker_messages P
+# proxy.pl: connections C to_broker_methods M to_broker_messages P
 # from_broker_methods R from_broker_messages D heartbeats H
 per_hold() { # FILE HOLDS: "to the broker T (M methods, P messages); back B"
     read -r _ _ _ m _ p _ r _ d _ <"$1"
@@ -551,7 +551,7 @@ elapsed=$((SECONDS - START))
     echo "  end); hand-off = a job's start minus the end of the job before it on that"
     echo "  slot; inversions = pairs that started in the opposite order of their start"
     echo "  as processes; worst wait = longest start of process to start of job. The"
-    echo "  etcd row runs \`etcdctl lock NAME sh -c ...\` instead. Frames: bench/frames.pl"
+    echo "  etcd row runs \`etcdctl lock NAME sh -c ...\` instead. Frames: tests/tools/proxy.pl"
     echo "  relays the holds' connections and counts AMQP frames (methods; messages ="
     echo "  content headers: probes and wake-ups one way, returns and deliveries back)."
     echo "- Targets are benchmark figures, not assertions."

@@ -48,6 +48,21 @@ waiter() {
     in_line "$tag"
 }
 
+# line_up TAG...: a 1-slot semaphore whose slot acquire a holds, and the
+# waiters TAG... (see waiter) in line in that order; pids in PID[a] and
+# PID[TAG].
+line_up() {
+    declare -gA PID
+    al create "$n" 1
+    holder a
+    PID[a]=$BG
+    local tag
+    for tag in "$@"; do
+        waiter "$tag"
+        PID[$tag]=$BG
+    done
+}
+
 @test "30 holds arriving 50 ms apart on 1 slot run in the order they arrived" {
     al create "$n" 1
     local i pids=()
@@ -74,15 +89,12 @@ waiter() {
 }
 
 @test "a free slot is the first waiter's: a newcomer queues behind it, and -n says others are waiting" {
-    al create "$n" 1
-    holder a
-    local a=$BG
-    waiter w1
-    local w1=$BG
+    line_up w1
+    local w1=${PID[w1]}
     # The first in line cannot act: the slot it is woken for stays free.
     kill -STOP "$w1"
-    kill -TERM "$a"
-    wait_exit "$a" 10
+    kill -TERM "${PID[a]}"
+    wait_exit "${PID[a]}" 10
     wait_until 10 slot_free "$n" 1 || fail "slot 1 not free after the release"
     run -1 --separate-stderr al hold -n "$n" -- touch "$T/barged"
     assert_error_line
@@ -103,19 +115,12 @@ waiter() {
 }
 
 @test "a waiter killed at the head of the line, holding its wake-up, does not stall the next: served within 1 s" {
-    al create "$n" 1
-    holder a
-    local a=$BG
-    waiter w1
-    local w1=$BG
-    waiter w2
-    local w2=$BG
-    waiter w3
-    local w3=$BG
+    line_up w1 w2 w3
+    local w1=${PID[w1]} w2=${PID[w2]} w3=${PID[w3]}
     # w1 is woken but stopped: the wake-up waits, unacknowledged, with it.
     kill -STOP "$w1"
-    kill -TERM "$a"
-    wait_exit "$a" 10
+    kill -TERM "${PID[a]}"
+    wait_exit "${PID[a]}" 10
     sleep 0.5
     started w2 && fail "w2 was served while w1 was first in line"
     local t0
@@ -160,20 +165,14 @@ waiter() {
 }
 
 @test "a line deleted behind the waiters' back: they poll and take the slot once it is free" {
-    al create "$n" 1
-    holder a
-    local a=$BG
-    waiter w1
-    local w1=$BG
-    waiter w2
-    local w2=$BG
+    line_up w1 w2
     rmqctl delete_queue "amqplock.$n#waiters" >/dev/null
     wait_until 10 grep -q "the line was deleted; polling instead" "$T/w1.err" ||
         fail "w1 was not told: $(cat "$T/w1.err")"
-    kill -TERM "$a"
-    wait_exit "$w1" 10
+    kill -TERM "${PID[a]}"
+    wait_exit "${PID[w1]}" 10
     [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
-    wait_exit "$w2" 10
+    wait_exit "${PID[w2]}" 10
     [ "$rc" -eq 0 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
 }
 
@@ -216,20 +215,15 @@ state() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
 is_stopped() { [ "$(state "$1")" = T ]; }
 
 @test "kill -TSTP (Ctrl-Z) of the first in line: it steps out, the next is served; continued, it queues again, last" {
-    al create "$n" 1
-    holder a
-    local a=$BG
-    waiter w1
-    local w1=$BG
     echo 1 >"$T/w2.hold"
-    waiter w2
-    local w2=$BG
+    line_up w1 w2
+    local w1=${PID[w1]} w2=${PID[w2]}
     kill -TSTP "$w1"
     wait_until 10 is_stopped "$w1" || fail "w1 did not stop: $(cat "$T/w1.err")"
     grep -q "stopped: leaving the line of $n" "$T/w1.err" || fail "w1 kept its place: $(cat "$T/w1.err")"
     local t0
     t0=$(now)
-    kill -TERM "$a"
+    kill -TERM "${PID[a]}"
     wait_until 10 started w2 || fail "w2 not served while w1 was stopped: $(cat "$T/w2.err")"
     note "w2 served $(since "$t0") s after the release, w1 stopped"
     echo 1 >"$T/w3.hold"

@@ -1,41 +1,83 @@
 #!/usr/bin/perl
-# proxy.pl PORTFILE TARGET_PORT: relays every TCP connection made to a port
-# of its own on 127.0.0.1 (written to PORTFILE once it listens) to
+# proxy.pl PORTFILE TARGET_PORT [COUNTS]: relays every TCP connection made
+# to a port of its own on 127.0.0.1 (written to PORTFILE once it listens) to
 # 127.0.0.1:TARGET_PORT. A single process, so that SIGSTOP makes the broker
 # fall silent for every client connected through it (and SIGCONT ends that).
+#
+# With COUNTS (make bench: what a command costs the broker), it also counts
+# the AMQP frames it passes, and on SIGTERM writes to COUNTS one line
+#   connections C to_broker_methods M to_broker_messages P
+#   from_broker_methods R from_broker_messages D heartbeats H
+# (messages: content headers, i.e. publishes one way, deliveries and
+# returns the other) and exits. Only frame boundaries are parsed; the
+# protocol header that opens each connection is skipped.
 use strict;
 use warnings;
 use IO::Socket::INET;
 use IO::Select;
+use Socket qw(IPPROTO_TCP TCP_NODELAY);
 
-my ($portfile, $target) = @ARGV;
-my $l = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Listen => 16,
+my ($portfile, $target, $counts) = @ARGV;
+my $l = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Listen => 256,
                               ReuseAddr => 1) or die "listen: $!\n";
 open(my $f, ">", "$portfile.tmp") or die "$portfile.tmp: $!\n";
 print $f $l->sockport, "\n";
 close $f;
 rename "$portfile.tmp", $portfile or die "rename: $!\n";
 
+my @kinds = qw(connections to_broker_methods to_broker_messages from_broker_methods
+    from_broker_messages heartbeats);
+my %count = map { $_ => 0 } @kinds;
+my $done = 0;
+$SIG{TERM} = sub { $done = 1 } if defined $counts;
+
 my $sel = IO::Select->new($l);
-my %peer;
+my (%peer, %pending, %client);
 sub drop {
     my $s = shift;
     my $o = delete $peer{$s};
     for my $x ($s, $o) {
         next unless $x;
         delete $peer{$x};
+        delete $pending{$x};
+        delete $client{$x};
         $sel->remove($x);
         close $x;
     }
 }
-while (1) {
-    for my $s ($sel->can_read) {
+
+# Counts the whole frames among the bytes read from $s so far. $client{$s}
+# is 1 for a client's socket until its protocol header has gone by.
+sub count_frames {
+    my $s = shift;
+    my $dir = exists $client{$s} ? "to_broker" : "from_broker";
+    if (exists $client{$s} && $client{$s} == 1) {
+        return if length $pending{$s} < 8;
+        substr($pending{$s}, 0, 8, "");
+        $client{$s} = 2;
+    }
+    while (length $pending{$s} >= 7) {
+        my ($type, undef, $size) = unpack("CnN", $pending{$s});
+        last if length $pending{$s} < 8 + $size;
+        substr($pending{$s}, 0, 8 + $size, "");
+        if ($type == 1) { $count{"${dir}_methods"}++ }
+        elsif ($type == 2) { $count{"${dir}_messages"}++ }
+        elsif ($type == 8) { $count{heartbeats}++ }
+    }
+}
+
+until ($done) {
+    for my $s ($sel->can_read(0.2)) {
         if ($s == $l) {
             my $c = $l->accept or next;
             my $u = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $target);
             if (!$u) { close $c; next }
-            $peer{$c} = $u;
-            $peer{$u} = $c;
+            # As the client and the broker do: no Nagle delays here.
+            setsockopt($_, IPPROTO_TCP, TCP_NODELAY, 1) for $c, $u;
+            $count{connections}++;
+            @peer{$c, $u} = ($u, $c);
+            @pending{$c, $u} = ("", "");
+            $client{$c} = 1;
             $sel->add($c, $u);
             next;
         }
@@ -43,6 +85,10 @@ while (1) {
         my $buf;
         my $n = sysread($s, $buf, 65536);
         if (!$n) { drop($s); next }
+        if (defined $counts) {
+            $pending{$s} .= $buf;
+            count_frames($s);
+        }
         my ($o, $off) = ($peer{$s}, 0);
         while ($off < $n) {
             my $w = syswrite($o, $buf, $n - $off, $off);
@@ -51,3 +97,6 @@ while (1) {
         }
     }
 }
+open(my $o, ">", $counts) or die "$counts: $!\n";
+print $o join(" ", map { "$_ $count{$_}" } @kinds), "\n";
+close $o;
