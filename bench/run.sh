@@ -316,7 +316,7 @@ step "$WORK/m8rate.txt" perl "$B/lease.pl" rate "$AL" bench-handoff 20 \
 
 log "9: contention: 50 holds on 1 slot 20 ms apart (and etcdctl lock), 100 on 5 slots 5 ms apart, 200 at once"
 step "$WORK/m9one.txt" perl "$B/contention.pl" "$AL" bench-c1 1 50 20 "$WORK"
-step "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_URL lock bench-c1" \
+step "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_URL lock bench-c1 --" \
     perl "$B/contention.pl" "$AL" bench-c1-etcd 1 50 20 "$WORK"
 step "$WORK/m9five.txt" perl "$B/contention.pl" "$AL" bench-c5 5 100 5 "$WORK"
 step "$WORK/m9herd.txt" perl "$B/contention.pl" "$AL" bench-c5 5 200 0 "$WORK"

@@ -727,6 +727,10 @@ static void end_lease_apart(void *arg)
 	struct sem s = *h->s;
 	struct conn c;
 
+	/* The holder queue goes first, with the holding connection (the
+	 * keeper's copy of it keeps it alive until now): the waiter that
+	 * the lease's end wakes then finds the slot free. */
+	conn_hang_up(h->s->conn);
 	s.conn = &c;
 	if (conn_open(&c, h->o->conn_opts, deadline_never()) == AL_OK &&
 	    sem_lease_end(&s, h->slot) == AL_OK)
