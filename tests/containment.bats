@@ -96,19 +96,6 @@ ticked_to_end() {
     [ ! -e "$1/signals" ] || fail "CMD got $(cat "$1/signals")"
 }
 
-# bg_job TAG ARGS...: as bg, but amqplock leads a process group of its own,
-# as a job of an interactive shell does. (A TSTP to a process whose group is
-# orphaned, say the only job of a session, is refused by the kernel; this
-# group's parent is in the same session, so it is not orphaned.)
-bg_job() {
-    local tag=$1
-    shift
-    env --default-signal=INT,QUIT perl -e 'setpgrp(0, 0) or die "setpgrp: $!\n"; exec @ARGV or die "exec: $!\n"' \
-        -- ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@" >"$T/$tag.out" 2>"$T/$tag.err" </dev/null 3>&- &
-    BG=$!
-    PIDS+=("$BG")
-}
-
 # ticker_hold START DIR COUNT [OPTIONS...]: `amqplock hold OPTIONS $n --
 # ticker.pl DIR COUNT` (DIR made here), started with START (bg or bg_job)
 # and tag h; returns once it ticks. The hold's pid in BG, the ticker's

@@ -37,13 +37,13 @@ holder() {
 # started TAG: the hold TAG's command has started (it touches $T/TAG.ran).
 started() { test -e "$T/$1.ran"; }
 
-# waiter TAG [OPTIONS...]: a hold -v -w 60 in the background whose command
-# touches $T/TAG.ran, then sleeps as long as $T/TAG.hold says (default 0);
-# returns once it is in line. Pid in BG.
+# waiter TAG [OPTIONS...]: a hold -v -w 60 in the background (started by
+# $START, default bg) whose command touches $T/TAG.ran, then sleeps as long
+# as $T/TAG.hold says (default 0); returns once it is in line. Pid in BG.
 waiter() {
     local tag=$1
     shift
-    bg "$tag" -v hold -w 60 "$@" "$n" -- sh -c \
+    "${START:-bg}" "$tag" -v hold -w 60 "$@" "$n" -- sh -c \
         "touch '$T/$tag.ran'; echo $tag >>'$T/order'; sleep \$(cat '$T/$tag.hold' 2>/dev/null || echo 0)"
     in_line "$tag"
 }
@@ -216,8 +216,10 @@ is_stopped() { [ "$(state "$1")" = T ]; }
 
 @test "kill -TSTP (Ctrl-Z) of the first in line: it steps out, the next is served; continued, it queues again, last" {
     echo 1 >"$T/w2.hold"
-    line_up w1 w2
-    local w1=${PID[w1]} w2=${PID[w2]}
+    # w1 a job of a shell, as Ctrl-Z finds it (see bg_job)
+    START=bg_job line_up w1
+    waiter w2
+    local w1=${PID[w1]} w2=$BG
     kill -TSTP "$w1"
     wait_until 10 is_stopped "$w1" || fail "w1 did not stop: $(cat "$T/w1.err")"
     grep -q "stopped: leaving the line of $n" "$T/w1.err" || fail "w1 kept its place: $(cat "$T/w1.err")"
@@ -238,4 +240,24 @@ is_stopped() { [ "$(state "$1")" = T ]; }
         [ "$rc" -eq 0 ] || fail "a hold exited $rc: $(cat "$T"/w*.err)"
     done
     [ "$(paste -sd' ' "$T/order")" = "w2 w3 w1" ]
+}
+
+@test "kill -TSTP of a waiter that no stop can stop (an orphaned process group): it keeps its place" {
+    echo 1 >"$T/w2.hold"
+    # setsid: a session of its own, whose only group has no parent
+    # outside it; the kernel discards TSTP there
+    AMQPLOCK_WRAP="setsid ${AMQPLOCK_WRAP:-}" START=bg line_up w1
+    waiter w2
+    local w1=${PID[w1]} w2=$BG
+    kill -TSTP "$w1"
+    sleep 0.5
+    is_stopped "$w1" && fail "w1 stopped"
+    ! grep -q "stopped: leaving the line" "$T/w1.err" || fail "w1 left the line: $(cat "$T/w1.err")"
+    kill -TERM "${PID[a]}"
+    local p
+    for p in "$w1" "$w2"; do
+        wait_exit "$p" 30
+        [ "$rc" -eq 0 ] || fail "a hold exited $rc: $(cat "$T"/w*.err)"
+    done
+    [ "$(paste -sd' ' "$T/order")" = "w1 w2" ]
 }

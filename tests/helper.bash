@@ -126,6 +126,19 @@ bg() {
     PIDS+=("$BG")
 }
 
+# bg_job TAG ARGS...: as bg, but amqplock leads a process group of its own,
+# as a job of an interactive shell does. (A TSTP to a process whose group is
+# orphaned, say the only job of a session, is refused by the kernel; this
+# group's parent is in the same session, so it is not orphaned.)
+bg_job() {
+    local tag=$1
+    shift
+    env --default-signal=INT,QUIT perl -e 'setpgrp(0, 0) or die "setpgrp: $!\n"; exec @ARGV or die "exec: $!\n"' \
+        -- ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" "$@" >"$T/$tag.out" 2>"$T/$tag.err" </dev/null 3>&- &
+    BG=$!
+    PIDS+=("$BG")
+}
+
 # keep PID: kill PID in teardown.
 keep() { PIDS+=("$1"); }
 
