@@ -397,13 +397,38 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     [ -z "$bad" ] || fail "waiters started before the lost holder's command stopped: $bad"
 }
 
-@test "a newcomer while a holder is away (relay frozen) gets busy; status shows the away line; the holder comes back and exits 0" {
-    al create "$n" 1
+# relayed_holder SLOTS: a semaphore of SLOTS slots whose slot 1 hold h
+# (lease 20 s, its command running until $T/go) holds through a relay
+# (start_relay), which kill -STOP "$RELAY" silences; pid in BG.
+relayed_holder() {
+    al create "$n" "$1"
     start_relay
     local CMD_UNTIL=1
     cmd_hold h 120 --url "$RELAY_URL" hold "${L20[@]}" "$n"
-    local h=$BG
     running_cmds h
+}
+
+# holder_back: the relay continued, relayed_holder's hold reconnects.
+holder_back() {
+    local t0
+    kill -CONT "$RELAY"
+    t0=$(now)
+    wait_until 15 reconnected_all 1 h || fail "the holder did not reconnect: $(cat "$T/h.err")"
+    note "the holder reconnected $(since "$t0") s after the relay was continued"
+}
+
+# holder_done HOLD: relayed_holder's command ends; HOLD exits 0, having
+# run it once.
+holder_done() {
+    touch "$T/go"
+    wait_exit "$1" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    check_runs 1 "$T/h.cmd"
+}
+
+@test "a newcomer while a holder is away (relay frozen) gets busy; status shows the away line; the holder comes back and exits 0" {
+    relayed_holder 1
+    local h=$BG
     [ "$(away_slots "$n")" = '[]' ]
     local t0
     t0=$(now)
@@ -422,28 +447,18 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     run -1 --separate-stderr al --json acquire -n "$n"
     assert_json '.ok == false and .error == "busy"'
     # the partition heals: the holder takes its slot back
-    kill -CONT "$RELAY"
-    t0=$(now)
-    wait_until 15 reconnected_all 1 h || fail "the holder did not reconnect: $(cat "$T/h.err")"
-    note "the holder reconnected $(since "$t0") s after the relay was continued"
+    holder_back
     wait_until 5 is_away "$n" '[]' || fail "still away: $(al --json status "$n")"
     [ "$(al --json status "$n" | jq -c .held)" = '[1]' ]
     run -0 al status "$n"
     refute_line --regexp '^away'
-    touch "$T/go"
-    wait_exit "$h" 10
-    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
-    check_runs 1 "$T/h.cmd"
+    holder_done "$h"
     no_lease_left "$n"
 }
 
 @test "a waiter woken for a freed slot never takes an away one: the claim sees the lease, and the freed slot is taken" {
-    al create "$n" 2
-    start_relay
-    local CMD_UNTIL=1
-    cmd_hold h 120 --url "$RELAY_URL" hold "${L20[@]}" "$n"
+    relayed_holder 2
     local h=$BG
-    running_cmds h
     bg a acquire "$n"
     local a=$BG
     wait_until 10 has_line "$T/a.out" 2 || fail "acquire got no slot 2: $(cat "$T/a.out" "$T/a.err")"
@@ -459,12 +474,8 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"
     grep -q "woken: first in line" "$T/w.err" || fail "w was not woken: $(cat "$T/w.err")"
     [ "$(cat "$T/w.slot")" = 2 ] || fail "w ran on slot $(cat "$T/w.slot"), held away by h"
-    kill -CONT "$RELAY"
-    wait_until 15 reconnected_all 1 h || fail "the holder did not reconnect: $(cat "$T/h.err")"
-    touch "$T/go"
-    wait_exit "$h" 10
-    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
-    check_runs 1 "$T/h.cmd"
+    holder_back
+    holder_done "$h"
 }
 
 # --- dead holders ------------------------------------------------------------------
