@@ -355,7 +355,6 @@ static void take_notification(struct conn *c, const amqp_frame_t *f)
 			ack_delivery(c, c->delivering);
 		} else {
 			c->wake_tag = c->delivering;
-			c->notified = true;
 		}
 		c->delivering = 0;
 	}
@@ -548,7 +547,7 @@ enum al_status conn_subscribe(struct conn *c, const char *queue)
 	if (c->notify_channel)
 		return AL_OK;
 	c->notify_channel = NOTIFY_CHANNEL;
-	c->notified = c->first_in_line = false;
+	c->first_in_line = false;
 	c->delivering = c->wake_tag = 0;
 	/* One round trip for the four. */
 	if ((r = amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
@@ -576,7 +575,6 @@ void conn_wake_done(struct conn *c)
 	if (!c->dead && c->notify_channel && c->wake_tag)
 		ack_delivery(c, c->wake_tag);
 	c->wake_tag = 0;
-	c->notified = false;
 }
 
 void conn_unsubscribe(struct conn *c, const char *turn_to)
@@ -584,7 +582,7 @@ void conn_unsubscribe(struct conn *c, const char *turn_to)
 	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
 	bool first = c->first_in_line;
 
-	c->notified = c->first_in_line = false;
+	c->first_in_line = false;
 	c->delivering = c->wake_tag = 0;
 	if (c->dead || !c->notify_channel)
 		return;

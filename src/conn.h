@@ -53,13 +53,12 @@ struct conn {
 	amqp_connection_state_t amqp;
 	amqp_channel_t channel; /* open channel, 0 if none */
 	uint64_t published;     /* last publisher-confirm tag on channel */
-	/* The channel of conn_subscribe's consumer (0: none), and whether a
-	 * wake-up has come to it since notified was last cleared. */
+	/* The channel of conn_subscribe's consumer (0: none). */
 	amqp_channel_t notify_channel;
-	bool notified;
 	/* The delivery whose header is still to come (0: none), and the
-	 * wake-up delivered and not yet acknowledged (0: none): while it is
-	 * held, the broker gives the line's next message to nobody else. */
+	 * wake-up delivered and not yet acknowledged (0: none; see
+	 * conn_woken): while it is held, the broker gives the line's next
+	 * message to nobody else. */
 	uint64_t delivering, wake_tag;
 	/* The broker has shown that we are first in line: we joined an empty
 	 * line, or something was delivered to us (only the first gets
@@ -156,17 +155,23 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue);
 /* Joins the line `queue` (declared if need be: durable, a single active
  * consumer) on a channel of its own, as its last consumer. The broker
  * gives the line's messages to its oldest consumer alone, one at a time:
- * from then on every conn_* call that reads sets `notified` when a
- * wake-up (conn_notify's message) comes, and keeps it unacknowledged
- * until conn_wake_done. A probe (conn_publish_probe) that reaches the
+ * from then on every conn_* call that reads takes a wake-up
+ * (conn_notify's message) when one comes, and keeps it unacknowledged
+ * (conn_woken) until conn_wake_done. A probe (conn_publish_probe) that reaches the
  * consumer is acknowledged and is not a wake-up. On failure (no
  * permission, a queue declared otherwise by an older amqplock) the
  * connection is still usable; only a dead connection matters to the
  * caller. */
 enum al_status conn_subscribe(struct conn *c, const char *queue);
 
-/* Acknowledges the wake-up that set `notified`, if any, and clears it:
- * the line's next message may then be delivered. */
+/* Whether a wake-up has come and is not yet done with. */
+static inline bool conn_woken(const struct conn *c)
+{
+	return c->wake_tag != 0;
+}
+
+/* Acknowledges the wake-up, if any: the line's next message may then be
+ * delivered. */
 void conn_wake_done(struct conn *c);
 
 /* Leaves the line without waiting. A wake-up not yet acknowledged goes

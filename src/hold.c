@@ -61,7 +61,7 @@ static enum al_status pause_for_wake(struct sem *s, struct deadline next)
 {
 	enum al_status st;
 
-	while (!s->conn->notified && !deadline_passed(next) && !signals_stop_asked())
+	while (!conn_woken(s->conn) && !deadline_passed(next) && !signals_stop_asked())
 		if (wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
 			return st;
 	return AL_OK;
@@ -78,7 +78,7 @@ static enum al_status try_in_line(struct sem *s, bool in_line, unsigned *slot, u
 
 	if (!in_line)
 		return sem_acquire(s, SEM_TAKE, slot, max);
-	if (s->conn->notified) {
+	if (conn_woken(s->conn)) {
 		trace("woken: first in line for a slot of %s", s->label);
 		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
 		/* Taken or not, this wake-up is spent; unacknowledged, it
@@ -93,7 +93,7 @@ static enum al_status try_in_line(struct sem *s, bool in_line, unsigned *slot, u
 	*slot = 0;
 	/* Woken meanwhile (a release's wake-up, most likely): the next try
 	 * takes it; another wake-up would only make work. */
-	if (!s->conn->notified) {
+	if (!conn_woken(s->conn)) {
 		trace("a slot of %s is free; waking the first in line", s->label);
 		if ((st = sem_wake_line(s)) != AL_OK)
 			return st;

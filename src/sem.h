@@ -153,8 +153,8 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours);
 enum al_status sem_lease_end(struct sem *s, unsigned slot);
 
 /* Waiting for a slot: joins the semaphore's line, last. The broker
- * gives each wake-up to the oldest waiter in it alone: conn->notified is
- * then set (see conn_subscribe). Without it (refused, say), waiting still
+ * gives each wake-up to the oldest waiter in it alone: conn_woken then
+ * says so (see conn_subscribe). Without it (refused, say), waiting still
  * polls, and takes what it finds free. */
 enum al_status sem_watch_releases(struct sem *s);
 
