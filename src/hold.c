@@ -67,16 +67,24 @@ static enum al_status pause_for_wake(struct sem *s, struct deadline next)
 	return AL_OK;
 }
 
+/* Whether we wait in the line: joined, and neither refused (permissions,
+ * a queue an older amqplock declared otherwise) nor cancelled (the line
+ * deleted behind our back), in which case we take what is free. */
+static bool in_line(const struct sem *s)
+{
+	return s->conn->notify_channel != 0;
+}
+
 /* One try while waiting. In line, only a wake-up lets a waiter take a
  * slot: it is then the oldest waiter. Otherwise it looks, and a free slot
  * wakes the oldest (itself, maybe): holders that die and leases that run
  * out say nothing, so every waiter looks now and then. Outside the line
  * (it refused us) a waiter takes what it finds. */
-static enum al_status try_in_line(struct sem *s, bool in_line, unsigned *slot, unsigned *max)
+static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max)
 {
 	enum al_status st;
 
-	if (!in_line)
+	if (!in_line(s))
 		return sem_acquire(s, SEM_TAKE, slot, max);
 	if (conn_woken(s->conn)) {
 		trace("woken: first in line for a slot of %s", s->label);
@@ -107,17 +115,19 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
 	double start = now_seconds();
 	enum al_status st;
-	bool watching = false, in_line = false, told = false;
+	bool watching = false, told = false;
 
 	/* A waiter that is stopped keeps its place and would hold back all
 	 * behind it: on Ctrl-Z it leaves the line first, and joins it again,
-	 * last, once continued. */
-	signals_note_stops(true);
+	 * last, once continued. Where the kernel would discard the stop,
+	 * leaving would only lose our place: SIGTSTP is left to it. */
+	if (super_can_stop())
+		signals_note_stops(true);
 	for (;;) {
 		status_clear();
 		/* A lease claimed now lasts from before the claim was sent. */
 		s->lease.renewed = boot_seconds();
-		st = watching ? try_in_line(s, in_line, slot, max)
+		st = watching ? try_in_line(s, slot, max)
 			      : sem_acquire(s, SEM_TAKE_UNLESS_LINE, slot, max);
 		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
 			break;
@@ -132,13 +142,12 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 				st = AL_CONNECTION;
 				break;
 			}
-			in_line = s->conn->notify_channel != 0;
-			if (in_line)
+			if (in_line(s))
 				continue;
 		}
 		/* Only the first in line takes a slot, so the others look
 		 * less often: a long line does not load the broker. */
-		if (!in_line || s->conn->first_in_line) {
+		if (!in_line(s) || s->conn->first_in_line) {
 			pauses.longest = RETRY_LONGEST;
 			pauses.pause = sooner(pauses.pause, RETRY_LONGEST);
 		} else {
@@ -154,15 +163,11 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		if (signals_stop_asked()) {
 			trace("stopped: leaving the line of %s", s->label);
 			sem_leave_line(s);
-			watching = in_line = false;
+			watching = false;
 			signals_stop_now();
 			trace("continued: joining the line of %s again, last", s->label);
 			continue;
 		}
-		/* The line deleted behind our back: take what is free, as
-		 * outside it. */
-		if (!s->conn->notify_channel)
-			in_line = false;
 	}
 	signals_note_stops(false);
 	if (told)

@@ -1,7 +1,6 @@
 #include "signals.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -82,47 +81,14 @@ static void tstp_mask(int how)
 	sigprocmask(how, &tstp, NULL);
 }
 
-/* Whether pid's parent is in another process group of our session. */
-static bool parent_outside(pid_t pid)
-{
-	char path[64], line[512] = "";
-	const char *after;
-	FILE *f;
-	int ppid = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return false;
-	if (!fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	fclose(f);
-	/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
-	after = strrchr(line, ')');
-	if (!after || sscanf(after + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
-		return false;
-	return getpgid(ppid) != getpgrp() && getsid(ppid) == getsid(0);
-}
-
-/* Whether SIGTSTP would stop us: the kernel discards it in an orphaned
- * process group, one where no member's parent is in another group of the
- * session (a job whose shell is gone, say). Judged by our parent and the
- * group's leader, as for a shell's job. */
-static bool group_can_stop(void)
-{
-	return parent_outside(getpid()) || parent_outside(getpgrp());
-}
-
 void signals_note_stops(bool on)
 {
 	struct sigaction sa = {.sa_handler = on ? note_stop : SIG_DFL}, old;
 	bool asked = stop_asked;
 
 	stop_asked = 0;
-	/* An ignored SIGTSTP (nohup-like starters) stays ignored, and one
-	 * that would not stop us anyway is left to the kernel to discard:
-	 * leaving the line for it would only lose our place. */
-	if (on &&
-	    (sigaction(SIGTSTP, NULL, &old) != 0 || old.sa_handler == SIG_IGN || !group_can_stop()))
+	/* An ignored SIGTSTP (nohup-like starters) stays ignored. */
+	if (on && (sigaction(SIGTSTP, NULL, &old) != 0 || old.sa_handler == SIG_IGN))
 		return;
 	if (!on && !stops_noted)
 		return;

@@ -36,7 +36,8 @@ void signals_exit_on_interrupt(void (*say)(int sig));
  * asked for (signals_stop_asked), and ends a wait in poll(2), so that
  * amqplock can leave the line before it stops (signals_stop_now);
  * signals_note_stops(false) restores the default. A SIGTSTP ignored when
- * asked to note them stays ignored. */
+ * asked to note them stays ignored. Only for a process that a stop can
+ * stop (super_can_stop). */
 void signals_note_stops(bool on);
 bool signals_stop_asked(void);
 /* Stops amqplock as SIGTSTP would have; returns once it is continued,

@@ -675,6 +675,20 @@ void super_give_terminal(int terminal, pid_t pgrp)
 		      strerror(errno));
 }
 
+/* Whether pid's parent is in another process group of our session. */
+static bool parent_outside(pid_t pid)
+{
+	struct proc p;
+
+	return read_proc(pid, &p) && p.ppid > 0 && getpgid(p.ppid) != getpgrp() &&
+	       getsid(p.ppid) == getsid(0);
+}
+
+bool super_can_stop(void)
+{
+	return parent_outside(getpid()) || parent_outside(getpgrp());
+}
+
 bool super_stop_self(int sig)
 {
 	sigset_t one, pending;

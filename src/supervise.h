@@ -98,6 +98,12 @@ bool super_in_foreground(int terminal);
 /* Makes pgrp the terminal's foreground group, from the background too. */
 void super_give_terminal(int terminal, pid_t pgrp);
 
+/* Whether SIGTSTP would stop amqplock: the kernel discards it in an
+ * orphaned process group, one where no member's parent is in another
+ * group of the session (a job whose shell is gone, a `setsid` command).
+ * Judged by our parent and the group's leader, as for a shell's job. */
+bool super_can_stop(void);
+
 /* Stops amqplock itself with sig (SIGTSTP, SIGTTIN, SIGTTOU or SIGSTOP),
  * as the shell expects of a job whose command stopped; returns once it is
  * continued. False if the kernel did not stop it (an orphaned process
