@@ -31,10 +31,11 @@ static struct probe *returned(const struct sem_name *sn, struct probe *p, size_t
 /* A nacked probe reached a queue that could not take it. Between quorum
  * leaders (half a second, measured on three nodes) that passes, so a batch
  * with such refusals is sent again, on a fresh channel, after a pause
- * that doubles, for at most NACK_PATIENCE. A holder queue is never a
- * quorum queue: its refusal means a node that is gone (RabbitMQ 4.2 and
- * later keep a dead node's exclusive queues registered until it returns)
- * and waiting would not change it. */
+ * that doubles, for at most NACK_PATIENCE. Holder queues and the line are
+ * never quorum queues: their refusal means a node that is gone (RabbitMQ
+ * 4.2 and later keep a dead node's exclusive queues registered until it
+ * returns; every version keeps a durable classic queue's) and waiting
+ * would not change it. */
 #define NACK_FIRST_PAUSE   0.02
 #define NACK_LONGEST_PAUSE 0.5
 #define NACK_PATIENCE      2.0
@@ -104,14 +105,20 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	return AL_OK;
 }
 
-/* Whether p[0..n-1] has a refusal: of any probe, or (holders false) of
- * one that may pass if asked again. */
-static bool some_refused(const struct probe *p, size_t n, bool holders)
+/* Whether a refusal of a probe of this kind of queue may pass. */
+static bool may_pass(enum slot_kind kind)
+{
+	return kind != HOLDER_QUEUE && kind != WAITERS_QUEUE;
+}
+
+/* Whether p[0..n-1] has a refusal: of any probe, or (all false) of one
+ * that may pass if asked again. */
+static bool some_refused(const struct probe *p, size_t n, bool all)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (p[i].refused && (holders || p[i].kind != HOLDER_QUEUE))
+		if (p[i].refused && (all || may_pass(p[i].kind)))
 			return true;
 	return false;
 }

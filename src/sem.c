@@ -786,6 +786,18 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
 	return st;
 }
 
+/* What a probe of the line's queue says of it. A refusal means a node
+ * that is down: RabbitMQ 4.0 answers no declare of such a queue, so the
+ * line counts as gone until a probe reaches it again. */
+static void note_line(struct sem *s, const struct probe *line)
+{
+	if (line->refused && !s->line_down)
+		trace("the line of %s is unreachable (its node is down?); polling instead",
+		      s->label);
+	s->line_down = line->refused;
+	s->line_up = line->exists && !line->refused;
+}
+
 /* Max and the free slots, lowest first, from the first look at a
  * semaphore: slots and holders 1..FIRST_WINDOW, the quorum marker and the
  * line (*line: whether the waiters queue exists) in one round trip, the
@@ -809,7 +821,8 @@ static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *
 	    (st = max_after_window(s, p, max)) != AL_OK)
 		return st;
 	s->lease.quorum = p[2 * FIRST_WINDOW].exists;
-	*line = p[2 * FIRST_WINDOW + 1].exists;
+	note_line(s, &p[2 * FIRST_WINDOW + 1]);
+	*line = s->line_up;
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
 		taken[i] = p[FIRST_WINDOW + i].exists;
@@ -1112,6 +1125,8 @@ enum al_status sem_watch_releases(struct sem *s)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
+	if (s->line_down)
+		return AL_BROKER;
 	waiters_queue(s, queue);
 	return conn_subscribe(s->conn, queue);
 }
@@ -1134,10 +1149,17 @@ void sem_leave_line(struct sem *s)
 
 enum al_status sem_wake_added(struct sem *s, unsigned added)
 {
-	uint32_t waiters;
-	enum al_status st = count_waiters(s, &waiters);
+	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+	uint32_t waiters = 0;
+	enum al_status st;
 	unsigned i;
 
+	/* Only a line that takes messages is asked how long it is. */
+	if ((st = probe_queues(s->conn, &s->name, &line, 1)) != AL_OK)
+		return st;
+	note_line(s, &line);
+	if (s->line_up)
+		st = count_waiters(s, &waiters);
 	if (st == AL_OK && waiters > 0)
 		trace("%u clients wait for a slot of %s; waking %u", (unsigned)waiters, s->label,
 		      added < waiters ? added : (unsigned)waiters);
@@ -1146,45 +1168,34 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 	return st;
 }
 
-/* With nobody waiting, the connection's close gives the slot back: the
- * broker deletes a connection's exclusive queues when it ends, so a
- * holder without waiters pays one round trip here and nothing more. With
- * waiters, the holder queue is deleted first, so that the waiter the
- * broker wakes finds the slot free: a channel's methods are handled in
- * order. Neither waits for a reply; the connection's close does. The
- * lease is deleted first, in the same round trip as the question how
- * many wait (the consumers of the waiters queue): it is not exclusive,
- * and a close would leave it blocking the slot for its whole length. A
- * 404 for the waiters queue leaves the channel closed, which is fine just
- * before the connection's close. */
+/* The holder queue is deleted before the wake-up is published, so that
+ * the waiter the broker wakes finds the slot free: a channel's methods
+ * are handled in order. Nothing asks first whether anyone waits: a
+ * wake-up to a line that does not exist is dropped, one to an empty line
+ * expires within a second, and a question to a line whose node is down
+ * may never be answered. Only the lease's deletion is waited for (it is
+ * not exclusive: a close would leave it blocking the slot for its whole
+ * length); the connection's close waits for the rest. */
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
-	char queue[QUEUE_NAME_MAX + 1], lease[QUEUE_NAME_MAX + 1];
-	struct queue_request r;
+	char lease[QUEUE_NAME_MAX + 1];
 	enum al_status st = AL_OK;
-	uint32_t waiters = 0;
 	amqp_method_t m;
 
-	waiters_queue(s, queue);
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	if (s->lease.on)
 		st = slot_send(s, DELETE_QUEUE, slot, LEASE_QUEUE);
 	if (st == AL_OK)
-		st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
-			       queue_request(s, &r, DECLARE_PASSIVE, queue));
+		st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+	if (st == AL_OK) {
+		trace("released slot %u of %s; waking the first in line, if anyone waits", slot,
+		      s->label);
+		st = sem_wake_line(s);
+	}
 	if (st == AL_OK && s->lease.on &&
 	    (st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m)) != AL_OK)
 		return conn_refused(s->conn, st, "deleting", lease);
-	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK)
-		waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
-	if (st == AL_NOT_FOUND && !s->conn->dead)
-		return AL_OK;
-	if (st != AL_OK || waiters == 0)
-		return st;
-	trace("%u clients wait for a slot of %s; waking the first", (unsigned)waiters, s->label);
-	if ((st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE)) != AL_OK)
-		return st;
-	return sem_wake_line(s);
+	return st;
 }
 
 /* A verification asks, in one pipelined round trip: the lease declared

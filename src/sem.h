@@ -58,6 +58,10 @@ struct sem {
 		 * least until renewed + ms / 1000 on the broker's clock. */
 		double renewed;
 	} lease;
+	/* The line's queue (#waiters) as the last look found it: there and
+	 * taking messages, or there but refusing them (its node is down:
+	 * then no declare of it may be answered, and nothing waits on it). */
+	bool line_up, line_down;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
 	/* The verification sem_verify_send last sent: the queue kinds asked
@@ -171,8 +175,8 @@ void sem_leave_line(struct sem *s);
  * wait), one after the other in line. */
 enum al_status sem_wake_added(struct sem *s, unsigned added);
 
-/* Gives slot back and tells waiting clients so, before the connection
- * closes; costs no round trip. */
+/* Gives slot back and wakes the first in line, if any, before the
+ * connection closes; waits for nothing but the lease's deletion. */
 enum al_status sem_released(struct sem *s, unsigned slot);
 
 /* While holding: asks the broker whether the slot still exists and the
