@@ -67,6 +67,15 @@ class Terminal:
         self.pid, self.fd = os.forkpty()
         if self.pid == 0:
             try:
+                # As a terminal window starts its shell: no signal ignored
+                # or blocked, whatever ours were (a shell without job
+                # control starts its background commands with SIGINT and
+                # SIGQUIT ignored, and Python ignores SIGPIPE), since
+                # ignored ones stay ignored across exec.
+                for sig in signal.valid_signals():
+                    if sig not in (signal.SIGKILL, signal.SIGSTOP) and sig < signal.SIGRTMIN:
+                        signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, [])
                 os.execvpe("bash", ["bash", "--norc", "--noprofile", "--noediting", "-i"], env)
             finally:
                 os._exit(127)
