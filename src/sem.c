@@ -791,19 +791,18 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
  * line counts as gone until a probe reaches it again. */
 static void note_line(struct sem *s, const struct probe *line)
 {
-	if (line->refused && !s->line_down)
+	if (line->refused && s->line != LINE_DOWN)
 		trace("the line of %s is unreachable (its node is down?); polling instead",
 		      s->label);
-	s->line_down = line->refused;
-	s->line_up = line->exists && !line->refused;
+	s->line = line->refused ? LINE_DOWN : line->exists ? LINE_UP : LINE_ABSENT;
 }
 
 /* Max and the free slots, lowest first, from the first look at a
  * semaphore: slots and holders 1..FIRST_WINDOW, the quorum marker and the
- * line (*line: whether the waiters queue exists) in one round trip, the
- * leases of the slots without a holder in another. */
+ * line (s->line) in one round trip, the leases of the slots without a
+ * holder in another. */
 static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
-				bool *line, bool leases)
+				bool leases)
 {
 	struct probe p[2 * FIRST_WINDOW + 2];
 	bool taken[FIRST_WINDOW];
@@ -822,7 +821,6 @@ static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *
 		return st;
 	s->lease.quorum = p[2 * FIRST_WINDOW].exists;
 	note_line(s, &p[2 * FIRST_WINDOW + 1]);
-	*line = s->line_up;
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
 		taken[i] = p[FIRST_WINDOW + i].exists;
@@ -1041,12 +1039,13 @@ static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
 }
 
 /* Whether a newcomer must queue behind others: free slots are theirs
- * first. The probe of find_free said whether the line exists; whether
- * anyone is in it takes one more round trip, only then. */
-static enum al_status line_ahead(struct sem *s, bool line, bool *ahead)
+ * first. The probe of find_free said whether the line exists and takes
+ * messages; whether anyone is in it takes one more round trip, only
+ * then. */
+static enum al_status line_ahead(struct sem *s, bool *ahead)
 {
 	uint32_t waiters = 0;
-	enum al_status st = line ? count_waiters(s, &waiters) : AL_OK;
+	enum al_status st = s->line == LINE_UP ? count_waiters(s, &waiters) : AL_OK;
 
 	*ahead = waiters > 0;
 	if (*ahead)
@@ -1061,14 +1060,14 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 	char held[NAME_MAX_BYTES + 64];
 	enum al_status st;
 	unsigned races = 0, k;
-	bool line, ahead;
+	bool ahead;
 
 	*slot = 0;
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
 		 * claim's lease declare sees a lease if one is there. */
-		if ((st = find_free(s, max, &candidates, &line,
-				    how != SEM_TAKE_WOKEN || races > 0)) != AL_OK)
+		if ((st = find_free(s, max, &candidates, how != SEM_TAKE_WOKEN || races > 0)) !=
+		    AL_OK)
 			break;
 		if (*max == 0) {
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
@@ -1084,7 +1083,7 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 			break;
 		}
 		if (how == SEM_TAKE_UNLESS_LINE && races == 0 &&
-		    ((st = line_ahead(s, line, &ahead)) != AL_OK || ahead)) {
+		    ((st = line_ahead(s, &ahead)) != AL_OK || ahead)) {
 			if (st == AL_OK)
 				st = fail(AL_BUSY, "others are already waiting for a slot of %s",
 					  s->label);
@@ -1125,7 +1124,7 @@ enum al_status sem_watch_releases(struct sem *s)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
-	if (s->line_down)
+	if (s->line == LINE_DOWN)
 		return AL_BROKER;
 	waiters_queue(s, queue);
 	return conn_subscribe(s->conn, queue);
@@ -1158,7 +1157,7 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 	if ((st = probe_queues(s->conn, &s->name, &line, 1)) != AL_OK)
 		return st;
 	note_line(s, &line);
-	if (s->line_up)
+	if (s->line == LINE_UP)
 		st = count_waiters(s, &waiters);
 	if (st == AL_OK && waiters > 0)
 		trace("%u clients wait for a slot of %s; waking %u", (unsigned)waiters, s->label,

@@ -58,10 +58,10 @@ struct sem {
 		 * least until renewed + ms / 1000 on the broker's clock. */
 		double renewed;
 	} lease;
-	/* The line's queue (#waiters) as the last look found it: there and
-	 * taking messages, or there but refusing them (its node is down:
-	 * then no declare of it may be answered, and nothing waits on it). */
-	bool line_up, line_down;
+	/* The line's queue (#waiters) as the last look found it: absent,
+	 * there but refusing messages (its node is down: then no declare of
+	 * it may be answered, and nothing waits on it), or taking them. */
+	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
 	/* The verification sem_verify_send last sent: the queue kinds asked
