@@ -153,12 +153,30 @@ static void wait_deadlines(const struct hold_opts *o, struct deadline *wait_end,
 	*replies_end = o->nonblock ? deadline_never() : deadline_after(*wait_end, LAST_TRY_REPLIES);
 }
 
+/* After the connection failed while waiting for a slot: whether to
+ * connect again and go on. A claim that the broker refused by closing
+ * the connection (the slot's last quorum lease still being deleted, see
+ * claim in sem.c) is a lost race, not a failure: it is not counted, but
+ * the next try comes after a pause, since that deletion takes seconds. */
+static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct deadline wait_end,
+		      int *reconnects, struct backoff *pauses)
+{
+	if (o->nonblock || deadline_passed(wait_end))
+		return false;
+	if (s->lease.claim_closed) {
+		sleep_seconds(backoff_next(pauses, wait_end));
+		return !deadline_passed(wait_end);
+	}
+	return (*reconnects)++ < RECONNECTS_MAX;
+}
+
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
 static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const struct hold_opts *o,
 				    struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
+	struct backoff pauses = backoff_start(0.1, 1.0);
 	struct deadline wait_end, replies_end;
 	enum al_status st;
 	int reconnects = 0;
@@ -168,13 +186,19 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 	exit_on_interrupt(cli, "before a slot of ", " was held; nothing was run");
 	if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 		return st;
-	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION && !o->nonblock &&
-	       reconnects++ < RECONNECTS_MAX && !deadline_passed(wait_end)) {
+	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION &&
+	       may_go_on(s, o, wait_end, &reconnects, &pauses)) {
 		trace("%s; connecting again to go on waiting", status_message());
 		status_clear();
 		conn_close(c);
 		if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 			return st;
+	}
+	/* -n: the slot is not free yet, whatever it cost. */
+	if (st == AL_CONNECTION && s->lease.claim_closed && o->nonblock) {
+		status_clear();
+		st = fail(AL_BUSY, "a slot of %s is still being let go: its lease is being deleted",
+			  s->label);
 	}
 	/* Holding is not limited by -w. */
 	c->limit = deadline_never();

@@ -205,6 +205,7 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 
 	amqp_send_method(c->amqp, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
 	c->dead = true;
+	c->close_code = m->reply_code;
 	if (st == AL_NOT_FOUND || st == AL_BUSY)
 		st = AL_BROKER;
 	/* Forced: an operator or a node going down. Internal error: a crash
@@ -502,7 +503,14 @@ bool conn_buffered(const struct conn *c)
 
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m)
 {
-	enum al_status st = conn_recv(c, m);
+	return conn_expect_within(c, expect, c->rpc_timeout, m);
+}
+
+enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, double wait,
+				  amqp_method_t *m)
+{
+	bool none;
+	enum al_status st = next_method(c, wait, m, &none);
 
 	if (st != AL_OK)
 		return st;

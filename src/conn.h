@@ -74,6 +74,8 @@ struct conn {
 	bool told_refused; /* -v has said that the broker refuses probes */
 	/* The last channel-level refusal, set when conn_recv returns one. */
 	uint16_t reply_code;
+	/* The broker's reply code if it closed the connection, else 0. */
+	uint16_t close_code;
 	char reply_text[128];
 	/* "host:port" for messages: never the password. */
 	char where[256];
@@ -146,6 +148,10 @@ bool conn_buffered(const struct conn *c);
 
 /* conn_recv, then check that the method is `expect`. */
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m);
+/* conn_expect for a reply that the broker may take `wait` seconds to give
+ * rather than the reply timeout (still no later than limit). */
+enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, double wait,
+				  amqp_method_t *m);
 
 /* Publishes an empty, mandatory, immediately expiring message to queue
  * through the default exchange: the broker answers basic.return (no such

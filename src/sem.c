@@ -840,6 +840,23 @@ struct step {
 	enum slot_kind kind;
 };
 
+/* While a cluster node is down, RabbitMQ waits 5 s for the quorum
+ * queue's member there before it answers a delete (docs/internals.md,
+ * section 7): the deletion of a quorum lease may take that much longer
+ * than any other reply. Given up on at the reply timeout, it left the
+ * lease to block the slot for its whole length. */
+#define QUORUM_DELETE_WAIT 5.0
+
+/* How long the broker may take to answer op on slot's queue of kind. */
+static double reply_wait(const struct sem *s, enum queue_op op, enum slot_kind kind)
+{
+	double wait = s->conn->rpc_timeout;
+
+	return op == DELETE_QUEUE && kind == LEASE_QUEUE && s->lease.quorum
+		       ? wait + QUORUM_DELETE_WAIT
+		       : wait;
+}
+
 /* Sends every step about slot's queues at once, then reads the answers in
  * order: one round trip. *done counts the steps answered ok; the first
  * refusal ends the sequence (the broker drops the rest), *refused is its
@@ -858,7 +875,8 @@ static enum al_status run_steps(struct sem *s, unsigned slot, const struct step 
 		st = slot_send(s, step[i].op, slot, step[i].kind);
 	for (i = 0; i < n && st == AL_OK; i++) {
 		s->conn->reply_code = 0;
-		st = conn_expect(s->conn, reply_to(step[i].op), &m);
+		st = conn_expect_within(s->conn, reply_to(step[i].op),
+					reply_wait(s, step[i].op, step[i].kind), &m);
 		if (st == AL_OK)
 			++*done;
 	}
@@ -898,7 +916,14 @@ static enum al_status claim(struct sem *s, unsigned k)
 	bool leased;
 	size_t done;
 
+	s->lease.claim_closed = false;
 	st = run_steps(s, k, steps, s->lease.on ? 3 : 2, &done, &refused);
+	if (st == AL_CONNECTION && done == 2 && s->conn->close_code == AMQP_INTERNAL_ERROR &&
+	    s->lease.quorum) {
+		s->lease.claim_closed = true;
+		return fail_context(
+			st, "slot %u's last lease is still being deleted (a node down?): ", k);
+	}
 	if (st == AL_OK && refused == 0 && s->lease.on)
 		trace("slot %u leased for %u ms", k, s->lease.ms);
 	/* Without a lease of our own, someone else's is looked for once the
@@ -1192,7 +1217,8 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 		st = sem_wake_line(s);
 	}
 	if (st == AL_OK && s->lease.on &&
-	    (st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m)) != AL_OK)
+	    (st = conn_expect_within(s->conn, AMQP_QUEUE_DELETE_OK_METHOD,
+				     reply_wait(s, DELETE_QUEUE, LEASE_QUEUE), &m)) != AL_OK)
 		return conn_refused(s->conn, st, "deleting", lease);
 	return st;
 }

@@ -53,6 +53,12 @@ struct sem {
 		 * a holder queue found deleted is declared again (see
 		 * verify_refused). */
 		double reattached;
+		/* The last claim's lease declare was answered by the broker
+		 * closing the connection (541): RabbitMQ does that while a
+		 * quorum queue of the same name is still being deleted,
+		 * that is while the slot's last lease is going. A race
+		 * lost, though it costs the connection. */
+		bool claim_closed;
 		/* When the last renewal that the broker confirmed was sent
 		 * (boot_seconds(); hold.c keeps it): the lease lasts at
 		 * least until renewed + ms / 1000 on the broker's clock. */
