@@ -775,10 +775,42 @@ static void start_command(struct holding *h)
 	renewed(h, h->s->lease.renewed);
 }
 
+/* After the command: the slot goes back (the lease ended, waiters told);
+ * AL_LOST if it had been lost. */
+static enum al_status let_go(struct holding *h)
+{
+	struct sem *s = h->s;
+
+	if (h->lost_at) {
+		/* Lost but the lease still ours (the slot was removed, say):
+		 * the command has ended, so the lease may go, on a fresh
+		 * channel (the refusal that told of the loss closed ours). */
+		if (h->o->lease && !s->conn->dead &&
+		    (conn_reset_channel(s->conn) != AL_OK || sem_lease_end(s, h->slot) != AL_OK))
+			trace("could not end the lease of slot %u: it runs out", h->slot);
+		return AL_LOST;
+	}
+	/* A verification still in flight answers first: its answers are
+	 * taken here, or the release would read them as its own, fail, and
+	 * leave the waiters to find the slot by polling. */
+	if (!s->conn->dead && h->verify_sent)
+		(void)await_verification(h);
+	/* Waiters hear of it at once; a failure here changes nothing, as
+	 * the connection's close gives the slot back anyway, but for a
+	 * lease, which lasts its length if it cannot be ended now. */
+	if (!s->conn->dead && sem_released(s, h->slot) == AL_OK)
+		return AL_OK;
+	if (h->o->lease)
+		end_lease_apart(h);
+	status_clear();
+	return AL_OK;
+}
+
 enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int sig_fd,
 			int *code)
 {
 	struct holding h = {.s = s, .slot = slot, .o = o, .sig_fd = sig_fd, .terminal = -1};
+	enum al_status st;
 	bool readable;
 	int sig;
 
@@ -818,27 +850,9 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	if (h.terminal >= 0)
 		close(h.terminal);
 	*code = h.code;
-	if (h.lost_at) {
-		/* Lost but the lease still ours (the slot was removed, say):
-		 * the command has ended, so the lease may go, on a fresh
-		 * channel (the refusal that told of the loss closed ours). */
-		if (o->lease && !s->conn->dead &&
-		    (conn_reset_channel(s->conn) != AL_OK || sem_lease_end(s, slot) != AL_OK))
-			trace("could not end the lease of slot %u: it runs out", slot);
-		return AL_LOST;
-	}
-	/* A verification still in flight answers first: its answers are
-	 * taken here, or the release would read them as its own, fail, and
-	 * leave the waiters to find the slot by polling. */
-	if (!s->conn->dead && h.verify_sent)
-		(void)await_verification(&h);
-	/* Waiters hear of it at once; a failure here changes nothing, as
-	 * the connection's close gives the slot back anyway, but for a
-	 * lease, which lasts its length if it cannot be ended now. */
-	if (!s->conn->dead && sem_released(s, slot) == AL_OK)
-		return AL_OK;
-	if (o->lease)
-		end_lease_apart(&h);
-	status_clear();
-	return AL_OK;
+	st = let_go(&h);
+	/* Only now may the keeper go without ending the lease itself. */
+	if (h.supervising)
+		super_done(&h.sv);
+	return st;
 }

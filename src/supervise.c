@@ -25,7 +25,7 @@
 #define KILL_INTERVAL_MS 20
 
 /* Requests from amqplock to the keeper. */
-enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL, KILL_AT };
+enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL, KILL_AT, DONE };
 
 struct order_msg {
 	int order, sig;
@@ -180,6 +180,8 @@ struct keeper {
 	bool killing;       /* SIGKILL to every descendant until none is left */
 	bool parent_frozen; /* the descendants were stopped because amqplock is */
 	bool orphaned;      /* amqplock is gone */
+	bool empty;         /* no descendant is left */
+	bool done;          /* amqplock said DONE: the last act is not needed */
 	double kill_at;     /* boot_seconds(); 0: none */
 	const struct super_opts *o;
 	/* What the keeper stopped, to be continued again (and only that: a
@@ -312,6 +314,9 @@ static void obey(struct keeper *k, const struct order_msg *m)
 	case KILL_AT:
 		k->kill_at = m->when;
 		break;
+	case DONE:
+		k->done = true;
+		break;
 	}
 }
 
@@ -374,13 +379,20 @@ static _Noreturn void keeper_loop(struct keeper *k)
 	ssize_t n;
 
 	for (;;) {
-		if (!reap(k)) {
+		if (!k->empty && !reap(k)) {
 			tell(k->ctl, SUPER_EMPTY, 0);
-			if (k->orphaned && k->o->last_act)
+			k->empty = true;
+		}
+		/* With a last act, the keeper outlives the command until
+		 * amqplock is done with the slot (super_done): amqplock
+		 * killed between the command's end and its release leaves
+		 * the lease to the keeper, not to run out. */
+		if (k->empty && (k->done || k->orphaned || !k->o->last_act)) {
+			if (k->orphaned && !k->done && k->o->last_act)
 				k->o->last_act(k->o->arg);
 			_exit(0);
 		}
-		if (k->kill_at > 0 && boot_seconds() >= k->kill_at && !k->killing) {
+		if (!k->empty && k->kill_at > 0 && boot_seconds() >= k->kill_at && !k->killing) {
 			/* amqplock renewed nothing in time and did not act. */
 			k->killing = true;
 			tell(k->ctl, SUPER_DEADLINE, 0);
@@ -555,14 +567,15 @@ static bool receive(struct supervisor *sv, int *event, int *value)
 	if (n != (ssize_t)sizeof(m)) {
 		close(sv->fd);
 		sv->fd = -1;
+		/* Once it has said EMPTY, a keeper that goes is no news. */
+		if (sv->empty)
+			return false;
 		m.event = SUPER_VANISHED, m.value = 0;
 	}
 	if (m.event == SUPER_STARTED)
 		sv->cmd = (pid_t)m.value;
-	if (m.event == SUPER_EMPTY) {
-		close(sv->fd);
-		sv->fd = -1;
-	}
+	if (m.event == SUPER_EMPTY)
+		sv->empty = true;
 	*event = m.event, *value = m.value;
 	return true;
 }
@@ -587,6 +600,18 @@ static void send_order(struct supervisor *sv, const struct order_msg *m)
 {
 	if (sv->fd >= 0 && send(sv->fd, m, sizeof(*m), MSG_NOSIGNAL) < 0)
 		trace("cannot reach the keeper: %s", strerror(errno));
+}
+
+void super_done(struct supervisor *sv)
+{
+	struct order_msg m = {.order = DONE};
+
+	if (sv->fd < 0)
+		return;
+	/* A keeper already gone (killed) cannot be told, and need not be. */
+	(void)send(sv->fd, &m, sizeof(m), MSG_NOSIGNAL);
+	close(sv->fd);
+	sv->fd = -1;
 }
 
 static void order(struct supervisor *sv, enum order what, int sig)

@@ -31,8 +31,9 @@ struct super_opts {
 	/* A descriptor the keeper keeps open until every descendant is gone
 	 * (the broker connection: the slot lives as long as it does), or -1. */
 	int hold_fd;
-	/* If amqplock dies first: the keeper's last act, once every
-	 * descendant is gone (ending the lease), or NULL. */
+	/* If amqplock dies first (before super_done): the keeper's last
+	 * act, once every descendant is gone (ending the lease), or NULL.
+	 * With one, the keeper outlives the command until super_done. */
 	void (*last_act)(void *arg);
 	void *arg;
 };
@@ -53,8 +54,9 @@ enum super_event {
 
 struct supervisor {
 	pid_t keeper;
-	pid_t cmd; /* 0 until SUPER_STARTED */
-	int fd;    /* to the keeper; -1 once it is done */
+	pid_t cmd;  /* 0 until SUPER_STARTED */
+	int fd;     /* to the keeper; -1 once it is done */
+	bool empty; /* the keeper said SUPER_EMPTY */
 	struct {
 		int event, value;
 	} held[SUPER_HELD_EVENTS];
@@ -65,6 +67,11 @@ struct supervisor {
  * itself (it adopts whatever the keeper leaves if the keeper is killed).
  * The signals amqplock blocks stay blocked in the keeper. */
 enum al_status super_start(struct supervisor *sv, const struct super_opts *o);
+
+/* amqplock is done with what the keeper guards (the slot is released,
+ * or given up): the keeper, once every descendant is gone, exits without
+ * its last act. Closes the descriptor. */
+void super_done(struct supervisor *sv);
 
 /* The descriptor to poll for events. */
 int super_fd(const struct supervisor *sv);

@@ -502,6 +502,39 @@ holder_done() {
     no_lease_left "$n"
 }
 
+# The keeper outlives the command until amqplock has let go of the slot.
+# Here amqplock is held between the two: a verification sent into a
+# frozen relay is awaited before the release (for up to --rpc-timeout),
+# and amqplock is killed then. The keeper, not the lease's length, ends
+# the lease.
+@test "kill -9 of hold after its command ended but before its release: the keeper ends the lease, the slot is free within seconds, not after D" {
+    al create "$n" 1
+    start_relay
+    bg h --url "$RELAY_URL" -v --heartbeat 0 --rpc-timeout 10 hold -n "$n" -- \
+        sh -c 'until [ -e "$0/go" ]; do sleep 0.05; done' "$T"
+    local h=$BG
+    wait_until 10 grep -q "command started" "$T/h.err" || fail "no command: $(cat "$T/h.err")"
+    kill -STOP "$RELAY"
+    # a verification (every second) goes into the frozen relay
+    sleep 1.5
+    touch "$T/go"
+    wait_until 10 grep -q "every process of the command has ended" "$T/h.err" ||
+        fail "the command did not end: $(cat "$T/h.err")"
+    sleep 0.3
+    ! ended "$h" || fail "hold exited before it was killed: $(cat "$T/h.err")"
+    local t0
+    t0=$(now)
+    kill -KILL "$h"
+    kill -CONT "$RELAY"
+    none_held() { [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
+    wait_until 10 none_held || fail "slot still held: $(al --json status "$n")"
+    local took
+    took=$(since "$t0")
+    note "slot free $took s after kill -9 of a hold waiting to release (lease 40 s)"
+    at_most "$took" 5
+    no_lease_left "$n"
+}
+
 # The lease outlives holder and keeper: renewed every second, it runs out
 # D after the last renewal, between D - 1 and D (+ the broker's timer)
 # after the kill.
