@@ -153,21 +153,47 @@ static void wait_deadlines(const struct hold_opts *o, struct deadline *wait_end,
 	*replies_end = o->nonblock ? deadline_never() : deadline_after(*wait_end, LAST_TRY_REPLIES);
 }
 
+/* A connection lost to a lease in the way is a race lost, not a failure
+ * of the connection: a claim that the broker refused by closing the
+ * connection (the slot's last quorum lease still being deleted, see
+ * claim in sem.c), or a lease that left a probe or a declare unanswered
+ * (a quorum queue without a leader; its slot now counts as held for a
+ * while: see lease.stuck). Such losses are not counted as reconnects,
+ * and the next try comes after a pause (0.1 s doubling to 1 s). But this
+ * many in a row, none more than REFUSALS_APART from the last, is a
+ * broker that cannot serve leases at all (a quorum queue with too few
+ * nodes), and a failure after all: some 15-20 s of trying, more if
+ * replies are waited for. */
+#define REFUSALS_MAX   20
+#define REFUSALS_APART 10.0
+
+struct retries {
+	int reconnects;
+	int refusals;        /* connections lost to a lease in the way, in a row */
+	double last_refusal; /* now_seconds() */
+	struct backoff pauses;
+};
+
 /* After the connection failed while waiting for a slot: whether to
- * connect again and go on. A claim that the broker refused by closing
- * the connection (the slot's last quorum lease still being deleted, see
- * claim in sem.c) is a lost race, not a failure: it is not counted, but
- * the next try comes after a pause, since that deletion takes seconds. */
+ * connect again and go on. */
 static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct deadline wait_end,
-		      int *reconnects, struct backoff *pauses)
+		      struct retries *r)
 {
+	double now = now_seconds();
+
 	if (o->nonblock || deadline_passed(wait_end))
 		return false;
-	if (s->lease.claim_closed) {
-		sleep_seconds(backoff_next(pauses, wait_end));
-		return !deadline_passed(wait_end);
+	if (!s->lease.claim_closed && !s->lease.stalled)
+		return r->reconnects++ < RECONNECTS_MAX;
+	if (now - r->last_refusal > REFUSALS_APART) {
+		r->refusals = 0;
+		r->pauses = backoff_start(0.1, 1.0);
 	}
-	return (*reconnects)++ < RECONNECTS_MAX;
+	r->last_refusal = now;
+	if (++r->refusals > REFUSALS_MAX)
+		return false;
+	sleep_seconds(backoff_next(&r->pauses, wait_end));
+	return !deadline_passed(wait_end);
 }
 
 /* Connect and wait for a slot: what acquire and hold share. From the
@@ -176,10 +202,10 @@ static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct dea
 static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const struct hold_opts *o,
 				    struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
-	struct backoff pauses = backoff_start(0.1, 1.0);
 	struct deadline wait_end, replies_end;
+	struct retries retries = {0};
+	struct sem_stuck stuck[SEM_STUCK_MAX];
 	enum al_status st;
-	int reconnects = 0;
 
 	/* One deadline for the whole wait, reconnects included. */
 	wait_deadlines(o, &wait_end, &replies_end);
@@ -187,12 +213,16 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 	if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 		return st;
 	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION &&
-	       may_go_on(s, o, wait_end, &reconnects, &pauses)) {
+	       may_go_on(s, o, wait_end, &retries)) {
 		trace("%s; connecting again to go on waiting", status_message());
 		status_clear();
 		conn_close(c);
+		/* What was learnt of leases that do not answer outlives the
+		 * connection they stalled. */
+		memcpy(stuck, s->lease.stuck, sizeof(stuck));
 		if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 			return st;
+		memcpy(s->lease.stuck, stuck, sizeof(stuck));
 	}
 	/* -n: the slot is not free yet, whatever it cost. */
 	if (st == AL_CONNECTION && s->lease.claim_closed && o->nonblock) {

@@ -186,6 +186,7 @@ enum al_status conn_check_opts(struct conn_opts *o)
 static enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing)
 {
 	c->dead = true;
+	c->no_reply = amqp_status == AMQP_STATUS_TIMEOUT;
 	if (amqp_status == AMQP_STATUS_TIMEOUT && deadline_passed(c->limit))
 		return fail(AL_CONNECTION,
 			    "no reply from the broker at %s while %s, and the time to wait is up",

@@ -71,6 +71,7 @@ struct conn {
 	 * cannot stretch a wait that has a limit. */
 	struct deadline limit;
 	bool dead;         /* the connection is unusable; only conn_close remains */
+	bool no_reply;     /* it died waiting for a reply that did not come */
 	bool told_refused; /* -v has said that the broker refuses probes */
 	/* The last channel-level refusal, set when conn_recv returns one. */
 	uint16_t reply_code;

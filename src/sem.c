@@ -366,29 +366,94 @@ static enum al_status append(struct slot_list *l, unsigned slot)
 	return AL_OK;
 }
 
+/* How long a lease that left a probe unanswered counts as held without
+ * being asked again. */
+#define STUCK_FOR 10.0
+
+/* The index in lease.stuck of slot's current entry, or -1. */
+static int stuck_index(const struct sem *s, unsigned slot)
+{
+	double now = now_seconds();
+	int i;
+
+	for (i = 0; i < SEM_STUCK_MAX; i++)
+		if (s->lease.stuck[i].slot == slot && s->lease.stuck[i].until > now)
+			return i;
+	return -1;
+}
+
+/* Remembers slot's lease as unanswering (suspect: maybe so), in its own,
+ * a free or the oldest entry. */
+static void note_stuck(struct sem *s, unsigned slot, bool suspect)
+{
+	int i = stuck_index(s, slot), k;
+
+	if (i < 0)
+		for (i = 0, k = 1; k < SEM_STUCK_MAX; k++)
+			if (s->lease.stuck[k].until < s->lease.stuck[i].until)
+				i = k;
+	if (!suspect)
+		trace("the lease of slot %u does not answer (a quorum queue without a leader?); "
+		      "counting the slot as held for %.0f s",
+		      slot, STUCK_FOR);
+	s->lease.stuck[i].slot = slot;
+	s->lease.stuck[i].until = now_seconds() + STUCK_FOR;
+	s->lease.stuck[i].suspect = suspect;
+	s->lease.stalled = true;
+}
+
+/* Probes the leases of p[0..m-1]. When they go unanswered (the connection
+ * is gone with the stall), each becomes stuck, or a suspect if m > 1. */
+static enum al_status probe_leases(struct sem *s, struct probe *p, size_t m)
+{
+	enum al_status st = probe_queues(s->conn, &s->name, p, m);
+	size_t i;
+
+	if (st == AL_CONNECTION && s->conn->no_reply)
+		for (i = 0; i < m; i++)
+			note_stuck(s, p[i].slot, m > 1);
+	return st;
+}
+
 /* Of slots first..first+n-1, those without a holder queue (holder[i]
  * false) are asked whether they have a lease: lease[i], or, with lease
  * NULL, holder[i] set for them too (a holder away, coming back). Leases
  * are probed only where no holder queue is: a probe that meets a quorum
  * queue being deleted (a holder's release) crashes the connection on
- * RabbitMQ 3.10. */
+ * RabbitMQ 3.10. A lease remembered as stuck counts as there, unasked
+ * (refused[i]); suspects are asked one at a time, after the others and
+ * lowest first, until a free slot is known. */
 static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, bool *holder,
 				     bool *lease, bool *refused)
 {
 	struct probe *p = calloc(n ? n : 1, sizeof(*p));
 	enum al_status st = AL_OK;
+	bool found_free = false;
 	size_t i, m = 0;
+	int at;
 
 	if (!p)
 		return fail(AL_INTERNAL, "out of memory");
 	for (i = 0; i < n; i++) {
 		if (lease)
 			lease[i] = false;
-		if (!holder[i])
+		if (!holder[i] && stuck_index(s, first + (unsigned)i) < 0)
 			p[m++] = (struct probe){.kind = LEASE_QUEUE, .slot = first + (unsigned)i};
 	}
 	if (m > 0)
-		st = probe_queues(s->conn, &s->name, p, m);
+		st = probe_leases(s, p, m);
+	for (i = 0; st == AL_OK && i < m; i++)
+		found_free = found_free || !p[i].exists;
+	for (i = 0; st == AL_OK && !found_free && i < n; i++) {
+		if (holder[i] || (at = stuck_index(s, first + (unsigned)i)) < 0 ||
+		    !s->lease.stuck[at].suspect)
+			continue;
+		p[m] = (struct probe){.kind = LEASE_QUEUE, .slot = first + (unsigned)i};
+		if ((st = probe_leases(s, &p[m], 1)) != AL_OK)
+			break;
+		s->lease.stuck[at].until = 0; /* it answered */
+		found_free = !p[m++].exists;
+	}
 	for (i = 0; st == AL_OK && i < m; i++) {
 		if (p[i].exists && lease)
 			lease[p[i].slot - first] = true;
@@ -396,6 +461,17 @@ static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, 
 			holder[p[i].slot - first] = true;
 		if (p[i].refused && refused)
 			refused[p[i].slot - first] = true;
+	}
+	/* Those left unasked (stuck, or suspects past a free slot) are held. */
+	for (i = 0; st == AL_OK && i < n; i++) {
+		if (holder[i] || (lease && lease[i]) || stuck_index(s, first + (unsigned)i) < 0)
+			continue;
+		if (lease)
+			lease[i] = true;
+		else
+			holder[i] = true;
+		if (refused)
+			refused[i] = true;
 	}
 	free(p);
 	return st;
@@ -918,6 +994,8 @@ static enum al_status claim(struct sem *s, unsigned k)
 
 	s->lease.claim_closed = false;
 	st = run_steps(s, k, steps, s->lease.on ? 3 : 2, &done, &refused);
+	if (st == AL_CONNECTION && done == 2 && s->conn->no_reply && s->lease.on)
+		note_stuck(s, k, false);
 	if (st == AL_CONNECTION && done == 2 && s->conn->close_code == AMQP_INTERNAL_ERROR &&
 	    s->lease.quorum) {
 		s->lease.claim_closed = true;
@@ -1088,6 +1166,7 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 	bool ahead;
 
 	*slot = 0;
+	s->lease.stalled = false;
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
 		 * claim's lease declare sees a lease if one is there. */

@@ -34,6 +34,14 @@ struct sem_opts {
 	bool slot_type_given;
 };
 
+/* A lease remembered as unanswering (struct sem, lease.stuck). */
+#define SEM_STUCK_MAX 8
+struct sem_stuck {
+	unsigned slot;
+	double until; /* now_seconds(); past: no entry */
+	bool suspect;
+};
+
 struct sem {
 	struct conn *conn;
 	struct sem_name name;
@@ -53,6 +61,17 @@ struct sem {
 		 * a holder queue found deleted is declared again (see
 		 * verify_refused). */
 		double reattached;
+		/* Leases that left a probe or a declare unanswered: a quorum
+		 * queue without a leader, which RabbitMQ 4.0 can leave when a
+		 * node dies as a lease is declared through it, stalls every
+		 * channel that touches it until the node is back. Their slots
+		 * count as held, without being asked, until `until`
+		 * (now_seconds()). A suspect is one of a batch of probes that
+		 * went unanswered: asked again alone, it clears or is stuck. */
+		struct sem_stuck stuck[SEM_STUCK_MAX];
+		/* The last try failed on such a lease (the connection lost
+		 * to the stall). */
+		bool stalled;
 		/* The last claim's lease declare was answered by the broker
 		 * closing the connection (541): RabbitMQ does that while a
 		 * quorum queue of the same name is still being deleted,

@@ -508,6 +508,17 @@ line_node() {
     [ "$rc" -eq 0 ] || fail "w4 exited $rc: $(tail -n 5 "$T/w4.err")"
 }
 
+# node_vm N: the pid of node N's Erlang VM.
+node_vm() {
+    local pid
+    for pid in $(grep -lzxF -- "AMQPLOCK_CLUSTER_NODE=$1" /proc/[0-9]*/environ 2>/dev/null |
+        sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); do
+        grep -qzxF -- "AMQPLOCK_CLUSTER_OWNER=$AMQPLOCK_TEST_CLUSTER_DIR" "/proc/$pid/environ" 2>/dev/null ||
+            continue
+        [[ $(readlink "/proc/$pid/exe" 2>/dev/null) != */beam.smp ]] || echo "$pid"
+    done
+}
+
 # --- quorum leases while a node is down ----------------------------------------------------
 
 # While a node is down, RabbitMQ answers the deletion of a quorum queue
@@ -554,6 +565,54 @@ line_node() {
     [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(tail -n 5 "$T/w2.err")"
     note "a node down, the holder killed: the waiter was done (its own release included) $(since "$t0") s after; it met the lease half deleted $(grep -c 'still being deleted' "$T/w2.err") times"
     revive_node 1
+}
+
+# A lease declared through a node that dies at that moment can be left
+# without a leader until the node is back (RabbitMQ 4.0: the election
+# that declare starts dies with it); every channel that then touches the
+# lease stalls, and with it the answers to all else asked on it. Caught
+# by starting holds through node 1 on eight semaphores a few milliseconds
+# apart and killing node 1 as the last ones claim, up to three times;
+# skipped when no try leaves such a lease (3.10 did not). The waiter finds
+# out which lease it is, counts that slot as held, and takes the other.
+@test "a node dies as a lease is declared through it: a lease left without a leader counts as held, and a waiter takes the other slot" {
+    local try k stuck= names=()
+    for try in 1 2 3; do
+        for k in 1 2 3 4 5 6 7 8; do
+            names+=("$n-$try-$k")
+            run -0 c 2 create --slot-type quorum "$n-$try-$k" 2
+        done
+        # node 1's VM, found beforehand: the kill must come within
+        # milliseconds of the last holds' claims
+        local beam
+        beam=$(node_vm 1)
+        for k in 1 2 3 4 5 6 7 8; do
+            bg "h$try-$k" --url "$(url 1)" hold -n "$n-$try-$k" -- sleep 60
+            sleep 0.003
+        done
+        kill -KILL "$beam"
+        DOWN_NODE=1
+        wait_until 10 ended "$beam" || fail "node 1 still runs"
+        sleep 3
+        for k in 1 2 3 4 5 6 7 8; do
+            if ! c 2 --rpc-timeout 2 status "$n-$try-$k" >/dev/null 2>&1; then
+                stuck=$n-$try-$k
+                break 2
+            fi
+        done
+        revive_node 1
+    done
+    if [ -z "$stuck" ]; then
+        skip "RabbitMQ $RMQ_VERSION: no lease was left without a leader in $try tries"
+    fi
+    local t0
+    t0=$(now)
+    run -0 --separate-stderr c 2 --rpc-timeout 2 -v hold -w 30 "$stuck" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    assert_output 2
+    [[ $stderr == *"the lease of slot 1 does not answer"* ]] || fail "$stderr"
+    note "a lease without a leader ($stuck, try $try): a waiter took slot 2 in $(since "$t0") s"
+    revive_node 1
+    for k in "${names[@]}"; do c 2 destroy --admin-wait 10 "$k" >/dev/null 2>&1 || true; done
 }
 
 # --- at most N through a node kill ----------------------------------------------------------
