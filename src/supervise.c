@@ -609,7 +609,7 @@ void super_done(struct supervisor *sv)
 	if (sv->fd < 0)
 		return;
 	/* A keeper already gone (killed) cannot be told, and need not be. */
-	(void)send(sv->fd, &m, sizeof(m), MSG_NOSIGNAL);
+	send_order(sv, &m);
 	close(sv->fd);
 	sv->fd = -1;
 }

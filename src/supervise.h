@@ -55,7 +55,7 @@ enum super_event {
 struct supervisor {
 	pid_t keeper;
 	pid_t cmd;  /* 0 until SUPER_STARTED */
-	int fd;     /* to the keeper; -1 once it is done */
+	int fd;     /* to the keeper; -1 once it is gone or told super_done */
 	bool empty; /* the keeper said SUPER_EMPTY */
 	struct {
 		int event, value;

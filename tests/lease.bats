@@ -171,6 +171,8 @@ mono() { perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e 'printf "%.6f\n", c
 # away_slots NAME: the slots status --json lists as away, e.g. [1,3]
 away_slots() { al --json status "$1" | jq -c .away; }
 is_away() { [ "$(away_slots "$1")" = "$2" ]; }
+# none_held NAME: no slot of NAME is held, by a holder or a lease
+none_held() { [ "$(al --json status "$1" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
 
 # a newcomer that must find every slot taken: exit 1, nothing run
 newcomer_busy() {
@@ -492,8 +494,7 @@ holder_done() {
     local t0
     t0=$(now)
     kill -KILL "${hs[@]}"
-    none_held() { [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
-    wait_until 10 none_held || fail "slots still held: $(al --json status "$n")"
+    wait_until 10 none_held "$n" || fail "slots still held: $(al --json status "$n")"
     local took
     took=$(since "$t0")
     note "5 slots free $took s after kill -9 of their amqplock (lease 40 s)"
@@ -526,8 +527,7 @@ holder_done() {
     t0=$(now)
     kill -KILL "$h"
     kill -CONT "$RELAY"
-    none_held() { [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
-    wait_until 10 none_held || fail "slot still held: $(al --json status "$n")"
+    wait_until 10 none_held "$n" || fail "slot still held: $(al --json status "$n")"
     local took
     took=$(since "$t0")
     note "slot free $took s after kill -9 of a hold waiting to release (lease 40 s)"
