@@ -9,6 +9,19 @@
  *                               PREFIX-1..PREFIX-N one at a time, waiting
  *                               for each declare-ok
  *   floor delete1000 PREFIX [N]  delete them again, one at a time
+ *   floor handoff [N]           N (default 60) hand-offs of one slot between
+ *                               two connections of this process, as amqplock
+ *                               does them but with no process in the way: the
+ *                               holder deletes its lease and holder queue and
+ *                               publishes a wake-up to a single-active-consumer
+ *                               queue (both answered first: the lease is on a
+ *                               second channel); the waiter, on the delivery,
+ *                               declares the holder queue, checks the slot queue
+ *                               and declares the lease (on its second channel),
+ *                               and waits for the three replies. Prints the
+ *                               median and the 10th and 90th percentiles in ms
+ *                               (the broker's floor of a clean hand-off), and
+ *                               the median time until the wake-up came
  *
  * Same library, headers and login parameters (frame max 128 KiB, heartbeat
  * 5 s, vhost "/" for a URL without one) as amqplock; no TLS. Exit 0 on
@@ -17,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../src/amqp_compat.h"
@@ -75,6 +89,9 @@ static amqp_connection_state_t open_connection(void)
 		die("login failed", NULL);
 	amqp_channel_open(c, 1);
 	check(c, "channel.open");
+	/* The lease's channel, for handoff. */
+	amqp_channel_open(c, 2);
+	check(c, "channel.open");
 	free(url);
 	return c;
 }
@@ -83,6 +100,161 @@ static void close_connection(amqp_connection_state_t c)
 {
 	amqp_connection_close(c, AMQP_REPLY_SUCCESS);
 	amqp_destroy_connection(c);
+}
+
+/* Sends one method on a channel without waiting for its reply. */
+static void send(amqp_connection_state_t c, amqp_channel_t ch, amqp_method_number_t id, void *m)
+{
+	if (amqp_send_method(c, ch, id, m) != AMQP_STATUS_OK)
+		die("cannot send", NULL);
+}
+
+/* Reads frames until n replies `id` have come, on whatever channel. */
+static void await(amqp_connection_state_t c, amqp_method_number_t id, int n)
+{
+	amqp_frame_t f;
+
+	while (n > 0) {
+		if (amqp_simple_wait_frame(c, &f) != AMQP_STATUS_OK)
+			die("no reply", NULL);
+		if (f.frame_type != AMQP_FRAME_METHOD)
+			continue;
+		if (f.payload.method.id != id)
+			die("refused by the broker", NULL);
+		n--;
+	}
+}
+
+static void declare(amqp_connection_state_t c, amqp_channel_t ch, const char *name, int passive,
+		    int durable, int exclusive, amqp_table_t args)
+{
+	amqp_queue_declare_t m = {.queue = amqp_cstring_bytes(name),
+				  .passive = passive,
+				  .durable = durable,
+				  .exclusive = exclusive,
+				  .arguments = args};
+
+	send(c, ch, AMQP_QUEUE_DECLARE_METHOD, &m);
+}
+
+static void delete (amqp_connection_state_t c, amqp_channel_t ch, const char *name)
+{
+	amqp_queue_delete_t m = {.queue = amqp_cstring_bytes(name)};
+
+	send(c, ch, AMQP_QUEUE_DELETE_METHOD, &m);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The slot's holder queue, slot queue and lease, taken by c with token. */
+static void claim(amqp_connection_state_t c, const char *base, long token)
+{
+	amqp_table_entry_t e[2] = {
+		{amqp_cstring_bytes("x-expires"),
+		 {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 30000}},
+		{amqp_cstring_bytes("x-max-length"),
+		 {.kind = AMQP_FIELD_KIND_I64, .value.i64 = token}},
+	};
+	amqp_table_t lease = {2, e};
+	char name[256];
+
+	snprintf(name, sizeof(name), "%s-1-L", base);
+	declare(c, 2, name, 0, 1, 0, lease);
+	snprintf(name, sizeof(name), "%s-1-B", base);
+	declare(c, 1, name, 0, 0, 1, amqp_empty_table);
+	snprintf(name, sizeof(name), "%s-1-A", base);
+	declare(c, 1, name, 1, 0, 0, amqp_empty_table);
+	await(c, AMQP_QUEUE_DECLARE_OK_METHOD, 3);
+}
+
+/* Lets the slot go: lease and holder queue deleted side by side, then,
+ * both answered, a wake-up to the line. */
+static void release(amqp_connection_state_t c, const char *base, const char *line)
+{
+	amqp_basic_properties_t p = {._flags = AMQP_BASIC_EXPIRATION_FLAG,
+				     .expiration = amqp_cstring_bytes("1000")};
+	char name[256];
+
+	snprintf(name, sizeof(name), "%s-1-L", base);
+	delete (c, 2, name);
+	snprintf(name, sizeof(name), "%s-1-B", base);
+	delete (c, 1, name);
+	await(c, AMQP_QUEUE_DELETE_OK_METHOD, 2);
+	if (amqp_basic_publish(c, 1, amqp_empty_bytes, amqp_cstring_bytes(line), 0, 0, &p,
+			       amqp_empty_bytes) != AMQP_STATUS_OK)
+		die("cannot publish", NULL);
+}
+
+static void handoff(long n)
+{
+	amqp_table_entry_t sac = {amqp_cstring_bytes("x-single-active-consumer"),
+				  {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}};
+	amqp_table_t line_args = {1, &sac};
+	amqp_connection_state_t holder = open_connection(), waiter = open_connection();
+	struct timeval tv = {5, 0};
+	amqp_envelope_t env;
+	char base[64], name[128], line[128];
+	double *ms = calloc((size_t)n, sizeof(*ms)), *woken = calloc((size_t)n, sizeof(*woken));
+	double start;
+	long i;
+
+	if (!ms || !woken)
+		die("out of memory", NULL);
+	snprintf(base, sizeof(base), "amqplock.floor-%ld", (long)getpid());
+	snprintf(line, sizeof(line), "%s#waiters", base);
+	snprintf(name, sizeof(name), "%s-1-A", base);
+	amqp_queue_declare(holder, 1, amqp_cstring_bytes(name), 0, 1, 0, 0, amqp_empty_table);
+	check(holder, "queue.declare");
+	amqp_queue_declare(waiter, 1, amqp_cstring_bytes(line), 0, 0, 0, 1, line_args);
+	check(waiter, "queue.declare");
+	amqp_basic_qos(waiter, 1, 0, 1, 0);
+	check(waiter, "basic.qos");
+	amqp_basic_consume(waiter, 1, amqp_cstring_bytes(line), amqp_empty_bytes, 0, 0, 0,
+			   amqp_empty_table);
+	check(waiter, "basic.consume");
+	for (i = 0; i < n; i++) {
+		claim(holder, base, 1000 + i);
+		start = now_ms();
+		release(holder, base, line);
+		if (amqp_consume_message(waiter, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL)
+			die("no wake-up", NULL);
+		woken[i] = now_ms() - start;
+		claim(waiter, base, 2000000 + i);
+		ms[i] = now_ms() - start;
+		amqp_basic_ack(waiter, 1, env.delivery_tag, 0);
+		amqp_destroy_envelope(&env);
+		/* The waiter lets go quietly; the holder takes the slot again. */
+		snprintf(name, sizeof(name), "%s-1-L", base);
+		amqp_queue_delete(waiter, 1, amqp_cstring_bytes(name), 0, 0);
+		check(waiter, "queue.delete");
+		snprintf(name, sizeof(name), "%s-1-B", base);
+		amqp_queue_delete(waiter, 1, amqp_cstring_bytes(name), 0, 0);
+		check(waiter, "queue.delete");
+	}
+	amqp_queue_delete(waiter, 1, amqp_cstring_bytes(line), 0, 0);
+	snprintf(name, sizeof(name), "%s-1-A", base);
+	amqp_queue_delete(holder, 1, amqp_cstring_bytes(name), 0, 0);
+	close_connection(holder);
+	close_connection(waiter);
+	qsort(ms, (size_t)n, sizeof(*ms), by_value);
+	qsort(woken, (size_t)n, sizeof(*woken), by_value);
+	printf("handoff n %ld p50 %.3f p10 %.3f p90 %.3f woken p50 %.3f\n", n, ms[n / 2],
+	       ms[n / 10], ms[n * 9 / 10], woken[n / 2]);
+	free(ms);
+	free(woken);
 }
 
 static void many(amqp_connection_state_t c, const char *prefix, long n, int declare)
@@ -126,6 +298,14 @@ int main(int argc, char **argv)
 		close_connection(c);
 		return 0;
 	}
-	fprintf(stderr, "usage: floor [declare1000|delete1000 PREFIX [N]]\n");
+	if ((argc == 2 || argc == 3) && !strcmp(argv[1], "handoff")) {
+		long n = argc == 3 ? strtol(argv[2], NULL, 10) : 60;
+
+		if (n < 1 || n > 100000)
+			die("bad N", NULL);
+		handoff(n);
+		return 0;
+	}
+	fprintf(stderr, "usage: floor [declare1000|delete1000 PREFIX [N] | handoff [N]]\n");
 	return 1;
 }

@@ -301,6 +301,8 @@ step "$WORK/m5.txt" "$T" -f -r "$SLOW_ROUNDS" -w 0 -t 180 -o "$WORK/raw.txt" -- 
 log "6: hand-off after clean releases, $HANDOFF_ROUNDS rounds of $HANDOFF_WAITERS waiters"
 step "$WORK/m6clean.txt" perl "$B/handoff.pl" clean "$AL" bench-handoff "$HANDOFF_ROUNDS" \
     "$HANDOFF_WAITERS" "$WORK"
+log "6: the broker's floor of a clean hand-off (bench/floor handoff)"
+step "$WORK/m6floor.txt" "$B/floor" handoff 60
 log "6: hand-off after kill -9 of the holder, $KILL_WAITERS waiters"
 step "$WORK/m6kill.txt" perl "$B/handoff.pl" kill "$AL" bench-handoff 1 "$KILL_WAITERS" "$WORK"
 
@@ -388,6 +390,8 @@ done
 # handoff.pl: n N p50 MS p99 MS min MS max MS overlaps K
 read -r _ hc_n _ hc_p50 _ hc_p99 _ hc_min _ hc_max _ hc_over <"$WORK/m6clean.txt"
 read -r _ hk_n _ hk_p50 _ hk_p99 _ hk_min _ hk_max _ hk_over <"$WORK/m6kill.txt"
+# floor handoff: handoff n N p50 MS p10 MS p90 MS woken p50 MS
+read -r _ _ hf_n _ hf_p50 _ hf_p10 _ hf_p90 _ _ hf_woken <"$WORK/m6floor.txt"
 # lease.pl: "n N p50 MS max MS"; "frames_per_min F"
 read -r _ rc_n _ rc_p50 _ rc_max <"$WORK/m8reclaim.txt"
 read -r _ frames_min <"$WORK/m8rate.txt"
@@ -473,6 +477,9 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
         "$(met le "$hc_p50" 5)"
     row 6 "hand-off after a clean release, p99" "$(fmt "$hc_p99")" "" "$hc_n" "" "≤ 20 ms" \
         "$(met le "$hc_p99" 20)"
+    row 6 '(the same queue work alone, `bench/floor handoff`: the broker'"'"'s floor)' \
+        "$(fmt "$hf_p50")" "$(fmt "$hf_p10")–$(fmt "$hf_p90")" "$hf_n" \
+        "woken after $(fmt "$hf_woken")" "" ""
     row 6 "hand-off after kill -9 of the holder, p50 ($KILL_WAITERS waiters)" \
         "$(fmt "$hk_p50")" "min–max $(fmt "$hk_min")–$(fmt "$hk_max")" "$hk_n" "" "" ""
     row 6 "hand-off after kill -9 of the holder, p99" "$(fmt "$hk_p99")" "" "$hk_n" "" "" ""
@@ -543,7 +550,12 @@ elapsed=$((SECONDS - START))
     echo "  $KILL_WAITERS waiters; the holding \`amqplock hold\` is killed with SIGKILL,"
     echo "  each new holder in turn; gap = CMD start minus the kill. Gaps include the"
     echo "  CMD's fork, exec and start-up. Overlaps seen (two CMDs after one"
-    echo "  release): clean $hc_over, kill $hk_over."
+    echo "  release): clean $hc_over, kill $hk_over. The floor: bench/floor handoff"
+    echo "  hands one slot between two connections of one process $hf_n times, with"
+    echo "  amqplock's requests (lease and holder queue deleted, wake-up published;"
+    echo "  on delivery, holder queue, slot check and lease declared, the lease on a"
+    echo "  second channel), timed from the release's send to the last answer; no"
+    echo "  process is started, nothing else is asked."
     echo "- Row 7: \"Maximum resident set size\" of /usr/bin/time -v, median of $RSS_RUNS."
     echo "- Row 9: bench/contention.pl starts whole \`amqplock -q hold -w 120 NAME -- sh -c"
     echo "  'exec bench/stamp LOG 0.05 ...'\` processes (each job 50 ms) the given time"

@@ -237,9 +237,10 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 	 * lease's length. */
 	if (st == AL_OK && (st = signals_block(o->argv != NULL, sig_fd)) != AL_OK)
 		sem_released(s, cl->slot);
-	if (st != AL_OK)
+	if (st != AL_OK) {
+		hold_keeper_abandon(o->keeper);
 		conn_close(c);
-	else
+	} else
 		trace("holding slot %u of %u", cl->slot, *max);
 	/* A connection made again while holding (with a lease) says which
 	 * slot it holds. */
@@ -277,12 +278,26 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	return st;
 }
 
+/* What the command is told, and what it need not know: the broker's
+ * address and credentials. */
+static void command_env(void *arg, unsigned slot)
+{
+	struct client *cl = arg;
+	char slot_text[16];
+
+	snprintf(slot_text, sizeof(slot_text), "%u", slot);
+	setenv("AMQPLOCK_SEMAPHORE", cl->cli->name, 1);
+	setenv("AMQPLOCK_SLOT", slot_text, 1);
+	unsetenv("AMQPLOCK_URL");
+	unsetenv("AMQP_URL");
+}
+
 enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 {
 	struct client cl = {.cli = cli};
 	char *shell[] = {"/bin/sh", "-c", cli->command_text, NULL};
+	struct hold_keeper keeper;
 	struct hold_opts o;
-	char slot_text[16];
 	struct conn c;
 	struct sem s;
 	enum al_status st;
@@ -293,19 +308,17 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	if ((st = settle_lease(cli, true)) != AL_OK)
 		return st;
 	o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
+	if (o.argv) {
+		hold_keeper_init(&keeper);
+		o.keeper = &keeper;
+		o.command_env = command_env;
+	}
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
 	out_uint("max", NULL, max);
 	out_end();
-	/* What the command is told, and what it need not know: the
-	 * broker's address and credentials. */
-	snprintf(slot_text, sizeof(slot_text), "%u", cl.slot);
-	setenv("AMQPLOCK_SEMAPHORE", cli->name, 1);
-	setenv("AMQPLOCK_SLOT", slot_text, 1);
-	unsetenv("AMQPLOCK_URL");
-	unsetenv("AMQP_URL");
 	st = hold_run(&s, cl.slot, &o, sig_fd, &code);
 	conn_close(&c);
 	if (st == AL_OK) {

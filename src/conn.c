@@ -238,7 +238,8 @@ static enum al_status connection_blocked(struct conn *c, const amqp_connection_b
 		    c->where, printable(text, sizeof(text), m->reason.bytes, m->reason.len));
 }
 
-static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t *close)
+static enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
+				     const amqp_channel_close_t *close)
 {
 	amqp_channel_close_ok_t ok = {0};
 	int r;
@@ -248,8 +249,11 @@ static enum al_status channel_closed(struct conn *c, const amqp_channel_close_t 
 		  close->reply_text.len);
 	/* Without close-ok, reusing the channel id would make the broker close
 	 * the whole connection. */
-	r = amqp_send_method(c->amqp, c->channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-	c->channel = 0;
+	r = amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+	if (channel == c->lease_channel)
+		c->lease_channel = 0;
+	else
+		c->channel = 0;
 	if (r != AMQP_STATUS_OK)
 		return connection_failed(c, r, "acknowledging a channel close");
 	return status_for_reply(c->reply_code);
@@ -376,6 +380,40 @@ static void take_notification(struct conn *c, const amqp_frame_t *f)
 	}
 }
 
+/* Far from the main channel's ids and the line's. */
+#define LEASE_CHANNEL 1002
+
+/* A frame on the lease channel, read while waiting on the main channel:
+ * its open-ok is dropped, its answer kept for conn_lease_expect. */
+static enum al_status take_lease_answer(struct conn *c, const amqp_frame_t *f)
+{
+	enum al_status st;
+
+	if (f->frame_type != AMQP_FRAME_METHOD)
+		return AL_OK;
+	if (f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->lease_opening) {
+		c->lease_opening = false;
+		return AL_OK;
+	}
+	c->lease_answer.id = f->payload.method.id;
+	if (f->payload.method.id != AMQP_CHANNEL_CLOSE_METHOD)
+		return AL_OK;
+	/* The main channel's reply code is not ours to change: it may
+	 * hold a refusal read just before. */
+	{
+		uint16_t code = c->reply_code;
+		char text[sizeof(c->reply_text)];
+
+		memcpy(text, c->reply_text, sizeof(text));
+		st = channel_closed(c, c->lease_channel, f->payload.method.decoded);
+		c->lease_answer.code = c->reply_code;
+		memcpy(c->lease_answer.text, c->reply_text, sizeof(text));
+		c->reply_code = code;
+		memcpy(c->reply_text, text, sizeof(text));
+	}
+	return st == AL_CONNECTION || c->dead ? st : AL_OK;
+}
+
 /* The next method for `channel`, waiting at most `wait` seconds in all
  * and never past the connection's limit (0: only what has already
  * arrived). *none is set if nothing came. */
@@ -411,6 +449,12 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 			take_notification(c, &f);
 			continue;
 		}
+		if (c->lease_channel && f.channel == c->lease_channel &&
+		    channel != c->lease_channel) {
+			if (take_lease_answer(c, &f) != AL_OK)
+				return AL_CONNECTION;
+			continue;
+		}
 		/* Other content frames (of a basic.return) carry nothing we
 		 * need. */
 		if (f.frame_type != AMQP_FRAME_METHOD)
@@ -430,7 +474,12 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 			return AL_BROKER;
 		}
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
-			return channel_closed(c, f.payload.method.decoded);
+			return channel_closed(c, channel, f.payload.method.decoded);
+		if (f.payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD &&
+		    channel == c->lease_channel && c->lease_opening) {
+			c->lease_opening = false;
+			continue;
+		}
 		*m = f.payload.method;
 		return AL_OK;
 	}
@@ -520,6 +569,56 @@ enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, d
 		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
 			    c->where, (unsigned)m->id);
 	}
+	return AL_OK;
+}
+
+enum al_status conn_lease_send(struct conn *c, amqp_method_number_t id, void *decoded)
+{
+	amqp_channel_open_t open = {0};
+	int r;
+
+	if (c->dead)
+		return fail(AL_INTERNAL, "internal error: connection is closed");
+	c->lease_answer.id = 0;
+	/* Opened and used in one go: the broker takes the channel's frames
+	 * in order, the open first. */
+	if (!c->lease_channel) {
+		c->lease_channel = LEASE_CHANNEL;
+		c->lease_opening = true;
+		if ((r = amqp_send_method(c->amqp, c->lease_channel, AMQP_CHANNEL_OPEN_METHOD,
+					  &open)) != AMQP_STATUS_OK)
+			return connection_failed(c, r, "opening the lease's channel");
+	}
+	if ((r = amqp_send_method(c->amqp, c->lease_channel, id, decoded)) != AMQP_STATUS_OK)
+		return connection_failed(c, r, "sending a request");
+	return AL_OK;
+}
+
+enum al_status conn_lease_expect(struct conn *c, amqp_method_number_t expect, double wait)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool none;
+
+	if (c->lease_answer.id == 0 && c->lease_channel && !c->dead) {
+		st = next_method_on(c, c->lease_channel, wait, &m, &none);
+		if (st != AL_OK)
+			return st; /* refused: reply_code is set, the channel closed */
+		c->lease_answer.id = m.id;
+	} else if (c->lease_answer.id == AMQP_CHANNEL_CLOSE_METHOD) {
+		c->reply_code = c->lease_answer.code;
+		memcpy(c->reply_text, c->lease_answer.text, sizeof(c->reply_text));
+		c->lease_answer.id = 0;
+		return status_for_reply(c->reply_code);
+	} else if (c->lease_answer.id == 0) {
+		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+	}
+	if (c->lease_answer.id != expect) {
+		c->dead = true;
+		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
+			    c->where, (unsigned)c->lease_answer.id);
+	}
+	c->lease_answer.id = 0;
 	return AL_OK;
 }
 

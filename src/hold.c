@@ -47,6 +47,8 @@
  * --lost-signal. */
 #define LEASE_WARNING 5.0
 
+static void keeper_ready(void *arg, unsigned k);
+
 /* Sleeps until `until` or data from the broker, already read or not. */
 static bool wait_readable(struct conn *c, struct deadline until)
 {
@@ -123,12 +125,19 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	 * leaving would only lose our place: SIGTSTP is left to it. */
 	if (super_can_stop())
 		signals_note_stops(true);
+	if (o->keeper) {
+		o->keeper->end = (struct lease_end){.s = s, .o = o};
+		s->claim_sent = keeper_ready;
+		s->claim_arg = o->keeper;
+	}
 	for (;;) {
 		status_clear();
 		/* A lease claimed now lasts from before the claim was sent. */
 		s->lease.renewed = boot_seconds();
 		st = watching ? try_in_line(s, slot, max)
 			      : sem_acquire(s, SEM_TAKE_UNLESS_LINE, slot, max);
+		if (st != AL_OK)
+			hold_keeper_abandon(o->keeper);
 		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
 			break;
 		/* Waiting: "all slots are held" is not a failure (yet), and must
@@ -170,6 +179,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		}
 	}
 	signals_note_stops(false);
+	s->claim_sent = NULL;
 	if (told)
 		o->waiting(o->arg, *max, -1);
 	/* Out of the line: the next in it is the oldest now. A wake-up
@@ -198,7 +208,8 @@ struct holding {
 	 * shell) or the command asked for it (SIGTTIN, SIGTTOU). */
 	int terminal;
 	bool wants_terminal, has_terminal;
-	bool frozen; /* the command's processes are stopped */
+	struct lease_end end; /* for end_lease_apart */
+	bool frozen;          /* the command's processes are stopped */
 	/* The slot. */
 	double heard;       /* last time the broker sent anything */
 	double verify_sent; /* 0: no verification outstanding */
@@ -728,32 +739,74 @@ static bool wound_down(struct holding *h)
  * then), or amqplock's after the command ended while it was away. */
 static void end_lease_apart(void *arg)
 {
-	struct holding *h = arg;
-	struct sem s = *h->s;
+	const struct lease_end *e = arg;
+	struct sem s = *e->s;
 	struct conn c;
 
 	/* The holder queue goes first, with the holding connection (the
 	 * keeper's copy of it keeps it alive until now): the waiter that
 	 * the lease's end wakes then finds the slot free. */
-	conn_hang_up(h->s->conn);
+	conn_hang_up(e->s->conn);
 	s.conn = &c;
-	if (conn_open(&c, h->o->conn_opts, deadline_never()) == AL_OK &&
-	    sem_lease_end(&s, h->slot) == AL_OK)
-		trace("ended the lease of slot %u", h->slot);
+	if (conn_open(&c, e->o->conn_opts, deadline_never()) == AL_OK &&
+	    sem_lease_end(&s, e->slot) == AL_OK)
+		trace("ended the lease of slot %u", e->slot);
 	else
-		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", h->slot,
-		      status_message(), h->o->lease);
+		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", e->slot,
+		      status_message(), e->o->lease);
 	conn_close(&c);
+}
+
+/* The claim of slot k has been sent (sem.c calls this before reading the
+ * answers): the command's keeper is forked now, while the broker works. */
+static void keeper_ready(void *arg, unsigned k)
+{
+	struct hold_keeper *kp = arg;
+	const struct hold_opts *o = kp->end.o;
+	struct super_opts so = {
+		.argv = o->argv,
+		.terminal = kp->terminal,
+		.hold_fd = conn_fd(kp->end.s->conn),
+		.last_act = o->lease ? end_lease_apart : NULL,
+		.arg = &kp->end,
+	};
+
+	hold_keeper_abandon(kp);
+	kp->end.slot = k;
+	if (o->command_env)
+		o->command_env(o->arg, k);
+	/* Orphans of the keeper (if it is killed) become our children. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;
+	/* Not fatal here: start_command tries again, and says why it
+	 * cannot. */
+	if (!kp->ready)
+		status_clear();
+}
+
+void hold_keeper_init(struct hold_keeper *kp)
+{
+	memset(kp, 0, sizeof(*kp));
+	kp->terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+}
+
+void hold_keeper_abandon(struct hold_keeper *kp)
+{
+	if (kp && kp->ready)
+		super_abandon(&kp->sv);
+	if (kp)
+		kp->ready = false;
 }
 
 static void start_command(struct holding *h)
 {
+	struct hold_keeper *kp = h->o->keeper;
 	struct super_opts so = {
 		.argv = h->o->argv,
 		.terminal = h->terminal,
 		.hold_fd = conn_fd(h->s->conn),
 		.last_act = h->o->lease ? end_lease_apart : NULL,
-		.arg = h,
+		.arg = &h->end,
 	};
 
 	/* A job of an interactive shell: the command gets the terminal
@@ -763,7 +816,12 @@ static void start_command(struct holding *h)
 	so.give_terminal = h->wants_terminal && super_in_foreground(h->terminal);
 	/* Orphans of the keeper (if it is killed) become our children. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	if (super_start(&h->sv, &so) != AL_OK) {
+	if (kp && kp->ready && kp->end.slot == h->slot) {
+		/* Readied during the claim: it runs the command now. */
+		h->sv = kp->sv;
+		kp->ready = false;
+		super_go(&h->sv, so.give_terminal);
+	} else if (super_start(&h->sv, &so) != AL_OK) {
 		out_error_line(status_message());
 		status_clear();
 		h->code = 126;
@@ -801,7 +859,7 @@ static enum al_status let_go(struct holding *h)
 	if (!s->conn->dead && sem_released(s, h->slot) == AL_OK)
 		return AL_OK;
 	if (h->o->lease)
-		end_lease_apart(h);
+		end_lease_apart(&h->end);
 	status_clear();
 	return AL_OK;
 }
@@ -809,7 +867,12 @@ static enum al_status let_go(struct holding *h)
 enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int sig_fd,
 			int *code)
 {
-	struct holding h = {.s = s, .slot = slot, .o = o, .sig_fd = sig_fd, .terminal = -1};
+	struct holding h = {.s = s,
+			    .slot = slot,
+			    .o = o,
+			    .sig_fd = sig_fd,
+			    .terminal = o->keeper ? o->keeper->terminal : -1,
+			    .end = {.s = s, .o = o, .slot = slot}};
 	enum al_status st;
 	bool readable;
 	int sig;
@@ -826,7 +889,6 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 		h.code = 128 + h.pending;
 		h.done = true;
 	} else if (o->argv && !h.done) {
-		h.terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 		start_command(&h);
 	}
 	while (!h.done || h.lost_at) {
@@ -849,10 +911,14 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	take_terminal_back(&h);
 	if (h.terminal >= 0)
 		close(h.terminal);
+	if (o->keeper)
+		o->keeper->terminal = -1;
 	*code = h.code;
 	st = let_go(&h);
-	/* Only now may the keeper go without ending the lease itself. */
+	/* Only now may the keeper go without ending the lease itself (or
+	 * one readied for a command that did not run). */
 	if (h.supervising)
 		super_done(&h.sv);
+	hold_keeper_abandon(o->keeper);
 	return st;
 }

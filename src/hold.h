@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "sem.h"
+#include "supervise.h"
 
 /* How long the broker may stay silent before a held slot's connection
  * counts as lost, for the heartbeat negotiated (0: none) and the reply
@@ -43,8 +44,41 @@ struct hold_opts {
 	 * seconds waited; once more with waited < 0 when the wait ends,
 	 * however it ends. NULL: nobody is told. */
 	void (*waiting)(void *arg, unsigned max, double waited);
+	/* Called with the slot a claim is for, just before the command's
+	 * keeper is forked: what the command is to find in its environment
+	 * is set then. */
+	void (*command_env)(void *arg, unsigned slot);
 	void *arg;
+	/* With a command: its keeper (below); NULL without one. */
+	struct hold_keeper *keeper;
 };
+
+/* A slot's lease, for the keeper's last act (and amqplock's own end of a
+ * lease after a loss): ended on a connection of its own. */
+struct lease_end {
+	struct sem *s;
+	const struct hold_opts *o;
+	unsigned slot;
+};
+
+/* The command's keeper (supervise.c) is forked while each claim is under
+ * way, in the milliseconds the broker takes to answer: once the slot is
+ * ours the command starts without a fork of amqplock in the way, and
+ * amqplock killed at any moment after the claim was sent leaves the
+ * lease to the keeper, which ends it, rather than to run out. A claim
+ * that fails abandons it. */
+struct hold_keeper {
+	struct supervisor sv;
+	bool ready;   /* forked for end.slot, waiting for super_go */
+	int terminal; /* the controlling terminal, or -1 */
+	struct lease_end end;
+};
+
+/* Opens the terminal; nothing is forked yet. */
+void hold_keeper_init(struct hold_keeper *kp);
+/* A keeper readied for a claim that failed (or a command that will not
+ * run) exits; kp may be NULL. */
+void hold_keeper_abandon(struct hold_keeper *kp);
 
 /* Waits for a slot until `until` (o->nonblock: tries once). AL_OK with
  * *slot and *max; AL_BUSY if none was obtained in time. A signal

@@ -938,8 +938,19 @@ static double reply_wait(const struct sem *s, enum queue_op op, enum slot_kind k
  * refusal ends the sequence (the broker drops the rest), *refused is its
  * reply code (0: none) and a fresh channel replaces the closed one. A
  * failure of the connection is returned as such. */
-static enum al_status run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
-				size_t *done, uint16_t *refused)
+static enum al_status send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n)
+{
+	enum al_status st = AL_OK;
+	size_t i;
+
+	for (i = 0; i < n && st == AL_OK; i++)
+		st = slot_send(s, step[i].op, slot, step[i].kind);
+	return st;
+}
+
+/* The answers to what send_steps sent; see run_steps. */
+static enum al_status await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,
+				  uint16_t *refused)
 {
 	enum al_status st = AL_OK;
 	amqp_method_t m;
@@ -947,8 +958,6 @@ static enum al_status run_steps(struct sem *s, unsigned slot, const struct step 
 
 	*done = 0;
 	*refused = 0;
-	for (i = 0; i < n && st == AL_OK; i++)
-		st = slot_send(s, step[i].op, slot, step[i].kind);
 	for (i = 0; i < n && st == AL_OK; i++) {
 		s->conn->reply_code = 0;
 		st = conn_expect_within(s->conn, reply_to(step[i].op),
@@ -962,6 +971,16 @@ static enum al_status run_steps(struct sem *s, unsigned slot, const struct step 
 	return conn_reset_channel(s->conn);
 }
 
+static enum al_status run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
+				size_t *done, uint16_t *refused)
+{
+	enum al_status st = send_steps(s, slot, step, n);
+
+	*done = 0;
+	*refused = 0;
+	return st == AL_OK ? await_steps(s, step, n, done, refused) : st;
+}
+
 /* The refusal of step `at` of a run_steps sequence, described. */
 static enum al_status step_refused(struct sem *s, unsigned slot, const struct step *step,
 				   enum al_status st)
@@ -972,61 +991,132 @@ static enum al_status step_refused(struct sem *s, unsigned slot, const struct st
 	return conn_refused(s->conn, st, verb(step->op), queue);
 }
 
+/* Sends op on slot k's lease, on the lease channel (conn_lease_send). */
+static enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	void *method;
+
+	sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
+	method = queue_request(s, &r, op, queue);
+	return conn_lease_send(s->conn, r.id, method);
+}
+
+/* The answer to lease_send(op); a refusal's code in *refused (0: none). */
+static enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
+{
+	enum al_status st;
+
+	s->conn->reply_code = 0;
+	st = conn_lease_expect(s->conn, reply_to(op), reply_wait(s, op, LEASE_QUEUE));
+	*refused = st != AL_OK && !s->conn->dead ? s->conn->reply_code : 0;
+	return st;
+}
+
+/* Deletes the lease of slot k that a failed claim made. */
+static enum al_status drop_lease(struct sem *s, unsigned k)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st = lease_send(s, DELETE_QUEUE, k);
+	uint16_t refused;
+
+	if (st == AL_OK)
+		st = lease_answer(s, DELETE_QUEUE, &refused);
+	if (st == AL_OK)
+		return AL_OK;
+	sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
+	return conn_refused(s->conn, st, "deleting", queue);
+}
+
 /* Claims slot k: declares its holder queue exclusive and, in the same
  * round trip, checks that the slot still exists (a remove may have taken
  * it since it was probed) and, with a lease, declares the lease: that
  * declare is refused (406) if any lease of the slot exists, since its
  * token differs. The check is a passive declare, which works under a
- * broker alarm; a probe would not. AL_BUSY if another client was first,
- * the slot is gone or leased. */
+ * broker alarm; a probe would not. The lease goes on a channel of its
+ * own, so that the broker makes it while it makes the holder queue; the
+ * slot is ours only if both are, and whichever of the two we got from a
+ * claim that failed is deleted again. AL_BUSY if another client was
+ * first, the slot is gone or leased. */
 static enum al_status claim(struct sem *s, unsigned k)
 {
 	static const struct step steps[] = {
 		{DECLARE_EXCLUSIVE, HOLDER_QUEUE},
 		{DECLARE_PASSIVE, SLOT_QUEUE},
-		{DECLARE_LEASE, LEASE_QUEUE},
 	};
-	char holder[QUEUE_NAME_MAX + 1];
-	enum al_status st;
-	uint16_t refused;
+	char queue[QUEUE_NAME_MAX + 1], text[sizeof(s->conn->reply_text)];
+	char lease_text[sizeof(text)];
+	enum al_status st, lease_st = AL_OK;
+	uint16_t refused, lease_refused = 0;
 	bool leased;
 	size_t done;
 
 	s->lease.claim_closed = false;
-	st = run_steps(s, k, steps, s->lease.on ? 3 : 2, &done, &refused);
-	if (st == AL_CONNECTION && done == 2 && s->conn->no_reply && s->lease.on)
+	done = 0, refused = 0;
+	st = s->lease.on ? lease_send(s, DECLARE_LEASE, k) : AL_OK;
+	if (st == AL_OK)
+		st = send_steps(s, k, steps, 2);
+	/* The broker's work takes a few milliseconds: the caller's meanwhile. */
+	if (st == AL_OK && s->claim_sent)
+		s->claim_sent(s->claim_arg, k);
+	if (st == AL_OK)
+		st = await_steps(s, steps, 2, &done, &refused);
+	memcpy(text, s->conn->reply_text, sizeof(text));
+	if (st == AL_OK && s->lease.on)
+		lease_st = lease_answer(s, DECLARE_LEASE, &lease_refused);
+	/* Answered on the main channel, not on the lease's: a lease
+	 * without a leader (section 7 of docs/internals.md). */
+	if (st == AL_OK && refused == 0 && lease_st == AL_CONNECTION && s->conn->no_reply)
 		note_stuck(s, k, false);
-	if (st == AL_CONNECTION && done == 2 && s->conn->close_code == AMQP_INTERNAL_ERROR &&
-	    s->lease.quorum) {
+	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) &&
+	    s->conn->close_code == AMQP_INTERNAL_ERROR && s->lease.quorum) {
 		s->lease.claim_closed = true;
 		return fail_context(
-			st, "slot %u's last lease is still being deleted (a node down?): ", k);
+			AL_CONNECTION,
+			"slot %u's last lease is still being deleted (a node down?): ", k);
 	}
-	if (st == AL_OK && refused == 0 && s->lease.on)
-		trace("slot %u leased for %u ms", k, s->lease.ms);
-	/* Without a lease of our own, someone else's is looked for once the
-	 * holder queue is ours: its holder may have gone away since the
-	 * slot was probed. */
-	if (st == AL_OK && refused == 0 && !s->lease.on &&
-	    (st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased, NULL)) == AL_OK &&
-	    leased) {
-		done = 2;
-		refused = AMQP_PRECONDITION_FAILED;
+	if (st != AL_OK)
+		return st;
+	if (lease_st != AL_OK && s->conn->dead)
+		return lease_st;
+	memcpy(lease_text, s->conn->reply_text, sizeof(lease_text));
+	if (refused == 0 && lease_st == AL_OK) {
+		if (s->lease.on) {
+			trace("slot %u leased for %u ms", k, s->lease.ms);
+			return AL_OK;
+		}
+		/* Without a lease of our own, someone else's is looked for
+		 * once the holder queue is ours: its holder may have gone
+		 * away since the slot was probed. */
+		if ((st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased, NULL)) !=
+			    AL_OK ||
+		    !leased)
+			return st;
 	}
-	if (st != AL_OK || refused == 0)
+	/* Lost, or half won: a lease made for a claim that failed goes at
+	 * once (it would block the slot for its length). */
+	if (s->lease.on && lease_st == AL_OK && (st = drop_lease(s, k)) != AL_OK)
 		return st;
 	if (done == 0 && refused == AMQP_RESOURCE_LOCKED)
 		return AL_BUSY;
-	/* Removed (404 on the slot queue) or leased by another (406 on the
-	 * lease): a race lost; anything else is a failure. */
-	if (!(done == 1 && refused == AMQP_NOT_FOUND) &&
-	    !(done == 2 && refused == AMQP_PRECONDITION_FAILED))
+	/* Removed (404 on the slot queue) or leased by another: a race
+	 * lost; anything else is a failure, the holder queue's told first,
+	 * as when the lease was asked for only after it. */
+	if (refused != 0 && !(done == 1 && refused == AMQP_NOT_FOUND)) {
+		memcpy(s->conn->reply_text, text, sizeof(text));
 		return step_refused(s, k, &steps[done], status_for_reply(refused));
+	}
+	if (lease_st != AL_OK && lease_refused != AMQP_PRECONDITION_FAILED) {
+		memcpy(s->conn->reply_text, lease_text, sizeof(lease_text));
+		sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
+		return conn_refused(s->conn, lease_st, "declaring", queue);
+	}
 	trace("slot %u was %s meanwhile", k,
-	      done == 1 ? "removed" : "leased by a holder that is away");
+	      refused != 0 ? "removed" : "leased by a holder that is away");
 	/* Our holder queue goes, so that the slot does not read as held. */
-	sem_name_slot(&s->name, k, HOLDER_QUEUE, holder);
-	if (ask_ok(s, DELETE_QUEUE, holder) != AL_OK)
+	sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
+	if (ask_ok(s, DELETE_QUEUE, queue) != AL_OK)
 		return AL_CONNECTION;
 	return AL_BUSY;
 }
@@ -1282,23 +1372,27 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
 	char lease[QUEUE_NAME_MAX + 1];
-	enum al_status st = AL_OK;
-	amqp_method_t m;
+	enum al_status st = AL_OK, lease_st = AL_OK;
+	uint16_t refused;
 
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
+	/* The lease and the holder queue are deleted side by side (two
+	 * channels); the wake-up follows the holder queue's deletion on its
+	 * channel, and is sent once the lease's is answered: the slot is
+	 * free when the first in line hears of it. */
 	if (s->lease.on)
-		st = slot_send(s, DELETE_QUEUE, slot, LEASE_QUEUE);
+		st = lease_send(s, DELETE_QUEUE, slot);
 	if (st == AL_OK)
 		st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
-	if (st == AL_OK) {
+	if (st == AL_OK && s->lease.on)
+		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
+	if (st == AL_OK && !s->conn->dead) {
 		trace("released slot %u of %s; waking the first in line, if anyone waits", slot,
 		      s->label);
 		st = sem_wake_line(s);
 	}
-	if (st == AL_OK && s->lease.on &&
-	    (st = conn_expect_within(s->conn, AMQP_QUEUE_DELETE_OK_METHOD,
-				     reply_wait(s, DELETE_QUEUE, LEASE_QUEUE), &m)) != AL_OK)
-		return conn_refused(s->conn, st, "deleting", lease);
+	if (st == AL_OK && lease_st != AL_OK)
+		return conn_refused(s->conn, lease_st, "deleting", lease);
 	return st;
 }
 

@@ -89,6 +89,10 @@ struct sem {
 	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
+	/* Called when a claim of slot k has been sent, before its answers
+	 * are read (hold readies its command's keeper then), or NULL. */
+	void (*claim_sent)(void *arg, unsigned k);
+	void *claim_arg;
 	/* The verification sem_verify_send last sent: the queue kinds asked
 	 * about, in order, and how many answers are in. */
 	enum slot_kind verify_kind[3];

@@ -25,7 +25,7 @@
 #define KILL_INTERVAL_MS 20
 
 /* Requests from amqplock to the keeper. */
-enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL, KILL_AT, DONE };
+enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL, KILL_AT, DONE, GO };
 
 struct order_msg {
 	int order, sig;
@@ -422,7 +422,8 @@ static _Noreturn void keeper_loop(struct keeper *k)
 /* In CMD's process: its own process group, death with the keeper, the
  * terminal if it is to have it, dispositions and mask as amqplock got
  * them, then exec. On failure errno goes up err_fd. */
-static _Noreturn void cmd_main(const struct super_opts *o, pid_t keeper, int err_fd)
+static _Noreturn void cmd_main(const struct super_opts *o, bool give_terminal, pid_t keeper,
+			       int err_fd)
 {
 	int e;
 
@@ -432,7 +433,7 @@ static _Noreturn void cmd_main(const struct super_opts *o, pid_t keeper, int err
 		_exit(127);
 	/* SIGTTOU is still blocked: taking the terminal from the background
 	 * is allowed then. */
-	if (o->give_terminal && o->terminal >= 0)
+	if (give_terminal && o->terminal >= 0)
 		tcsetpgrp(o->terminal, getpid());
 	signals_reset_for_exec();
 	execvp(o->argv[0], o->argv);
@@ -463,9 +464,34 @@ static int sort_ints(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
+/* Until GO, CMD does not exist. DONE: amqplock has no use for us (its
+ * claim failed). amqplock gone: its claim may have made the slot ours, so
+ * the last act is done (it ends the lease only if it is ours). */
+static void await_go(struct keeper *k, bool *give_terminal)
+{
+	struct order_msg m;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(k->ctl, &m, sizeof(m), 0);
+		if (n == (ssize_t)sizeof(m) && m.order == GO) {
+			*give_terminal = m.sig != 0;
+			return;
+		}
+		if (n == (ssize_t)sizeof(m) && m.order == DONE)
+			_exit(0);
+		if (n == 0 || (n < 0 && errno != EINTR)) {
+			if (k->o->last_act)
+				k->o->last_act(k->o->arg);
+			_exit(0);
+		}
+	}
+}
+
 static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 {
 	struct keeper k = {.ctl = ctl, .parent = parent, .o = o};
+	bool give_terminal = false;
 	pid_t keeper;
 	sigset_t chld;
 	int p[2], e = 0, null, keep[3];
@@ -485,10 +511,11 @@ static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t par
 		tell(ctl, SUPER_EXITED, 126);
 		_exit(1);
 	}
+	await_go(&k, &give_terminal);
 	keeper = getpid();
 	k.cmd = fork();
 	if (k.cmd == 0)
-		cmd_main(o, keeper, p[1]);
+		cmd_main(o, give_terminal, keeper, p[1]);
 	if (k.cmd < 0) {
 		tell(ctl, SUPER_NO_EXEC, errno);
 		tell(ctl, SUPER_EXITED, 126);
@@ -519,7 +546,7 @@ static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t par
 
 /* --- amqplock's side ---------------------------------------------------- */
 
-enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
+enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o)
 {
 	pid_t parent = getpid();
 	int sv_pair[2];
@@ -540,6 +567,15 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
 	close(sv_pair[1]);
 	sv->fd = sv_pair[0];
 	return AL_OK;
+}
+
+enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
+{
+	enum al_status st = super_prepare(sv, o);
+
+	if (st == AL_OK)
+		super_go(sv, o->give_terminal);
+	return st;
 }
 
 int super_fd(const struct supervisor *sv)
@@ -619,6 +655,24 @@ static void order(struct supervisor *sv, enum order what, int sig)
 	struct order_msg m = {what, sig, 0};
 
 	send_order(sv, &m);
+}
+
+void super_go(struct supervisor *sv, bool give_terminal)
+{
+	order(sv, GO, give_terminal);
+}
+
+void super_abandon(struct supervisor *sv)
+{
+	pid_t pid;
+
+	if (sv->fd < 0)
+		return;
+	super_done(sv);
+	/* It exits at once: reaped here, a long wait leaves no zombies. */
+	do
+		pid = waitpid(sv->keeper, NULL, 0);
+	while (pid < 0 && errno == EINTR);
 }
 
 void super_signal_group(struct supervisor *sv, int sig)

@@ -68,6 +68,15 @@ struct supervisor {
  * The signals amqplock blocks stay blocked in the keeper. */
 enum al_status super_start(struct supervisor *sv, const struct super_opts *o);
 
+/* super_start in two steps, so that the fork costs nothing on the way to
+ * CMD: super_prepare forks the keeper, which readies itself and waits;
+ * super_go has it run CMD (give_terminal as in super_opts, decided now);
+ * super_abandon has it exit at once, and reaps it. A keeper whose
+ * amqplock dies before either does its last act (o->last_act). */
+enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o);
+void super_go(struct supervisor *sv, bool give_terminal);
+void super_abandon(struct supervisor *sv);
+
 /* amqplock is done with what the keeper guards (the slot is released,
  * or given up): the keeper, once every descendant is gone, exits without
  * its last act. Closes the descriptor. */

@@ -535,6 +535,37 @@ holder_done() {
     no_lease_left "$n"
 }
 
+# The command's keeper is forked while the claim is under way: amqplock
+# killed after its claim reached the broker, before the answer reached
+# amqplock, leaves the lease it made to the keeper, which ends it. (Before,
+# the keeper started only once the claim was answered: the lease stayed
+# for its whole length.) The relay passes the claim on and drops every
+# answer to it.
+@test "kill -9 of hold while its claim is being answered: the keeper ends the lease the claim made, the slot is free within seconds, not after D" {
+    al create "$n" 1
+    export AMQPLOCK_RELAY_STALL=x-max-length
+    start_relay
+    unset AMQPLOCK_RELAY_STALL
+    bg h --url "$RELAY_URL" -v --heartbeat 0 --rpc-timeout 30 hold -n "$n" -- true
+    local h=$BG keeper
+    wait_until 10 eval '[ "$(al --json status "$n" | jq -c .held)" = "[1]" ]' ||
+        fail "the claim did not reach the broker: $(al --json status "$n")"
+    sleep 0.2
+    ! grep -q "command started" "$T/h.err" || fail "the claim was answered: $(cat "$T/h.err")"
+    keeper=$(pgrep -P "$h" -x amqplock-guard || true)
+    local t0
+    t0=$(now)
+    kill -KILL "$h"
+    wait_until 10 none_held "$n" || fail "slot still held: $(al --json status "$n")"
+    local took
+    took=$(since "$t0")
+    note "slot free $took s after kill -9 of a hold whose claim was in flight (lease 40 s)"
+    at_most "$took" 5
+    no_lease_left "$n"
+    [ -z "$keeper" ] || wait_until 5 eval '! kill -0 "$keeper" 2>/dev/null' ||
+        fail "the keeper did not exit"
+}
+
 # The lease outlives holder and keeper: renewed every second, it runs out
 # D after the last renewal, between D - 1 and D (+ the broker's timer)
 # after the kill.

@@ -19,7 +19,8 @@ load helper
 # 4.2.6 and later want), without configure on lease queues; naive
 # has write on the prefix, where amq.default is needed; partial may make
 # slot 1 of "partial" only; team is a full user for --prefix team.locks.;
-# nobody has no permissions on the vhost at all.
+# noholder may make leases but not holder queues; nobody has no
+# permissions on the vhost at all.
 roles() {
     cat <<'ROLES'
 inspector ^$ ^amq\.default$ ^$
@@ -32,6 +33,7 @@ nolease ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-
 naive ^amqplock\. ^amqplock\. ^amqplock\.
 partial ^amqplock\.partial(-1-A)?$ ^amq\.default$ ^$
 team ^team\.locks\. ^amq\.default$ ^team\.locks\.
+noholder ^amqplock\..+(-[0-9]+-L|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
 nobody
 ROLES
 }
@@ -329,6 +331,21 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     at_most "$(since "$t0")" 3
     [ "$(vhost_queues "amqplock.$n-")" = "amqplock.$n-1-A true false" ] ||
         fail "left behind: $(vhost_queues "amqplock.$n-")"
+}
+
+# A claim asks for its lease beside its holder queue, on a channel of its
+# own, so the broker may grant the lease and refuse the holder queue; the
+# lease is then deleted at once, or it would block the slot for its length.
+@test "a claim granted its lease but refused its holder queue deletes the lease: exit 7, nothing left" {
+    as admin create "$n" 1
+    refused noholder hold "$n" -- touch "$T/ran"
+    [[ $stderr == *"access to queue 'amqplock.$n-1-B'"* ]] ||
+        fail "the message does not name the holder queue: '$stderr'"
+    [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
+    [ "$(vhost_queues "amqplock.$n-")" = "amqplock.$n-1-A true false" ] ||
+        fail "left behind: $(vhost_queues "amqplock.$n-")"
+    run -0 as client hold -n "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 1
 }
 
 @test "a client without configure on lease queues: a leased hold exits 7 and leaves nothing; --lease 0 works" {

@@ -11,6 +11,11 @@
 # (messages: content headers, i.e. publishes one way, deliveries and
 # returns the other) and exits. Only frame boundaries are parsed; the
 # protocol header that opens each connection is skipped.
+#
+# With AMQPLOCK_RELAY_STALL=TEXT in the environment, the first connection
+# whose client sends TEXT gets nothing more from the broker (what the broker
+# sends it is dropped); the client's requests still go through. Later
+# connections are relayed as usual.
 use strict;
 use warnings;
 use IO::Socket::INET;
@@ -32,7 +37,8 @@ my $done = 0;
 $SIG{TERM} = sub { $done = 1 } if defined $counts;
 
 my $sel = IO::Select->new($l);
-my (%peer, %pending, %client);
+my (%peer, %pending, %client, %stalled);
+my $stall = $ENV{AMQPLOCK_RELAY_STALL};
 sub drop {
     my $s = shift;
     my $o = delete $peer{$s};
@@ -41,6 +47,7 @@ sub drop {
         delete $peer{$x};
         delete $pending{$x};
         delete $client{$x};
+        delete $stalled{$x};
         $sel->remove($x);
         close $x;
     }
@@ -90,6 +97,11 @@ until ($done) {
             count_frames($s);
         }
         my ($o, $off) = ($peer{$s}, 0);
+        if (defined $stall && exists $client{$s} && index($buf, $stall) >= 0) {
+            $stalled{$o} = 1;
+            undef $stall;
+        }
+        next if $stalled{$s};
         while ($off < $n) {
             my $w = syswrite($o, $buf, $n - $off, $off);
             if (!defined $w) { drop($s); last }
