@@ -1014,6 +1014,10 @@ static enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *re
 	return st;
 }
 
+/* How often a claim that got the lease asks again for a holder queue that
+ * another has (pauses of about 2, 4, 6 and 8 ms). */
+#define HOLDER_RETRIES 4
+
 /* Deletes the lease of slot k that a failed claim made. */
 static enum al_status drop_lease(struct sem *s, unsigned k)
 {
@@ -1048,6 +1052,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	char queue[QUEUE_NAME_MAX + 1], text[sizeof(s->conn->reply_text)];
 	char lease_text[sizeof(text)];
 	enum al_status st, lease_st = AL_OK;
+	unsigned tries;
 	uint16_t refused, lease_refused = 0;
 	bool leased;
 	size_t done;
@@ -1081,6 +1086,18 @@ static enum al_status claim(struct sem *s, unsigned k)
 	if (lease_st != AL_OK && s->conn->dead)
 		return lease_st;
 	memcpy(lease_text, s->conn->reply_text, sizeof(lease_text));
+	/* The lease ours, the holder queue another's: most often another
+	 * claimer's, refused the lease (ours) and deleting its holder queue
+	 * now. The lease decides between claimers, so we ask again rather
+	 * than both letting go. */
+	for (tries = 0; s->lease.on && lease_st == AL_OK && done == 0 &&
+			refused == AMQP_RESOURCE_LOCKED && tries < HOLDER_RETRIES;
+	     tries++) {
+		sleep_seconds(jitter(0.002 * (tries + 1)));
+		if ((st = run_steps(s, k, steps, 2, &done, &refused)) != AL_OK)
+			return st;
+		memcpy(text, s->conn->reply_text, sizeof(text));
+	}
 	if (refused == 0 && lease_st == AL_OK) {
 		if (s->lease.on) {
 			trace("slot %u leased for %u ms", k, s->lease.ms);

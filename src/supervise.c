@@ -549,13 +549,22 @@ static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t par
 enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o)
 {
 	pid_t parent = getpid();
+	sigset_t all, mask;
 	int sv_pair[2];
 
 	memset(sv, 0, sizeof(*sv));
 	sv->fd = -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_pair) != 0)
 		return fail(AL_INTERNAL, "cannot create a socket pair: %s", strerror(errno));
+	/* While a claim is answered, amqplock's handlers for INT, TERM and
+	 * HUP (exit at once) are still in place: the keeper starts with
+	 * every signal blocked, so that none runs them in it before it has
+	 * its own dispositions (signals_keeper). */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &mask);
 	sv->keeper = fork();
+	if (sv->keeper != 0)
+		sigprocmask(SIG_SETMASK, &mask, NULL);
 	if (sv->keeper < 0) {
 		close(sv_pair[0]), close(sv_pair[1]);
 		return fail(AL_INTERNAL, "cannot fork: %s", strerror(errno));
