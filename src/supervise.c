@@ -464,6 +464,17 @@ static int sort_ints(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
+/* Holding stdout would keep a $(amqplock hold ...) reader waiting. */
+static void drop_stdio(void)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (null >= 0) {
+		dup2(null, 0), dup2(null, 1), dup2(null, 2);
+		close(null);
+	}
+}
+
 /* Until GO, CMD does not exist. DONE: amqplock has no use for us (its
  * claim failed). amqplock gone: its claim may have made the slot ours, so
  * the last act is done (it ends the lease only if it is ours). */
@@ -481,6 +492,7 @@ static void await_go(struct keeper *k, bool *give_terminal)
 		if (n == (ssize_t)sizeof(m) && m.order == DONE)
 			_exit(0);
 		if (n == 0 || (n < 0 && errno != EINTR)) {
+			drop_stdio();
 			if (k->o->last_act)
 				k->o->last_act(k->o->arg);
 			_exit(0);
@@ -494,7 +506,7 @@ static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t par
 	bool give_terminal = false;
 	pid_t keeper;
 	sigset_t chld;
-	int p[2], e = 0, null, keep[3];
+	int p[2], e = 0, keep[3];
 	ssize_t n;
 
 	prctl(PR_SET_NAME, "amqplock-guard");
@@ -531,13 +543,8 @@ static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t par
 	tell(ctl, SUPER_STARTED, (int)k.cmd);
 	if (n == (ssize_t)sizeof(e))
 		tell(ctl, SUPER_NO_EXEC, e);
-	/* CMD has what it inherits; the keeper keeps only its own. Holding
-	 * stdout would keep a $(amqplock hold ...) reader waiting. */
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, 0), dup2(null, 1), dup2(null, 2);
-		close(null);
-	}
+	/* CMD has what it inherits; the keeper keeps only its own. */
+	drop_stdio();
 	keep[0] = ctl, keep[1] = k.sig_fd, keep[2] = o->hold_fd;
 	qsort(keep, 3, sizeof(keep[0]), sort_ints);
 	close_all_but(keep, 3);
