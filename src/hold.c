@@ -759,17 +759,24 @@ static void end_lease_apart(void *arg)
 
 /* The claim of slot k has been sent (sem.c calls this before reading the
  * answers): the command's keeper is forked now, while the broker works. */
+/* What the keeper of the command is given: the holding connection to
+ * keep open, and the lease to end if amqplock dies first. */
+static struct super_opts keeper_opts(const struct hold_opts *o, int terminal, struct lease_end *end)
+{
+	return (struct super_opts){
+		.argv = o->argv,
+		.terminal = terminal,
+		.hold_fd = conn_fd(end->s->conn),
+		.last_act = o->lease ? end_lease_apart : NULL,
+		.arg = end,
+	};
+}
+
 static void keeper_ready(void *arg, unsigned k)
 {
 	struct hold_keeper *kp = arg;
 	const struct hold_opts *o = kp->end.o;
-	struct super_opts so = {
-		.argv = o->argv,
-		.terminal = kp->terminal,
-		.hold_fd = conn_fd(kp->end.s->conn),
-		.last_act = o->lease ? end_lease_apart : NULL,
-		.arg = &kp->end,
-	};
+	struct super_opts so = keeper_opts(o, kp->terminal, &kp->end);
 
 	hold_keeper_abandon(kp);
 	kp->end.slot = k;
@@ -792,22 +799,17 @@ void hold_keeper_init(struct hold_keeper *kp)
 
 void hold_keeper_abandon(struct hold_keeper *kp)
 {
-	if (kp && kp->ready)
+	if (!kp)
+		return;
+	if (kp->ready)
 		super_abandon(&kp->sv);
-	if (kp)
-		kp->ready = false;
+	kp->ready = false;
 }
 
 static void start_command(struct holding *h)
 {
 	struct hold_keeper *kp = h->o->keeper;
-	struct super_opts so = {
-		.argv = h->o->argv,
-		.terminal = h->terminal,
-		.hold_fd = conn_fd(h->s->conn),
-		.last_act = h->o->lease ? end_lease_apart : NULL,
-		.arg = &h->end,
-	};
+	struct super_opts so = keeper_opts(h->o, h->terminal, &h->end);
 
 	/* A job of an interactive shell: the command gets the terminal
 	 * at once, so that Ctrl-C and Ctrl-Z reach it as they would without

@@ -828,9 +828,12 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	return st;
 }
 
-/* Sends one request about a queue of slot k without waiting for the
+/* Sends one request about a queue of slot k with `send` (conn_send: the
+ * main channel; conn_lease_send: the lease's) without waiting for the
  * reply. */
-static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
+static enum al_status send_request(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind,
+				   enum al_status (*send)(struct conn *, amqp_method_number_t,
+							  void *))
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
@@ -838,7 +841,12 @@ static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enu
 
 	sem_name_slot(&s->name, k, kind, queue);
 	method = queue_request(s, &r, op, queue);
-	return conn_send(s->conn, r.id, method);
+	return send(s->conn, r.id, method);
+}
+
+static enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
+{
+	return send_request(s, op, k, kind, conn_send);
 }
 
 /* The lowest free slots from `first` to max: holder queues and leases
@@ -991,16 +999,10 @@ static enum al_status step_refused(struct sem *s, unsigned slot, const struct st
 	return conn_refused(s->conn, st, verb(step->op), queue);
 }
 
-/* Sends op on slot k's lease, on the lease channel (conn_lease_send). */
+/* Sends op on slot k's lease, on the lease channel. */
 static enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k)
 {
-	char queue[QUEUE_NAME_MAX + 1];
-	struct queue_request r;
-	void *method;
-
-	sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
-	method = queue_request(s, &r, op, queue);
-	return conn_lease_send(s->conn, r.id, method);
+	return send_request(s, op, k, LEASE_QUEUE, conn_lease_send);
 }
 
 /* The answer to lease_send(op); a refusal's code in *refused (0: none). */
