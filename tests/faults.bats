@@ -37,17 +37,28 @@ teardown() {
 # (AMQPLOCK_TEST_TURNS) to stay within its time budget.
 TURNS=${AMQPLOCK_TEST_TURNS:-500}
 
+# contend_hold DIR: one hold of the contention loops, `hold -w 120 $n --
+# crit.pl DIR`. A client with an odd number (CLIENT) holds without a
+# lease (--lease 0), as some of a fleet being upgraded may: their
+# exclusive holder queues alone keep them apart, and their probes of the
+# leases keep them off the others' slots.
+contend_hold() {
+    local lease=()
+    [ $((CLIENT % 2)) -eq 0 ] || lease=(--lease 0)
+    timeout 150 "$AMQPLOCK_BIN" hold "${lease[@]}" -w 120 "$n" -- perl "$H/crit.pl" "$1"
+}
+
 # contend DIR CLIENTS ENTRIES: CLIENTS loops (client_loops, helper.bash)
-# of `hold -w 120 $n -- crit.pl DIR`, going round until DIR/log has
-# ENTRIES entries (or DIR/stop exists).
+# of contend_hold DIR, going round until DIR/log has ENTRIES entries (or
+# DIR/stop exists).
 contend() {
-    client_loops "$1" "$2" "$3" timeout 150 "$AMQPLOCK_BIN" hold -w 120 "$n" -- perl "$H/crit.pl" "$1"
+    client_loops "$1" "$2" "$3" contend_hold "$1"
 }
 
 # set_bound DIR N: under the same lock as crit.pl
 set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
 
-@test "at most N: 50 hold -w on 3 slots, 500 turns, never more than 3 inside, never two on a slot" {
+@test "at most N: 50 hold -w on 3 slots (25 of them --lease 0), 500 turns, never more than 3 inside, never two on a slot" {
     al create "$n" 3
     local d
     d=$(critical_dir 3)
@@ -112,6 +123,27 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     # a hold on a removed slot loses it (4), a killed one is 137
     [ -z "$(grep -vxE '0|4|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
     [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
+}
+
+# Claims that race without a line to order them: a newcomer takes a free
+# slot when nobody waits. Without a lease, the exclusive holder queue alone
+# decides between them.
+@test "at most one: 20 hold -n --lease 0 at once on a free slot, 10 rounds: never two inside" {
+    al create "$n" 1
+    local d round i pids
+    d=$(critical_dir 1)
+    for round in $(seq 1 10); do
+        pids=()
+        for i in $(seq 1 20); do
+            timeout 30 "$AMQPLOCK_BIN" hold -n --lease 0 "$n" -- perl "$H/crit.pl" "$d" \
+                >/dev/null 2>>"$d/err" </dev/null 3>&- &
+            pids+=("$!")
+        done
+        for i in "${pids[@]}"; do
+            wait "$i" || true
+        done
+    done
+    check_contention "$d" 10 1
 }
 
 # linger_hold DIR: one `hold -w 30 $n -- crit.pl DIR linger` (the command

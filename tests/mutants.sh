@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # name | file | perl expression | bats file | test filter (regex)
 mutants() {
     cat <<'EOF'
-shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most N: 50 hold
+shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most (N: 50 hold|one: 20 hold)
 no-keeper-kill|src/supervise.c|s/\t\t\t\tk->killing = k->orphaned = true;\n/\t\t\t\tk->orphaned = true;\n/|containment.bats|^kill -9 of the hold ends
 no-subreaper|src/supervise.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
 resume-unchecked|src/hold.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|a 5 s kill -STOP
@@ -38,13 +38,13 @@ lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\
 leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
 password-shown|src/conn.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
-no-wakeup|src/sem.c|s/(HOLDER_QUEUE\)\) != AL_OK\)\n\t\treturn st;\n)\treturn sem_wake_line\(s\);/$1\treturn AL_OK;/|client.bats|wakes a waiting hold
+no-wakeup|src/sem.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
 barging|src/hold.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^a free slot is the first
 no-line|src/hold.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^(30 holds|a free slot is the first)
 no-added-wakeups|src/sem.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|fifo.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
-no-lease-claim|src/sem.c|s/s->lease\.on \? 3 : 2/2/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
-no-keeper-lease-end|src/hold.c|s/\.last_act = h->o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
+no-lease-claim|src/sem.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
+no-keeper-lease-end|src/hold.c|s/\.last_act = o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
 late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
