@@ -62,7 +62,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # missing. Does nothing when all are there. (libc6-dev: gcc only recommends
 # it, and install-deps.sh installs no recommends.)
 DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
-	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3
+	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 psmisc
 deps:
 	@tests/install-deps.sh $(DEB_PKGS)
 
@@ -127,7 +127,7 @@ uninstall:
 mutants: deps
 	tests/mutants.sh
 
-FMT_FILES := $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c fuzz/*.h bench/*.c)
+FMT_FILES := $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h tests/tools/*.c fuzz/*.c fuzz/*.h bench/*.c)
 fmt:
 	clang-format -i $(FMT_FILES)
 fmt-check:

@@ -172,7 +172,7 @@ if ($mode eq 'clean') {
     my @w = map { stamped_hold('waiter', 120, 300, "k$_") } 1 .. $waiters;
     sleep 2;
     still_running(@w);
-    # CMD's parent is the hold's keeper (amqplock-guard); the hold is the
+    # CMD's parent is the hold's keeper (amqp-keeper); the hold is the
     # keeper's parent.
     my $hold_of = sub {
         my ($pid) = @_;

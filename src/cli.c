@@ -235,7 +235,7 @@ static enum al_status add_url(struct cli *cli, const struct opt_def *o, char *ar
 	if (arg[strspn(arg, " ")] == '\0')
 		return fail(AL_USAGE, "invalid broker URL: empty");
 	n = snprintf(cli->urls + used, sizeof(cli->urls) - used, "%s%s", used ? " " : "", arg);
-	/* arg is the original argument string: ps shows it to every user. */
+	/* ps shows arg's original to every user. */
 	secret_mask_urls(arg);
 	if (n < 0 || (size_t)n >= sizeof(cli->urls) - used)
 		return fail(AL_USAGE, "the --url options are too long together");

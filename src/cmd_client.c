@@ -79,6 +79,16 @@ static void report_waiting(void *arg, unsigned max, double waited)
 	cl->waiting_line = true;
 }
 
+/* At a terminal, what a hold still waits for once its command has
+ * exited: a prompt that does not come back says why. */
+static void report_remaining(void *arg, const char *what)
+{
+	struct client *cl = arg;
+
+	if (!cl->cli->quiet && !out_json() && isatty(STDERR_FILENO))
+		fprintf(stderr, "amqplock: waiting for %s\n", what);
+}
+
 /* The lease given or the default, checked against what it must cover: the
  * command's --grace and the silence that tells a lost connection. */
 static enum al_status settle_lease(struct cli *cli, bool has_command)
@@ -117,6 +127,7 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 	o.lost = report_lost;
 	o.notice = report_notice;
 	o.waiting = report_waiting;
+	o.remaining = report_remaining;
 	o.arg = cl;
 	return o;
 }
@@ -196,6 +207,18 @@ static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct dea
 	return !deadline_passed(wait_end);
 }
 
+/* A claim answered too late to count (sem.h, claim_window) may have left
+ * a lease of ours: it is ended on the new connection, or it would keep
+ * the slot from us (and everyone) for its length. */
+static void end_late_lease(struct sem *s, unsigned slot, bool quorum)
+{
+	s->lease.quorum = quorum;
+	if (s->lease.on && sem_lease_end(s, slot) != AL_OK)
+		trace("could not end the lease of slot %u that a late claim left: %s", slot,
+		      status_message());
+	status_clear();
+}
+
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
@@ -214,6 +237,9 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 		return st;
 	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION &&
 	       may_go_on(s, o, wait_end, &retries)) {
+		bool late = s->claim_late, quorum = s->lease.quorum;
+		unsigned late_slot = s->late_slot;
+
 		trace("%s; connecting again to go on waiting", status_message());
 		status_clear();
 		conn_close(c);
@@ -223,6 +249,8 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 		if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
 			return st;
 		memcpy(s->lease.stuck, stuck, sizeof(stuck));
+		if (late)
+			end_late_lease(s, late_slot, quorum);
 	}
 	/* -n: the slot is not free yet, whatever it cost. */
 	if (st == AL_CONNECTION && s->lease.claim_closed && o->nonblock) {
@@ -268,8 +296,12 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	event(&cl, "acquired");
 	out_uint(NULL, "%lu\n", cl.slot);
 	out_uint("max", NULL, max);
+	/* The slot's number unwritten (a closed pipe), nobody can use the
+	 * slot: it goes back at once, its lease too. */
 	if ((st = out_end()) == AL_OK)
 		st = hold_run(&s, cl.slot, &o, sig_fd, &code);
+	else
+		sem_released(&s, cl.slot);
 	conn_close(&c);
 	if (st == AL_OK) {
 		event(&cl, "released");

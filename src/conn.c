@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -549,6 +550,13 @@ int conn_fd(const struct conn *c)
 bool conn_buffered(const struct conn *c)
 {
 	return !c->dead && (amqp_frames_enqueued(c->amqp) || amqp_data_in_buffer(c->amqp));
+}
+
+bool conn_readable(const struct conn *c)
+{
+	struct pollfd fd = {conn_fd(c), POLLIN, 0};
+
+	return fd.fd >= 0 && poll(&fd, 1, 0) > 0;
 }
 
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m)

@@ -158,6 +158,9 @@ int conn_fd(const struct conn *c);
  * would not say so. */
 bool conn_buffered(const struct conn *c);
 
+/* Whether the socket has something to read now (poll(2), no wait). */
+bool conn_readable(const struct conn *c);
+
 /* conn_recv, then check that the method is `expect`. */
 enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_method_t *m);
 /* conn_expect for a reply that the broker may take `wait` seconds to give

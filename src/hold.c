@@ -46,6 +46,8 @@
 /* Away: "lease_running_out" comes this long before the command gets
  * --lost-signal. */
 #define LEASE_WARNING 5.0
+/* The command has exited: what remains of it is news this long after. */
+#define REMAINING_NEWS 1.0
 
 static void keeper_ready(void *arg, unsigned k);
 
@@ -111,6 +113,19 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max)
 	return fail(AL_BUSY, "a slot of %s is free for the first in line", s->label);
 }
 
+/* How long after it was sent a claim may be answered and still count
+ * (sem.h, claim_window): within the reply timeout, and before the command
+ * would get --lost-signal for want of a renewal (a lease's arithmetic, as
+ * kill_deadline has it) or, without a lease, before the silence that
+ * tells a lost connection (the broker drops one only later). */
+static double claim_window(const struct hold_opts *o, const struct conn *c)
+{
+	double bound = o->lease ? o->lease - lease_margin(o->lease) - o->grace
+				: hold_silence(c->heartbeat, c->rpc_timeout);
+
+	return sooner(bound, c->rpc_timeout);
+}
+
 enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
 			 unsigned *slot, unsigned *max)
 {
@@ -130,10 +145,9 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		s->claim_sent = keeper_ready;
 		s->claim_arg = o->keeper;
 	}
+	s->claim_window = claim_window(o, s->conn);
 	for (;;) {
 		status_clear();
-		/* A lease claimed now lasts from before the claim was sent. */
-		s->lease.renewed = boot_seconds();
 		st = watching ? try_in_line(s, slot, max)
 			      : sem_acquire(s, SEM_TAKE_UNLESS_LINE, slot, max);
 		if (st != AL_OK)
@@ -210,6 +224,12 @@ struct holding {
 	bool wants_terminal, has_terminal;
 	struct lease_end end; /* for end_lease_apart */
 	bool frozen;          /* the command's processes are stopped */
+	double exited_at;     /* now_seconds() when CMD exited; 0: not yet */
+	bool told_remaining;  /* what remains of the command was told */
+	/* A process of the command that may not be signalled (another
+	 * user's): the slot stays held until it has ended. */
+	bool not_permitted;
+	bool channel_fresh; /* after a loss: the channel was opened again */
 	/* The slot. */
 	double heard;       /* last time the broker sent anything */
 	double verify_sent; /* 0: no verification outstanding */
@@ -603,6 +623,41 @@ static void end_orphans(void)
 		sleep_seconds(WIND_DOWN_POLL);
 }
 
+/* A process of the command that amqplock may not signal (another user's:
+ * a setuid program that stayed root, what `sudo cmd` leaves) cannot be
+ * stopped or ended: the slot stays held, whatever happens to it, until
+ * that process has exited. Said once. */
+static void cannot_signal(struct holding *h, pid_t pid)
+{
+	char comm[32], text[256 + NAME_MAX_BYTES];
+
+	super_process_name(pid, comm, sizeof(comm));
+	trace("process %d (%s) of the command may not be signalled", (int)pid, comm);
+	if (h->not_permitted)
+		return;
+	h->not_permitted = true;
+	snprintf(text, sizeof(text),
+		 "cannot signal process %d (%s) of the command (it runs as another user); slot "
+		 "%u of %s stays held until it exits",
+		 (int)pid, comm, h->slot, h->s->label);
+	out_error_line(text);
+}
+
+/* What remains of the command after CMD has exited, said once, a while
+ * after: a prompt that does not come back says why. */
+static void tell_remaining(struct holding *h)
+{
+	char what[512];
+
+	if (!h->exited_at || h->told_remaining || h->done || !h->o->remaining ||
+	    now_seconds() - h->exited_at < REMAINING_NEWS)
+		return;
+	h->told_remaining = true;
+	super_remaining(&h->sv, what, sizeof(what));
+	if (what[0])
+		h->o->remaining(h->o->arg, what);
+}
+
 static void on_supervisor(struct holding *h)
 {
 	enum super_event ev;
@@ -622,6 +677,7 @@ static void on_supervisor(struct holding *h)
 		case SUPER_EXITED:
 			trace("command exited with status %d", value);
 			h->code = value;
+			h->exited_at = now_seconds();
 			break;
 		case SUPER_EMPTY:
 			if (h->sv.cmd > 0)
@@ -630,12 +686,19 @@ static void on_supervisor(struct holding *h)
 			break;
 		case SUPER_DEADLINE:
 			/* amqplock was held up (in a library call) past the
-			 * lease's deadline; the keeper did what it had to. */
+			 * lease's deadline; the keeper did what it had to. Or
+			 * it was stopped between the claim and the keeper's
+			 * start: the command never ran. */
 			if (!h->lost_at) {
-				fail(AL_LOST, "no renewal of the lease in time; the keeper killed "
-					      "the command");
+				fail(AL_LOST, value ? "the command was not started: its claim came "
+						      "too late (was amqplock stopped?)"
+						    : "no renewal of the lease in time; the keeper "
+						      "killed the command");
 				give_up_slot(h, false);
 			}
+			break;
+		case SUPER_NOT_PERMITTED:
+			cannot_signal(h, (pid_t)value);
 			break;
 		case SUPER_VANISHED:
 			/* Someone killed the keeper: the command died with it
@@ -680,26 +743,34 @@ static void on_signal(struct holding *h, int sig)
 	} else if (!h->done && !h->lost_at) {
 		trace("passing SIG%s on to the command", sigabbrev_np(sig));
 		/* USR1 and USR2 mean something to the command alone; the others
-		 * end the job, so every process of it gets them. */
+		 * end the job, so every process of it gets them, and what is
+		 * stopped is continued so that they take effect (a job that
+		 * amqplock stopped itself goes on only once its slot is
+		 * checked: then they do). */
 		if (sig == SIGUSR1 || sig == SIGUSR2)
 			super_signal_group(&h->sv, sig);
-		else
+		else if (h->frozen)
 			super_signal_all(&h->sv, sig);
+		else
+			super_signal_all_awake(&h->sv, sig);
 	}
 }
 
 static double next_wakeup(const struct holding *h)
 {
-	double t, now = now_seconds();
+	double t = INFINITY, now = now_seconds();
 
 	if (h->lost_at)
 		return now + WIND_DOWN_POLL;
+	if (h->exited_at && !h->told_remaining && h->o->remaining)
+		t = sooner(t, h->exited_at + REMAINING_NEWS);
 	if (h->away) {
 		/* The lease's times are on the boot clock; poll on ours. */
-		t = now + signal_deadline(h) - boot_seconds();
-		return sooner(h->next_reconnect, h->warned ? t : t - LEASE_WARNING);
+		t = sooner(t, now + signal_deadline(h) - boot_seconds() -
+				      (h->warned ? 0 : LEASE_WARNING));
+		return sooner(h->next_reconnect, t);
 	}
-	t = h->verify_sent ? h->verify_sent + silence_limit(h) : h->next_verify;
+	t = sooner(t, h->verify_sent ? h->verify_sent + silence_limit(h) : h->next_verify);
 	if (h->s->conn->heartbeat)
 		t = sooner(t, h->heard + silence_limit(h));
 	/* Let the library send our heartbeats on time. */
@@ -731,7 +802,27 @@ static bool wound_down(struct holding *h)
 		return true;
 	if (now_seconds() - h->lost_at >= h->o->grace)
 		kill_command(h);
-	return h->killed_at && now_seconds() - h->killed_at >= KILL_WAIT;
+	/* What may not be signalled is waited for, however long it runs. */
+	return !h->not_permitted && h->killed_at && now_seconds() - h->killed_at >= KILL_WAIT;
+}
+
+/* After a loss, while a process of the command that may not be signalled
+ * runs on: the slot must not be let go, so the lease is kept (renewed
+ * every second, made again if it ran out) as long as the connection is
+ * there; its holder queue stays with it. */
+static void hold_on_lost(struct holding *h)
+{
+	double now = now_seconds();
+
+	if (!h->not_permitted || !h->o->lease || h->s->conn->dead || now < h->next_verify)
+		return;
+	h->next_verify = now + VERIFY_INTERVAL;
+	/* The refusal that told of the loss closed the channel. */
+	if (!h->channel_fresh && conn_reset_channel(h->s->conn) != AL_OK)
+		return;
+	h->channel_fresh = true;
+	if (sem_lease_keep(h->s, h->slot) != AL_OK)
+		trace("could not keep the lease of slot %u", h->slot);
 }
 
 /* Ends the lease on a connection of its own, one attempt: the keeper's
@@ -739,28 +830,51 @@ static bool wound_down(struct holding *h)
  * then), or amqplock's after the command ended while it was away. */
 static void end_lease_apart(void *arg)
 {
-	const struct lease_end *e = arg;
+	struct lease_end *e = arg;
 	struct sem s = *e->s;
-	struct conn c;
 
 	/* The holder queue goes first, with the holding connection (the
 	 * keeper's copy of it keeps it alive until now): the waiter that
 	 * the lease's end wakes then finds the slot free. */
 	conn_hang_up(e->s->conn);
-	s.conn = &c;
-	if (conn_open(&c, e->o->conn_opts, deadline_never()) == AL_OK &&
+	s.conn = &e->apart;
+	if ((e->apart_open || conn_open(&e->apart, e->o->conn_opts, deadline_never()) == AL_OK) &&
 	    sem_lease_end(&s, e->slot) == AL_OK)
 		trace("ended the lease of slot %u", e->slot);
 	else
 		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", e->slot,
 		      status_message(), e->o->lease);
-	conn_close(&c);
+	conn_close(&e->apart);
+	e->apart_open = false;
 }
 
-/* The claim of slot k has been sent (sem.c calls this before reading the
- * answers): the command's keeper is forked now, while the broker works. */
+/* The keeper keeps the lease, on a connection of its own (opened at the
+ * first call, and again after a failure), while amqplock cannot: it is
+ * dead or stopped, and a process of the command that may not be
+ * signalled runs on. */
+static void keep_lease_apart(void *arg)
+{
+	struct lease_end *e = arg;
+	struct sem s = *e->s;
+
+	if (!e->apart_open)
+		e->apart_open = conn_open(&e->apart, e->o->conn_opts,
+					  deadline_in(e->o->conn_opts->connect_timeout)) == AL_OK;
+	if (!e->apart_open) {
+		conn_close(&e->apart);
+		return;
+	}
+	s.conn = &e->apart;
+	if (sem_lease_keep(&s, e->slot) != AL_OK) {
+		conn_close(&e->apart);
+		e->apart_open = false;
+	}
+	status_clear();
+}
+
 /* What the keeper of the command is given: the holding connection to
- * keep open, and the lease to end if amqplock dies first. */
+ * keep open, the lease to end if amqplock dies first, and to keep while
+ * amqplock cannot. */
 static struct super_opts keeper_opts(const struct hold_opts *o, int terminal, struct lease_end *end)
 {
 	return (struct super_opts){
@@ -768,10 +882,13 @@ static struct super_opts keeper_opts(const struct hold_opts *o, int terminal, st
 		.terminal = terminal,
 		.hold_fd = conn_fd(end->s->conn),
 		.last_act = o->lease ? end_lease_apart : NULL,
+		.hold_on = o->lease ? keep_lease_apart : NULL,
 		.arg = end,
 	};
 }
 
+/* The claim of slot k has been sent (sem.c calls this before reading the
+ * answers): the command's keeper is forked now, while the broker works. */
 static void keeper_ready(void *arg, unsigned k)
 {
 	struct hold_keeper *kp = arg;
@@ -818,11 +935,15 @@ static void start_command(struct holding *h)
 	so.give_terminal = h->wants_terminal && super_in_foreground(h->terminal);
 	/* Orphans of the keeper (if it is killed) become our children. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* No start past the moment the claim could count (sem.h,
+	 * claim_window): amqplock stopped between its decision and the
+	 * keeper's must not start the command on a slot lost meanwhile. */
+	so.start_by = h->s->lease.renewed + h->s->claim_window;
 	if (kp && kp->ready && kp->end.slot == h->slot) {
 		/* Readied during the claim: it runs the command now. */
 		h->sv = kp->sv;
 		kp->ready = false;
-		super_go(&h->sv, so.give_terminal);
+		super_go(&h->sv, so.give_terminal, so.start_by);
 	} else if (super_start(&h->sv, &so) != AL_OK) {
 		out_error_line(status_message());
 		status_clear();
@@ -901,7 +1022,10 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			on_supervisor(&h);
 		while ((sig = signals_next(sig_fd)) != 0)
 			on_signal(&h, sig);
+		if (h.supervising)
+			tell_remaining(&h);
 		if (h.lost_at) {
+			hold_on_lost(&h);
 			if (!s->conn->dead && conn_keepalive(s->conn) != AL_OK)
 				conn_abort(s->conn);
 		} else if (!h.done && h.away) {

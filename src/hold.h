@@ -48,17 +48,25 @@ struct hold_opts {
 	 * keeper is forked: what the command is to find in its environment
 	 * is set then. */
 	void (*command_env)(void *arg, unsigned slot);
+	/* The command has exited a while ago and part of it runs on: what
+	 * amqplock still waits for ("1 remaining process: sleep (pid
+	 * 123)"), once. NULL: nobody is told. */
+	void (*remaining)(void *arg, const char *what);
 	void *arg;
 	/* With a command: its keeper (below); NULL without one. */
 	struct hold_keeper *keeper;
 };
 
 /* A slot's lease, for the keeper's last act (and amqplock's own end of a
- * lease after a loss): ended on a connection of its own. */
+ * lease after a loss): ended on a connection of its own. The keeper also
+ * keeps it on that connection (apart) while amqplock cannot and a process
+ * of the command that may not be signalled runs on. */
 struct lease_end {
 	struct sem *s;
 	const struct hold_opts *o;
 	unsigned slot;
+	struct conn apart;
+	bool apart_open;
 };
 
 /* The command's keeper (supervise.c) is forked while each claim is under

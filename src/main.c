@@ -199,7 +199,8 @@ static FILE *result_stream(const struct command *cmd)
 	return cmd && cmd->takes_command ? stderr : stdout;
 }
 
-int main(int argc, char **argv)
+/* The command line, parsed and run: argv is main's copy of it. */
+static int run(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
 	int cmd_at, opts_end, end, nargs;
@@ -207,8 +208,6 @@ int main(int argc, char **argv)
 	struct cli cli;
 	char **args;
 
-	/* Before anything reads the environment. */
-	secret_hide();
 	signals_init();
 	cli_defaults(&cli);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
@@ -266,4 +265,21 @@ int main(int argc, char **argv)
 	    (st = conn_check_opts(&cli.conn)) != AL_OK)
 		return finish(&cli, st);
 	return finish(&cli, cmd->run(&cli, nargs, args));
+}
+
+int main(int argc, char **argv)
+{
+	char **copy;
+	int code;
+
+	/* Before anything reads the environment. */
+	secret_hide();
+	/* What ps shows stays out of reach of every pointer: see secret.h. */
+	if (!(copy = secret_copy_args(argc, argv))) {
+		out_error_line("out of memory");
+		return status_exit_code(AL_INTERNAL);
+	}
+	code = run(argc, copy);
+	free(copy);
+	return code;
 }

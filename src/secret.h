@@ -11,10 +11,22 @@
  * before. */
 void secret_hide(void);
 
+/* Right after secret_hide: a copy of argv (argc strings and a NULL) for
+ * amqplock to work on, in one block to free() when done. The kernel goes
+ * on showing the original strings (/proc/PID/cmdline, ps): no pointer of
+ * amqplock's leads into them, so that they can be changed
+ * (secret_mask_urls, secret_show_as). NULL if memory ran out. */
+char **secret_copy_args(int argc, char **argv);
+
 /* Replaces by '*', in place, what could be the password of each URL of a
- * space-separated list. For a --url value, which getopt_long hands over
- * as a pointer into the original argument strings (what /proc/PID/cmdline
- * and ps show to every user): call it once the URL has been copied. */
+ * space-separated list, and does the same to that text where the original
+ * argument strings show it (a --url value). */
 void secret_mask_urls(char *list);
+
+/* What ps shows of this process from now on: its command line and its
+ * name (comm) become `name` (at most 15 bytes), the original argument
+ * strings overwritten. For the keeper, which must not answer to
+ * `pkill amqplock` (supervise.c). */
+void secret_show_as(const char *name);
 
 #endif

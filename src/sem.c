@@ -1035,6 +1035,39 @@ static enum al_status drop_lease(struct sem *s, unsigned k)
 	return conn_refused(s->conn, st, "deleting", queue);
 }
 
+/* A claim answered within s->claim_window of its sending counts; one
+ * answered later is void, and so is one whose connection the broker has
+ * closed by the time its answers are read (a close that came with them):
+ * the connection is dropped, which takes the holder queue with it, and
+ * the caller connects again (s->claim_late), ends the lease the claim may
+ * have made (s->late_slot), and tries again. */
+static enum al_status claim_fresh(struct sem *s, unsigned k)
+{
+	double took = boot_seconds() - s->lease.renewed;
+
+	if (s->claim_window > 0 && took > s->claim_window) {
+		conn_abort(s->conn);
+		s->claim_late = true;
+		s->late_slot = k;
+		return fail(
+			AL_CONNECTION,
+			"the claim of slot %u was answered %.1f s after it was sent, too late to "
+			"count (was amqplock stopped?); trying again",
+			k, took);
+	}
+	/* Anything the broker sent after the answers, already here. */
+	if (conn_buffered(s->conn) || conn_readable(s->conn)) {
+		conn_drain(s->conn);
+		if (s->conn->dead) {
+			s->claim_late = true;
+			s->late_slot = k;
+			return fail_context(AL_CONNECTION,
+					    "the claim of slot %u came with its end: ", k);
+		}
+	}
+	return AL_OK;
+}
+
 /* Claims slot k: declares its holder queue exclusive and, in the same
  * round trip, checks that the slot still exists (a remove may have taken
  * it since it was probed) and, with a lease, declares the lease: that
@@ -1061,6 +1094,8 @@ static enum al_status claim(struct sem *s, unsigned k)
 
 	s->lease.claim_closed = false;
 	done = 0, refused = 0;
+	/* A lease claimed now lasts from before the claim was sent. */
+	s->lease.renewed = boot_seconds();
 	st = s->lease.on ? lease_send(s, DECLARE_LEASE, k) : AL_OK;
 	if (st == AL_OK)
 		st = send_steps(s, k, steps, 2);
@@ -1103,15 +1138,16 @@ static enum al_status claim(struct sem *s, unsigned k)
 	if (refused == 0 && lease_st == AL_OK) {
 		if (s->lease.on) {
 			trace("slot %u leased for %u ms", k, s->lease.ms);
-			return AL_OK;
+			return claim_fresh(s, k);
 		}
 		/* Without a lease of our own, someone else's is looked for
 		 * once the holder queue is ours: its holder may have gone
 		 * away since the slot was probed. */
 		if ((st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased, NULL)) !=
-			    AL_OK ||
-		    !leased)
+		    AL_OK)
 			return st;
+		if (!leased)
+			return claim_fresh(s, k);
 	}
 	/* Lost, or half won: a lease made for a claim that failed goes at
 	 * once (it would block the slot for its length). */
@@ -1192,6 +1228,23 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
 		return AL_OK;
 	}
 	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+}
+
+enum al_status sem_lease_keep(struct sem *s, unsigned slot)
+{
+	static const struct step step = {DECLARE_LEASE, LEASE_QUEUE};
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	uint16_t refused;
+	size_t done;
+
+	st = run_steps(s, slot, &step, 1, &done, &refused);
+	if (st != AL_OK || refused == 0)
+		return st;
+	sem_name_slot(&s->name, slot, LEASE_QUEUE, queue);
+	if (refused == AMQP_PRECONDITION_FAILED)
+		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
+	return step_refused(s, slot, &step, status_for_reply(refused));
 }
 
 enum al_status sem_lease_end(struct sem *s, unsigned slot)
@@ -1276,6 +1329,7 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 
 	*slot = 0;
 	s->lease.stalled = false;
+	s->claim_late = false;
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
 		 * claim's lease declare sees a lease if one is there. */

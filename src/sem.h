@@ -89,6 +89,16 @@ struct sem {
 	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
+	/* How long after it was sent a claim may be answered and still
+	 * count (seconds; 0: any time). An answer read later (amqplock was
+	 * stopped, its host paused) may come over a connection the broker
+	 * has dropped since, for a slot that is another's by now: such a
+	 * claim is void, its connection dropped (claim_late, late_slot: the
+	 * slot whose lease it may have left, to end on the next connection
+	 * with sem_lease_end). */
+	double claim_window;
+	bool claim_late;
+	unsigned late_slot;
 	/* Called when a claim of slot k has been sent, before its answers
 	 * are read (hold readies its command's keeper then), or NULL. */
 	void (*claim_sent)(void *arg, unsigned k);
@@ -178,6 +188,12 @@ int64_t sem_lease_token(void);
  * was removed (*lease_ours then says whether the lease is still ours and
  * should be ended once the command has); anything else: try again. */
 enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours);
+
+/* Keeps our lease of slot: declares it with our token, which renews it,
+ * or makes it again if it ran out meanwhile; AL_LOST if another holder's
+ * lease is there. For a holder that cannot end its job (a process it may
+ * not signal) and so must not let the slot go. */
+enum al_status sem_lease_keep(struct sem *s, unsigned slot);
 
 /* Ends our lease of slot, if it is still ours: on its own connection,
  * after the command has ended (the keeper's last act when amqplock died,

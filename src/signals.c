@@ -1,14 +1,35 @@
 #include "signals.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-static const int terminating[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-#define N_TERMINATING (sizeof(terminating) / sizeof(terminating[0]))
-
 static sigset_t ignored_at_start;
+
+/* Whether sig, by default, ends a process (terminates it, or dumps core):
+ * every signal but those that stop, continue or are ignored by default,
+ * and but KILL and STOP, which cannot be caught, and glibc's own (32, 33).
+ * amqplock dying of any of them would leave its slot to its keeper, or
+ * (acquire) to the lease's end. */
+static bool ends_by_default(int sig)
+{
+	switch (sig) {
+	case SIGKILL:
+	case SIGSTOP:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+	case SIGCONT:
+	case SIGCHLD:
+	case SIGURG:
+	case SIGWINCH:
+		return false;
+	default:
+		return sig > 0 && sig < NSIG && (sig < 32 || sig >= SIGRTMIN);
+	}
+}
 static void (*say_interrupted)(int sig);
 
 /* The conventional "leave me out" signals: an ignored SIGTERM or SIGUSR1
@@ -21,28 +42,44 @@ static bool may_stay_ignored(int sig)
 void signals_init(void)
 {
 	struct sigaction sa;
-	size_t i;
+	int sig;
 
 	sigemptyset(&ignored_at_start);
-	for (i = 0; i < N_TERMINATING; i++)
-		if (may_stay_ignored(terminating[i]) && sigaction(terminating[i], NULL, &sa) == 0 &&
+	for (sig = 1; sig < NSIG; sig++)
+		if (may_stay_ignored(sig) && sigaction(sig, NULL, &sa) == 0 &&
 		    sa.sa_handler == SIG_IGN)
-			sigaddset(&ignored_at_start, terminating[i]);
+			sigaddset(&ignored_at_start, sig);
 	signal(SIGCHLD, SIG_DFL);
 }
 
 void signals_terminating(sigset_t *set)
 {
-	size_t i;
+	int sig;
 
 	sigemptyset(set);
-	for (i = 0; i < N_TERMINATING; i++)
-		if (!sigismember(&ignored_at_start, terminating[i]))
-			sigaddset(set, terminating[i]);
+	for (sig = 1; sig < NSIG; sig++)
+		if (ends_by_default(sig) && !sigismember(&ignored_at_start, sig))
+			sigaddset(set, sig);
 }
 
-static void interrupted(int sig)
+/* A fault of amqplock's own (a bug: SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGTRAP, SIGSYS, from the kernel, si_code > 0), not a request to end. */
+static bool own_fault(int sig, const siginfo_t *info)
 {
+	return info && info->si_code > 0 &&
+	       (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+		sig == SIGTRAP || sig == SIGSYS);
+}
+
+static void interrupted(int sig, siginfo_t *info, void *context)
+{
+	(void)context;
+	/* The faulting instruction runs again on return, and the default
+	 * action then ends amqplock as any crash would. */
+	if (own_fault(sig, info)) {
+		signal(sig, SIG_DFL);
+		return;
+	}
 	if (say_interrupted)
 		say_interrupted(sig);
 	_exit(128 + sig);
@@ -50,17 +87,17 @@ static void interrupted(int sig)
 
 void signals_exit_on_interrupt(void (*say)(int sig))
 {
-	struct sigaction sa = {.sa_handler = interrupted};
+	struct sigaction sa = {.sa_sigaction = interrupted, .sa_flags = SA_SIGINFO};
 	sigset_t set;
-	size_t i;
+	int sig;
 
 	say_interrupted = say;
 	signals_terminating(&set);
 	/* One at a time: a second signal must not interleave its words. */
 	sa.sa_mask = set;
-	for (i = 0; i < N_TERMINATING; i++)
-		if (sigismember(&set, terminating[i]))
-			sigaction(terminating[i], &sa, NULL);
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(&set, sig))
+			sigaction(sig, &sa, NULL);
 }
 
 static volatile sig_atomic_t stop_asked;
@@ -150,22 +187,28 @@ int signals_next(int fd)
 {
 	struct signalfd_siginfo si;
 
-	if (fd >= 0 && read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+	while (fd >= 0 && read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		/* amqplock's own write to a pipe nobody reads any more (its
+		 * stderr gone): the write has failed, and that is all; it is
+		 * no request to end the job. */
+		if (si.ssi_signo == SIGPIPE && si.ssi_pid == (uint32_t)getpid())
+			continue;
 		return (int)si.ssi_signo;
+	}
 	return 0;
 }
 
 void signals_keeper(void)
 {
-	static const int ignore[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGUSR1,
-				     SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE};
 	sigset_t set;
-	size_t i;
+	int sig;
 
 	sigemptyset(&set);
-	for (i = 0; i < sizeof(ignore) / sizeof(ignore[0]); i++) {
-		signal(ignore[i], SIG_IGN);
-		sigaddset(&set, ignore[i]);
+	for (sig = 1; sig < NSIG; sig++) {
+		if (!ends_by_default(sig) && sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
+			continue;
+		signal(sig, SIG_IGN);
+		sigaddset(&set, sig);
 	}
 	sigaddset(&set, SIGCONT);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);

@@ -22,8 +22,9 @@
 void signals_init(void);
 
 /* The signals that end a waiting amqplock and that a holding one passes on
- * to CMD: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, less those
- * inherited as ignored. */
+ * to CMD: every one that would end a process by default (TERM, INT, HUP,
+ * QUIT, USR1, USR2, ALRM, PIPE, XCPU, the real-time ones, ...), less
+ * HUP, INT and QUIT when inherited as ignored. */
 void signals_terminating(sigset_t *set);
 
 /* Until the slot is held: each terminating signal calls say(sig), which
@@ -52,8 +53,9 @@ enum al_status signals_block(bool job_control, int *fd);
 /* The next signal waiting on fd, or 0. */
 int signals_next(int fd);
 
-/* In the keeper: ignores every signal a terminal or a user sends to the
- * whole job, so that only SIGKILL ends it. */
+/* In the keeper: ignores every signal that would end or stop it (what a
+ * terminal or a user sends to a whole job, and the rest), so that only
+ * SIGKILL ends it. */
 void signals_keeper(void);
 
 /* In CMD, just before exec. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "secret.h"
 #include "signals.h"
 
 /* How often the keeper looks whether amqplock has been stopped. amqplock
@@ -25,11 +26,20 @@
 #define KILL_INTERVAL_MS 20
 
 /* Requests from amqplock to the keeper. */
-enum order { SIGNAL_GROUP, SIGNAL_ALL, STOP_ALL, CONTINUE_ALL, KILL_AT, DONE, GO };
+enum order {
+	SIGNAL_GROUP,
+	SIGNAL_ALL,
+	SIGNAL_ALL_AWAKE,
+	STOP_ALL,
+	CONTINUE_ALL,
+	KILL_AT,
+	DONE,
+	GO
+};
 
 struct order_msg {
-	int order, sig;
-	double when; /* KILL_AT */
+	int order, sig; /* GO: sig says whether CMD gets the terminal */
+	double when;    /* KILL_AT: the kill deadline; GO: start_by (0: none) */
 };
 /* The keeper's answer to STOP_ALL, among the events: every descendant is
  * stopped. Never returned by super_next. */
@@ -40,6 +50,11 @@ struct event_msg {
 
 /* --- processes -------------------------------------------------------- */
 
+/* A process as /proc shows it. Its state is the process's, not only its
+ * leader's: a process whose main thread has exited (pthread_exit) shows
+ * its leader as a zombie while its other threads run on, and is alive
+ * ('R' here) until the last of them has exited, and stopped ('T') only
+ * when every one of them is. */
 struct proc {
 	pid_t pid, ppid;
 	char state;
@@ -50,13 +65,23 @@ struct procs {
 	size_t len, cap;
 };
 
-static bool read_proc(pid_t pid, struct proc *out)
+static bool is_gone(char state)
 {
-	char path[32], buf[512], *close_paren;
-	ssize_t n;
-	int fd;
+	return state == 'Z' || state == 'X';
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+static bool is_stopped(char state)
+{
+	return state == 'T' || state == 't';
+}
+
+/* The state field of a /proc/.../stat line, and the parent's pid. */
+static bool parse_stat(const char *path, char *state, pid_t *ppid)
+{
+	char buf[512], *close_paren;
+	ssize_t n;
+	int fd, parent;
+
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -67,9 +92,50 @@ static bool read_proc(pid_t pid, struct proc *out)
 	buf[n] = '\0';
 	/* "pid (comm) state ppid ...": comm may hold anything, even ')'. */
 	close_paren = strrchr(buf, ')');
-	if (!close_paren || sscanf(close_paren + 1, " %c %d", &out->state, &out->ppid) != 2)
+	if (!close_paren || sscanf(close_paren + 1, " %c %d", state, &parent) != 2)
+		return false;
+	*ppid = (pid_t)parent;
+	return true;
+}
+
+/* The state of pid's threads but its leader: 'R' if one of them is alive
+ * and not stopped, 'T' if all that are alive are stopped, 'Z' if none is
+ * alive (or there is none). */
+static char other_threads(pid_t pid)
+{
+	char path[64], state, result = 'Z';
+	struct dirent *e;
+	pid_t ppid;
+	long tid;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return 'Z';
+	while ((e = readdir(d)) && result != 'R') {
+		tid = strtol(e->d_name, NULL, 10);
+		if (tid <= 0 || tid == pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%ld/stat", (int)pid, tid);
+		if (!parse_stat(path, &state, &ppid) || is_gone(state))
+			continue;
+		result = is_stopped(state) ? 'T' : 'R';
+	}
+	closedir(d);
+	return result;
+}
+
+static bool read_proc(pid_t pid, struct proc *out)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!parse_stat(path, &out->state, &out->ppid))
 		return false;
 	out->pid = pid;
+	/* A zombie leader: the process lives while another thread does. */
+	if (out->state == 'Z')
+		out->state = other_threads(pid);
 	return true;
 }
 
@@ -140,7 +206,7 @@ static void keep_descendants(struct procs *all, pid_t root)
 				mine[i] = grew = true;
 	}
 	for (i = 0; i < all->len; i++)
-		if (mine[i] && all->p[i].state != 'Z' && all->p[i].state != 'X')
+		if (mine[i] && !is_gone(all->p[i].state))
 			all->p[kept++] = all->p[i];
 	all->len = kept;
 out:
@@ -171,23 +237,57 @@ static size_t signal_descendants(pid_t root, int sig)
 
 /* --- the keeper ------------------------------------------------------- */
 
+/* A list of pids, for the keeper's records. */
+struct pids {
+	pid_t *pid;
+	size_t len, cap;
+};
+
+static bool pids_has(const struct pids *l, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < l->len; i++)
+		if (l->pid[i] == pid)
+			return true;
+	return false;
+}
+
+static void pids_add(struct pids *l, pid_t pid)
+{
+	if (l->len == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 32;
+		pid_t *grown = realloc(l->pid, cap * sizeof(*grown));
+
+		if (!grown)
+			return;
+		l->pid = grown;
+		l->cap = cap;
+	}
+	l->pid[l->len++] = pid;
+}
+
 struct keeper {
 	int ctl;      /* socket to amqplock */
 	int sig_fd;   /* SIGCHLD */
 	pid_t parent; /* amqplock */
 	pid_t cmd;
 	bool cmd_done;
-	bool killing;       /* SIGKILL to every descendant until none is left */
-	bool parent_frozen; /* the descendants were stopped because amqplock is */
-	bool orphaned;      /* amqplock is gone */
-	bool empty;         /* no descendant is left */
-	bool done;          /* amqplock said DONE: the last act is not needed */
-	double kill_at;     /* boot_seconds(); 0: none */
+	bool killing;        /* SIGKILL to every descendant until none is left */
+	bool parent_stopped; /* amqplock shows stopped (the last look) */
+	bool parent_frozen;  /* the descendants were stopped because amqplock is */
+	bool orphaned;       /* amqplock is gone */
+	bool empty;          /* no descendant is left */
+	bool done;           /* amqplock said DONE: the last act is not needed */
+	double kill_at;      /* boot_seconds(); 0: none */
+	double start_by;     /* GO's, boot_seconds(); 0: none */
+	double next_hold_on; /* now_seconds() */
 	const struct super_opts *o;
 	/* What the keeper stopped, to be continued again (and only that: a
 	 * job stopped inside an interactive CMD stays stopped). */
-	pid_t *stopped;
-	size_t n_stopped, cap_stopped;
+	struct pids stopped;
+	/* What the kernel would not let the keeper signal (EPERM). */
+	struct pids refused;
 };
 
 static void tell(int fd, enum super_event ev, int value)
@@ -199,28 +299,49 @@ static void tell(int fd, enum super_event ev, int value)
 		return;
 }
 
-static bool stopped_before(const struct keeper *k, pid_t pid)
+/* sig to pid. A process the kernel will not let the keeper signal (EPERM:
+ * another user's, a setuid program that stayed root) is recorded, and
+ * amqplock told of it, once. */
+static bool send_signal(struct keeper *k, pid_t pid, int sig)
 {
-	size_t i;
-
-	for (i = 0; i < k->n_stopped; i++)
-		if (k->stopped[i] == pid)
-			return true;
+	if (kill(pid, sig) == 0)
+		return true;
+	if (errno == EPERM && !pids_has(&k->refused, pid)) {
+		pids_add(&k->refused, pid);
+		tell(k->ctl, SUPER_NOT_PERMITTED, (int)pid);
+	}
 	return false;
 }
 
-static void remember_stopped(struct keeper *k, pid_t pid)
+/* sig to every descendant; with awake, SIGCONT too to those that show
+ * stopped, so that sig takes effect. The number sig reached. */
+static size_t signal_all(struct keeper *k, int sig, bool awake)
 {
-	if (k->n_stopped == k->cap_stopped) {
-		size_t cap = k->cap_stopped ? 2 * k->cap_stopped : 32;
-		pid_t *grown = realloc(k->stopped, cap * sizeof(*grown));
+	struct procs d = {0};
+	size_t i, n = 0;
 
-		if (!grown)
-			return;
-		k->stopped = grown;
-		k->cap_stopped = cap;
-	}
-	k->stopped[k->n_stopped++] = pid;
+	if (descendants(getpid(), &d))
+		for (i = 0; i < d.len; i++) {
+			n += send_signal(k, d.p[i].pid, sig);
+			if (awake && is_stopped(d.p[i].state))
+				send_signal(k, d.p[i].pid, SIGCONT);
+		}
+	free(d.p);
+	return n;
+}
+
+/* Whether a process the keeper may not signal still runs: those that
+ * have ended are forgotten. */
+static bool refused_running(struct keeper *k)
+{
+	struct proc p;
+	size_t i, kept = 0;
+
+	for (i = 0; i < k->refused.len; i++)
+		if (read_proc(k->refused.pid[i], &p) && !is_gone(p.state))
+			k->refused.pid[kept++] = k->refused.pid[i];
+	k->refused.len = kept;
+	return kept > 0;
 }
 
 /* Stops every running descendant, pass after pass until a pass finds none
@@ -236,13 +357,18 @@ static void remember_stopped(struct keeper *k, pid_t pid)
  * kernel stops when it leaves) until every process stopped shows it. */
 #define STOP_CONFIRM_WAIT 0.5
 
+/* While amqplock cannot keep the slot and part of the job runs on that
+ * the keeper may not signal: how often the keeper keeps the slot itself. */
+#define HOLD_ON_INTERVAL 1.0
+
 static bool shows_stopped(pid_t pid)
 {
 	struct proc p;
 
-	/* Gone, a zombie or stopped: none of them runs. */
-	return !read_proc(pid, &p) || p.state == 'T' || p.state == 't' || p.state == 'Z' ||
-	       p.state == 'X';
+	/* Gone, a zombie or stopped: none of them runs. A stopped leader
+	 * whose other threads have not stopped yet still runs. */
+	return !read_proc(pid, &p) || is_gone(p.state) ||
+	       (is_stopped(p.state) && other_threads(pid) != 'R');
 }
 
 static void await_stopped(const struct keeper *k)
@@ -250,33 +376,40 @@ static void await_stopped(const struct keeper *k)
 	double deadline = now_seconds() + STOP_CONFIRM_WAIT;
 	size_t i = 0;
 
-	while (i < k->n_stopped && now_seconds() < deadline) {
-		if (shows_stopped(k->stopped[i]))
+	while (i < k->stopped.len && now_seconds() < deadline) {
+		if (shows_stopped(k->stopped.pid[i]))
 			i++;
 		else
 			poll(NULL, 0, 1);
 	}
 }
 
-static void stop_all(struct keeper *k)
+/* SIGSTOP to every descendant that does not show stopped; the number of
+ * those the keeper had not stopped before. (One stopped a moment ago may
+ * not show 'T' yet: stopping it again does no harm.) */
+static size_t stop_running(struct keeper *k)
 {
 	struct procs d = {0};
-	size_t i, stopped = 1;
-	int pass;
+	size_t i, stopped = 0;
 
-	for (pass = 0; pass < STOP_PASSES && stopped > 0; pass++) {
-		if (!descendants(getpid(), &d))
-			break;
-		for (i = 0, stopped = 0; i < d.len; i++) {
-			/* (One stopped a moment ago may not show 'T' yet.) */
-			if (d.p[i].state == 'T' || d.p[i].state == 't' ||
-			    stopped_before(k, d.p[i].pid) || kill(d.p[i].pid, SIGSTOP) != 0)
+	if (descendants(getpid(), &d))
+		for (i = 0; i < d.len; i++) {
+			if (is_stopped(d.p[i].state) || !send_signal(k, d.p[i].pid, SIGSTOP) ||
+			    pids_has(&k->stopped, d.p[i].pid))
 				continue;
-			remember_stopped(k, d.p[i].pid);
+			pids_add(&k->stopped, d.p[i].pid);
 			stopped++;
 		}
-	}
 	free(d.p);
+	return stopped;
+}
+
+static void stop_all(struct keeper *k)
+{
+	int pass;
+
+	for (pass = 0; pass < STOP_PASSES && stop_running(k) > 0; pass++)
+		;
 	await_stopped(k);
 }
 
@@ -284,9 +417,9 @@ static void continue_all(struct keeper *k)
 {
 	size_t i;
 
-	for (i = 0; i < k->n_stopped; i++)
-		kill(k->stopped[i], SIGCONT);
-	k->n_stopped = 0;
+	for (i = 0; i < k->stopped.len; i++)
+		send_signal(k, k->stopped.pid[i], SIGCONT);
+	k->stopped.len = 0;
 	k->parent_frozen = false;
 	if (k->cmd > 0)
 		kill(-k->cmd, SIGCONT);
@@ -300,9 +433,10 @@ static void obey(struct keeper *k, const struct order_msg *m)
 			kill(-k->cmd, m->sig);
 		break;
 	case SIGNAL_ALL:
+	case SIGNAL_ALL_AWAKE:
 		if (m->sig == SIGKILL)
 			k->killing = true;
-		signal_descendants(getpid(), m->sig);
+		signal_all(k, m->sig, m->order == SIGNAL_ALL_AWAKE);
 		break;
 	case STOP_ALL:
 		stop_all(k);
@@ -327,10 +461,29 @@ static void watch_parent(struct keeper *k)
 {
 	struct proc p;
 
-	if (k->parent_frozen || !read_proc(k->parent, &p) || p.state != 'T')
+	k->parent_stopped = read_proc(k->parent, &p) && is_stopped(p.state);
+	if (!k->parent_stopped)
 		return;
+	/* Stopped again, every time: what someone else continued meanwhile
+	 * (`pkill -CONT`) must not run while amqplock cannot check. */
+	if (k->parent_frozen) {
+		stop_running(k);
+		return;
+	}
 	stop_all(k);
 	k->parent_frozen = true;
+}
+
+/* amqplock cannot keep the slot (it is gone, or stopped) while part of
+ * the job that may not be signalled runs on: the keeper keeps the slot
+ * (o->hold_on renews the lease) until that part has ended. */
+static void hold_on(struct keeper *k)
+{
+	if (!k->o->hold_on || k->empty || !(k->orphaned || k->parent_stopped) ||
+	    now_seconds() < k->next_hold_on || !refused_running(k))
+		return;
+	k->o->hold_on(k->o->arg);
+	k->next_hold_on = now_seconds() + HOLD_ON_INTERVAL;
 }
 
 static int exit_status(int wstatus)
@@ -342,6 +495,14 @@ static int exit_status(int wstatus)
 	return 1;
 }
 
+/* A stop that stops the job as a shell sees it: CMD's own, or, once CMD
+ * has exited, that of a process left in its group (a `sleep &` that
+ * Ctrl-Z stopped: the keeper adopted it). */
+static bool job_stop(const struct keeper *k, pid_t pid)
+{
+	return pid == k->cmd || (k->cmd_done && getpgid(pid) == k->cmd);
+}
+
 /* Reaps every child that changed state; false once none is left. */
 static bool reap(struct keeper *k)
 {
@@ -349,14 +510,14 @@ static bool reap(struct keeper *k)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &wstatus, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
-		if (pid != k->cmd)
-			continue;
-		/* A stop the keeper made itself is no news to amqplock, which
-		 * asked for it or is stopped itself; reporting it would stop
-		 * amqplock again on its way out of a stop. */
-		if (WIFSTOPPED(wstatus) && !stopped_before(k, pid))
-			tell(k->ctl, SUPER_STOPPED, WSTOPSIG(wstatus));
-		else if (!WIFCONTINUED(wstatus)) {
+		if (WIFSTOPPED(wstatus)) {
+			/* A stop the keeper made itself is no news to
+			 * amqplock, which asked for it or is stopped itself;
+			 * reporting it would stop amqplock again on its way
+			 * out of a stop. */
+			if (!pids_has(&k->stopped, pid) && job_stop(k, pid))
+				tell(k->ctl, SUPER_STOPPED, WSTOPSIG(wstatus));
+		} else if (pid == k->cmd && !WIFCONTINUED(wstatus)) {
 			k->cmd_done = true;
 			tell(k->ctl, SUPER_EXITED, exit_status(wstatus));
 		}
@@ -376,6 +537,7 @@ static _Noreturn void keeper_loop(struct keeper *k)
 {
 	struct pollfd fds[2] = {{k->ctl, POLLIN, 0}, {k->sig_fd, POLLIN, 0}};
 	struct order_msg m;
+	bool hurry;
 	ssize_t n;
 
 	for (;;) {
@@ -397,9 +559,11 @@ static _Noreturn void keeper_loop(struct keeper *k)
 			k->killing = true;
 			tell(k->ctl, SUPER_DEADLINE, 0);
 		}
-		if (k->killing)
-			signal_descendants(getpid(), SIGKILL);
-		if (poll(fds, 2, k->killing ? KILL_INTERVAL_MS : WATCH_INTERVAL_MS) < 0 &&
+		/* While killing, look again soon, unless only what may not
+		 * be signalled is left. */
+		hurry = k->killing && signal_all(k, SIGKILL, false) > 0;
+		hold_on(k);
+		if (poll(fds, 2, hurry ? KILL_INTERVAL_MS : WATCH_INTERVAL_MS) < 0 &&
 		    errno != EINTR)
 			k->killing = true;
 		if (fds[1].revents)
@@ -487,6 +651,7 @@ static void await_go(struct keeper *k, bool *give_terminal)
 		n = recv(k->ctl, &m, sizeof(m), 0);
 		if (n == (ssize_t)sizeof(m) && m.order == GO) {
 			*give_terminal = m.sig != 0;
+			k->start_by = m.when;
 			return;
 		}
 		if (n == (ssize_t)sizeof(m) && m.order == DONE)
@@ -500,16 +665,42 @@ static void await_go(struct keeper *k, bool *give_terminal)
 	}
 }
 
+/* Forks CMD and waits until it has exec'd (or failed to). */
+static void start_cmd(struct keeper *k, bool give_terminal)
+{
+	pid_t keeper = getpid();
+	int p[2], e = 0;
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) != 0 || (k->cmd = fork()) < 0) {
+		tell(k->ctl, SUPER_NO_EXEC, errno);
+		tell(k->ctl, SUPER_EXITED, 126);
+		_exit(1);
+	}
+	if (k->cmd == 0)
+		cmd_main(k->o, give_terminal, keeper, p[1]);
+	/* Both sides set the group, so it exists before anyone signals it. */
+	setpgid(k->cmd, k->cmd);
+	close(p[1]);
+	do
+		n = read(p[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	tell(k->ctl, SUPER_STARTED, (int)k->cmd);
+	if (n == (ssize_t)sizeof(e))
+		tell(k->ctl, SUPER_NO_EXEC, e);
+}
+
 static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 {
 	struct keeper k = {.ctl = ctl, .parent = parent, .o = o};
 	bool give_terminal = false;
-	pid_t keeper;
 	sigset_t chld;
-	int p[2], e = 0, keep[3];
-	ssize_t n;
+	int keep[3];
 
-	prctl(PR_SET_NAME, "amqplock-guard");
+	/* Not "amqplock": `pkill amqplock` must leave the keeper to end or
+	 * stop the job. */
+	secret_show_as(SUPER_KEEPER_NAME);
 	/* A group of its own: `kill -9 -<job>` must not take it with amqplock. */
 	setpgid(0, 0);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -518,31 +709,18 @@ static _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t par
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	k.sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (pipe2(p, O_CLOEXEC) != 0 || k.sig_fd < 0) {
+	if (k.sig_fd < 0) {
 		tell(ctl, SUPER_NO_EXEC, errno);
 		tell(ctl, SUPER_EXITED, 126);
 		_exit(1);
 	}
 	await_go(&k, &give_terminal);
-	keeper = getpid();
-	k.cmd = fork();
-	if (k.cmd == 0)
-		cmd_main(o, give_terminal, keeper, p[1]);
-	if (k.cmd < 0) {
-		tell(ctl, SUPER_NO_EXEC, errno);
-		tell(ctl, SUPER_EXITED, 126);
-		_exit(1);
-	}
-	/* Both sides set the group, so it exists before anyone signals it. */
-	setpgid(k.cmd, k.cmd);
-	close(p[1]);
-	do
-		n = read(p[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(p[0]);
-	tell(ctl, SUPER_STARTED, (int)k.cmd);
-	if (n == (ssize_t)sizeof(e))
-		tell(ctl, SUPER_NO_EXEC, e);
+	/* amqplock decided in time, but may have been stopped before its
+	 * word came: a command started now could outlive its slot. */
+	if (k.start_by > 0 && boot_seconds() >= k.start_by)
+		tell(ctl, SUPER_DEADLINE, 1);
+	else
+		start_cmd(&k, give_terminal);
 	/* CMD has what it inherits; the keeper keeps only its own. */
 	drop_stdio();
 	keep[0] = ctl, keep[1] = k.sig_fd, keep[2] = o->hold_fd;
@@ -590,7 +768,7 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
 	enum al_status st = super_prepare(sv, o);
 
 	if (st == AL_OK)
-		super_go(sv, o->give_terminal);
+		super_go(sv, o->give_terminal, o->start_by);
 	return st;
 }
 
@@ -673,9 +851,11 @@ static void order(struct supervisor *sv, enum order what, int sig)
 	send_order(sv, &m);
 }
 
-void super_go(struct supervisor *sv, bool give_terminal)
+void super_go(struct supervisor *sv, bool give_terminal, double start_by)
 {
-	order(sv, GO, give_terminal);
+	struct order_msg m = {GO, give_terminal, start_by};
+
+	send_order(sv, &m);
 }
 
 void super_abandon(struct supervisor *sv)
@@ -703,6 +883,11 @@ void super_signal_group(struct supervisor *sv, int sig)
 void super_signal_all(struct supervisor *sv, int sig)
 {
 	order(sv, SIGNAL_ALL, sig);
+}
+
+void super_signal_all_awake(struct supervisor *sv, int sig)
+{
+	order(sv, SIGNAL_ALL_AWAKE, sig);
 }
 
 void super_stop_all(struct supervisor *sv, double wait)
@@ -754,6 +939,49 @@ bool super_kill_orphans(void)
 	while (waitpid(-1, &wstatus, WNOHANG) > 0)
 		;
 	return waitpid(-1, &wstatus, WNOHANG) < 0 && errno == ECHILD;
+}
+
+void super_process_name(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, buf, size - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	if (!buf[0])
+		snprintf(buf, size, "?");
+}
+
+/* How many of the remaining processes super_remaining names. */
+#define REMAINING_NAMED 3
+
+void super_remaining(const struct supervisor *sv, char *buf, size_t size)
+{
+	struct procs d = {0};
+	char comm[32];
+	size_t i, used;
+
+	buf[0] = '\0';
+	if (sv->keeper <= 0 || !descendants(sv->keeper, &d) || d.len == 0) {
+		free(d.p);
+		return;
+	}
+	used = (size_t)snprintf(buf, size, "%zu remaining process%s:", d.len,
+				d.len == 1 ? "" : "es");
+	for (i = 0; i < d.len && i < REMAINING_NAMED && used < size; i++) {
+		super_process_name(d.p[i].pid, comm, sizeof(comm));
+		used += (size_t)snprintf(buf + used, size - used, "%s %s (pid %d)", i ? "," : "",
+					 comm, (int)d.p[i].pid);
+	}
+	if (d.len > REMAINING_NAMED && used < size)
+		snprintf(buf + used, size - used, ", ...");
+	free(d.p);
 }
 
 bool super_in_foreground(int terminal)

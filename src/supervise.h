@@ -9,7 +9,15 @@
  * amqplock dies, even by SIGKILL, the keeper kills every descendant before
  * it lets go of the broker connection it inherited, so the slot is never
  * free while any of them runs. If amqplock is stopped by a signal it
- * cannot catch (SIGSTOP), the keeper stops the descendants too.
+ * cannot catch (SIGSTOP), the keeper stops the descendants too. A
+ * descendant the keeper may not signal (another user's: a setuid program)
+ * is reported, and while amqplock cannot keep the slot itself (dead or
+ * stopped) the keeper keeps it for as long as such a process lives.
+ *
+ * The keeper shows in ps as SUPER_KEEPER_NAME, without "amqplock" in it:
+ * `pkill amqplock` and `killall amqplock`, also with -f, stop or kill
+ * amqplock alone, and the keeper, which watches it, then stops or ends
+ * the job.
  *
  * The policy (when to stop, when to continue, what a lost slot means)
  * stays with the caller. */
@@ -21,6 +29,9 @@
 #include <sys/types.h>
 
 #include "status.h"
+
+/* The keeper's name in ps, /proc/PID/comm and /proc/PID/cmdline. */
+#define SUPER_KEEPER_NAME "amqp-keeper"
 
 struct super_opts {
 	char **argv; /* CMD */
@@ -35,7 +46,14 @@ struct super_opts {
 	 * act, once every descendant is gone (ending the lease), or NULL.
 	 * With one, the keeper outlives the command until super_done. */
 	void (*last_act)(void *arg);
+	/* While amqplock cannot keep the slot (it is dead, or stopped) and a
+	 * process of the job that the keeper may not signal runs on: called
+	 * about once a second, to keep the slot held (renew the lease), or
+	 * NULL. */
+	void (*hold_on)(void *arg);
 	void *arg;
+	/* super_start: start_by as super_go takes it. */
+	double start_by;
 };
 
 enum super_event {
@@ -46,7 +64,12 @@ enum super_event {
 	SUPER_EXITED,   /* value: CMD's exit status (128+N after signal N) */
 	SUPER_EMPTY,    /* no descendant is left; the keeper is done */
 	SUPER_VANISHED, /* the keeper died; its orphans are ours (see super_kill_orphans) */
-	SUPER_DEADLINE, /* the keeper's super_kill_at deadline came: it kills them all */
+	/* The keeper's super_kill_at deadline came: it kills them all;
+	 * value 1: it had passed at super_go, and CMD was never started. */
+	SUPER_DEADLINE,
+	/* A process of the job may not be signalled (EPERM: it runs as
+	 * another user); value: its pid. Once per process. */
+	SUPER_NOT_PERMITTED,
 };
 
 /* Events read while waiting for something else, returned first. */
@@ -70,11 +93,15 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o);
 
 /* super_start in two steps, so that the fork costs nothing on the way to
  * CMD: super_prepare forks the keeper, which readies itself and waits;
- * super_go has it run CMD (give_terminal as in super_opts, decided now);
- * super_abandon has it exit at once, and reaps it. A keeper whose
- * amqplock dies before either does its last act (o->last_act). */
+ * super_go has it run CMD (give_terminal as in super_opts, decided now),
+ * unless start_by (boot_seconds(); 0: none) has passed by the time it
+ * reads the order (then SUPER_DEADLINE with value 1: amqplock stopped
+ * between its decision and the keeper's must not start a command past
+ * its slot's time); super_abandon has it exit at once, and reaps it. A
+ * keeper whose amqplock dies before either does its last act
+ * (o->last_act). */
 enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o);
-void super_go(struct supervisor *sv, bool give_terminal);
+void super_go(struct supervisor *sv, bool give_terminal, double start_by);
 void super_abandon(struct supervisor *sv);
 
 /* amqplock is done with what the keeper guards (the slot is released,
@@ -92,6 +119,11 @@ enum super_event super_next(struct supervisor *sv, int *value);
 void super_signal_group(struct supervisor *sv, int sig);
 /* sig to every descendant, whatever group or session it is in. */
 void super_signal_all(struct supervisor *sv, int sig);
+/* sig to every descendant, then SIGCONT to those that are stopped, as a
+ * shell's kill does to a stopped job: a signal meant to end the job
+ * reaches what Ctrl-Z stopped. Not for a job amqplock has stopped itself
+ * (super_stop_all): that goes on only after its slot was checked. */
+void super_signal_all_awake(struct supervisor *sv, int sig);
 /* SIGSTOP to every descendant that is not stopped already; returns once
  * the keeper says they all are, or after `wait` seconds. */
 void super_stop_all(struct supervisor *sv, double wait);
@@ -107,6 +139,14 @@ void super_kill_at(struct supervisor *sv, double when);
 /* After SUPER_VANISHED: SIGKILL to every remaining descendant of amqplock
  * (the keeper's orphans); true once none is left. */
 bool super_kill_orphans(void);
+
+/* What is left of the job once CMD has exited, for people: "1 remaining
+ * process: sleep (pid 123)", "3 remaining processes: ...", at most a few
+ * named; "" if nothing is left. */
+void super_remaining(const struct supervisor *sv, char *buf, size_t size);
+
+/* The name of process pid (/proc/PID/comm), or "?". */
+void super_process_name(pid_t pid, char *buf, size_t size);
 
 /* The terminal: fd if it is amqplock's controlling terminal and amqplock's
  * process group is its foreground group, else -1. */

@@ -21,15 +21,9 @@ setup() {
 }
 
 teardown() {
-    local p
     stop_bg
     # what is left of the terminal's session, and of CMDs that left it
-    if [ -n "$PTY_SID" ]; then
-        for p in $(pgrep -s "$PTY_SID" || true); do
-            kill -CONT "$p" 2>/dev/null || true
-            kill -KILL "$p" 2>/dev/null || true
-        done
-    fi
+    end_pty_session
     pkill -KILL -f -- "ticker.pl $T/" 2>/dev/null || true
     pkill -KILL -f -- "daemon.pl $T/" 2>/dev/null || true
     kill_marks
@@ -42,8 +36,6 @@ teardown() {
 # no_queue NAME: the broker has no queue NAME
 no_queue() { [ -z "$(queues_like "$1")" ]; }
 
-# state PID: the one-letter state of PID (R, S, T, Z, ...), empty if gone.
-state() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
 # field PID N: field N of /proc/PID/stat (4 ppid, 5 pgrp, 6 session)
 field() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f$(($2 - 2)); }
 # states PID...: "pid:state ..." for a message
@@ -243,38 +235,7 @@ daemon_termed() {
     wait_until 2 ended "$DAEMON" || fail "the daemon survived"
 }
 
-# --- the terminal: tests/tools/pty.py ---------------------------------------------
-
-# pty_play STEP...: pty.py in the background, playing STEPs on an
-# interactive bash on a terminal of its own, in $T, with core dumps off
-# (Ctrl-\). Its pid in PTY, the shell's session in PTY_SID; the transcript
-# grows in $T/pty.log. A test goes on with pty_done.
-pty_play() {
-    (
-        ulimit -c 0
-        cd "$T" || exit 1
-        exec python3 "$H/pty.py" --timeout 30 --log "$T/pty.log" --pidfile "$T/pty.pid" "$@"
-    ) >"$T/pty.out" 2>"$T/pty.err" </dev/null 3>&- &
-    PTY=$!
-    PIDS+=("$PTY")
-    wait_until 10 test -s "$T/pty.pid" || fail "pty.py did not start: $(cat "$T/pty.err")"
-    PTY_SID=$(cat "$T/pty.pid")
-}
-
-# pty_done SECS: pty.py played its script to the end within SECS.
-pty_done() {
-    wait_until "$1" ended "$PTY" || fail "pty.py still runs after $1 s; so far: $(cat "$T/pty.log")"
-    rc=0
-    wait "$PTY" || rc=$?
-    [ "$rc" -eq 0 ] || fail "pty.py exited $rc: $(cat "$T/pty.err")
---- transcript:
-$(cat "$T/pty.out")"
-}
-
-# seen REGEX: the terminal has shown it (grep -E)
-seen() { grep -qE -- "$1" "$T/pty.log" 2>/dev/null; }
-# in_session COMM: the pid of the process named COMM in the terminal's session
-in_session() { pgrep -s "$PTY_SID" -x "$1" | head -n 1; }
+# --- the terminal: tests/tools/pty.py (helper.bash) -----------------------------------
 
 # ctrl_z_ticker DIR LINE STEP...: pty_play of LINE (a command line that
 # runs ticker.pl DIR; DIR made here), Ctrl-Z once it ticks, then `fg` once
@@ -306,7 +267,7 @@ ctrl_z_ticker() {
 
 # --- the process tree ----------------------------------------------------------------
 
-@test "process tree: amqplock, then the keeper amqplock-guard in a group of its own, then CMD in another" {
+@test "process tree: amqplock, then the keeper () in a group of its own, then CMD in another" {
     al create "$n" 1
     local d=$T/tk
     ticker_hold bg "$d" 0
@@ -314,7 +275,7 @@ ctrl_z_ticker() {
     local keeper cmd daemon
     keeper=$(pgrep -P "$h")
     [ "$(wc -w <<<"$keeper")" -eq 1 ] || fail "amqplock's children: $keeper"
-    [ "$(cat "/proc/$keeper/comm")" = amqplock-guard ]
+    [ "$(cat "/proc/$keeper/comm")" = "$KEEPER" ]
     [ "$(field "$keeper" 5)" -eq "$keeper" ] || fail "the keeper is in group $(field "$keeper" 5)"
     [ "$(field "$keeper" 6)" -eq "$(field "$h" 6)" ] || fail "the keeper left amqplock's session"
     cmd=$(cat "$d/pid.main")
@@ -344,7 +305,7 @@ ctrl_z_ticker() {
         line 'echo "hold=$?"' \
         expect '^hold=0$'
     local keeper
-    keeper=$(in_session amqplock-guard)
+    keeper=$(in_session "$KEEPER")
     [ "$(state "$keeper")" != T ] || fail "the keeper is stopped too"
     frozen "$d" 1
     slot_held "$n" 1
@@ -463,7 +424,7 @@ ctrl_z_ticker() {
     local d=$T/tk
     ticker_hold bg_job "$d" 30
     local h=$BG keeper
-    keeper=$(pgrep -P "$h" -x amqplock-guard)
+    keeper=$(pgrep -P "$h" -x "$KEEPER")
     # The job stops before amqplock does: watched every millisecond, the
     # moment amqplock shows T, so does every process of CMD.
     perl -e '
@@ -534,7 +495,7 @@ ctrl_z_ticker() {
     local d=$T/d
     daemon_hold "$d"
     local h=$BG daemon=$DAEMON keeper
-    keeper=$(pgrep -P "$h" -x amqplock-guard)
+    keeper=$(pgrep -P "$h" -x "$KEEPER")
     # CMD is gone; the keeper adopted the daemon
     [ "$(field "$daemon" 4)" -eq "$keeper" ] || fail "the daemon's parent is $(field "$daemon" 4)"
     sleep 1.5
@@ -599,7 +560,7 @@ ctrl_z_ticker() {
     wait_until 10 has_marker "$m" || fail "no job: $(cat "$T/h.err")"
     job=$(marker_pids "$m")
     local cmd
-    cmd=$(pgrep -P "$(pgrep -P "$h" -x amqplock-guard)")
+    cmd=$(pgrep -P "$(pgrep -P "$h" -x "$KEEPER")")
     [ "$(field "$job" 5)" -ne "$cmd" ] || fail "the job stayed in CMD's group"
     kill9_then_free "$h" 1 "$job"
     note "kill -9: the job gone within $GONE_IN s, the slot free $FREE_IN s after"

@@ -160,16 +160,21 @@ linger_hold() {
 # and one stopped past the broker's eviction time (with --heartbeat 1 the
 # broker drops it 2.5-3 s in; stops last up to 3 s) loses its slot and
 # exits 4, its command killed before it runs again (crit.pl checks every
-# command that runs again after a stop). Each command also leaves a setsid
-# child inside for a while, which keeps the slot. About 35 s.
-@test "at most N under job control: kill -TSTP/-CONT and kill -9 of random holds, setsid children outliving CMD" {
+# command that runs again after a stop). Some stops are by name, as
+# `pkill -STOP amqplock` would stop a hold (its keeper spared). Each
+# command also leaves a setsid child inside for a while, which keeps the
+# slot; one in three of those is a program whose main thread has exited
+# (tools/oddjob.c: a zombie leader that runs on). About 35 s.
+@test "at most N under job control: kill -TSTP/-CONT, stops by name and kill -9 of random holds, setsid and zombie-leader children outliving CMD" {
     al create "$n" 3
     local d
     d=$(critical_dir 3)
     : >"$d/stops"
     : >"$d/killed"
+    : >"$d/odd"
+    cc -O -pthread -o "$T/oddjob" "$H/oddjob.c" || fail "cannot build oddjob.c"
     # 20 loops of linger_hold, until $d/stop exists
-    client_loops "$d" 20 0 linger_hold "$d"
+    CRIT_ODDJOB=$T/oddjob client_loops "$d" 20 0 linger_hold "$d"
     perl "$H/stopper.pl" "$d" 2>"$d/stopper.err" 3>&- &
     local stopper=$!
     PIDS+=("$stopper")
@@ -178,11 +183,13 @@ linger_hold() {
     wait_until 10 ended "$stopper" || fail "the stopper did not stop"
     finish_contention 60
     [ ! -s "$d/stopper.err" ] || fail "stopper: $(cat "$d/stopper.err")"
-    local stops long kills
+    local stops long kills named odd
     stops=$(wc -l <"$d/stops")
     long=$(awk '$2 > 2.5' "$d/stops" | wc -l)
     kills=$(wc -l <"$d/killed")
-    note "$stops holds stopped for 0.05-3 s ($long for more than 2.5 s), $kills killed; hold exits: $(exit_counts "$d")"
+    named=$(wc -l <"$d/named")
+    odd=$(wc -l <"$d/odd")
+    note "$stops holds stopped for 0.05-3 s ($long for more than 2.5 s, $named by name), $kills killed, $odd zombie-leader children; hold exits: $(exit_counts "$d")"
     [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
     # lost while stopped (4) and killed (137) are the only failures; a
     # hold that stays stopped after CONT shows as 1 (others waited 30 s
@@ -190,6 +197,8 @@ linger_hold() {
     [ -z "$(grep -vxE '0|4|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
     check_contention "$d" 100 3
     [ "$stops" -ge 20 ] || fail "only $stops stops"
+    [ "$named" -ge 2 ] || fail "only $named stops by name"
+    [ "$odd" -ge 20 ] || fail "only $odd zombie-leader children"
     [ "$kills" -ge 2 ] || fail "only $kills kills"
     [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }

@@ -215,8 +215,7 @@ line_up() {
     [ ! -e "$T/w1.ran" ]
 }
 
-# state PID: the one-letter state of /proc/PID/stat (T: stopped)
-state() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+# is_stopped PID: PID is stopped (state T)
 is_stopped() { [ "$(state "$1")" = T ]; }
 
 @test "kill -TSTP (Ctrl-Z) of the first in line: it steps out, the next is served; continued, it queues again, last" {

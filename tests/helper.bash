@@ -29,6 +29,15 @@ queues_like() {
         awk -v p="$1" 'index($1, p) == 1 { print $1, $2, $3 }' | sort -V
 }
 
+# The keeper's name in ps (comm and command line): the process between
+# amqplock and CMD. It holds no "amqplock", so that `pkill amqplock` spares
+# it (docs/design.md, section 1).
+KEEPER=amqp-keeper
+
+# state PID: the one-letter state of PID's leader (R, S, T, Z, ...) as
+# /proc/PID/stat shows it, empty if gone.
+state() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+
 # A semaphore name no other test uses.
 unique_name() {
     echo "t${BATS_TEST_NUMBER:-0}-${1:-s}-$$-$RANDOM"
@@ -306,3 +315,47 @@ check_contention() {
 
 # exit_counts DIR: the holds' exit statuses as "COUNTxSTATUS ...", one line
 exit_counts() { sort -n "$1/rc" | uniq -c | awk '{ print $1 "x" $2 }' | tr '\n' ' '; }
+
+# --- the terminal: tests/tools/pty.py ---------------------------------------------
+
+# pty_play STEP...: pty.py in the background, playing STEPs on an
+# interactive bash on a terminal of its own, in $T, with core dumps off
+# (Ctrl-\). Its pid in PTY, the shell's session in PTY_SID; the transcript
+# grows in $T/pty.log. A test goes on with pty_done.
+pty_play() {
+    (
+        ulimit -c 0
+        cd "$T" || exit 1
+        exec python3 "$H/pty.py" --timeout 30 --log "$T/pty.log" --pidfile "$T/pty.pid" "$@"
+    ) >"$T/pty.out" 2>"$T/pty.err" </dev/null 3>&- &
+    PTY=$!
+    PIDS+=("$PTY")
+    wait_until 10 test -s "$T/pty.pid" || fail "pty.py did not start: $(cat "$T/pty.err")"
+    PTY_SID=$(cat "$T/pty.pid")
+}
+
+# pty_done SECS: pty.py played its script to the end within SECS.
+pty_done() {
+    wait_until "$1" ended "$PTY" || fail "pty.py still runs after $1 s; so far: $(cat "$T/pty.log")"
+    rc=0
+    wait "$PTY" || rc=$?
+    [ "$rc" -eq 0 ] || fail "pty.py exited $rc: $(cat "$T/pty.err")
+--- transcript:
+$(cat "$T/pty.out")"
+}
+
+# seen REGEX: the terminal has shown it (grep -E)
+seen() { grep -qE -- "$1" "$T/pty.log" 2>/dev/null; }
+# in_session COMM: the pid of the process named COMM in the terminal's session
+in_session() { pgrep -s "$PTY_SID" -x "$1" | head -n 1; }
+
+# end_pty_session: for teardown; kills what is left of the terminal's
+# session (PTY_SID, if pty_play ran), and of CMDs that left it.
+end_pty_session() {
+    local p
+    [ -n "${PTY_SID:-}" ] || return 0
+    for p in $(pgrep -s "$PTY_SID" || true); do
+        kill -CONT "$p" 2>/dev/null || true
+        kill -KILL "$p" 2>/dev/null || true
+    done
+}

@@ -552,7 +552,7 @@ holder_done() {
         fail "the claim did not reach the broker: $(al --json status "$n")"
     sleep 0.2
     ! grep -q "command started" "$T/h.err" || fail "the claim was answered: $(cat "$T/h.err")"
-    keeper=$(pgrep -P "$h" -x amqplock-guard || true)
+    keeper=$(pgrep -P "$h" -x "$KEEPER" || true)
     local t0
     t0=$(now)
     kill -KILL "$h"
@@ -576,7 +576,7 @@ holder_done() {
     for i in 1 2 3 4 5; do
         cmd_hold "h$i" 120 hold -w 10 --heartbeat 1 --grace 1 --lease "$D" "$n"
         keeper=
-        wait_until 10 eval 'keeper=$(pgrep -P "$BG" -x amqplock-guard)' || fail "no keeper for hold $i"
+        wait_until 10 eval 'keeper=$(pgrep -P "$BG" -x "$KEEPER")' || fail "no keeper for hold $i"
         pids+=("$BG" "$keeper")
     done
     running_cmds h1 h2 h3 h4 h5
@@ -738,7 +738,7 @@ lease_hold() {
 # many it closed.
 close_holders() {
     local keeper hold ports=
-    for keeper in $(pgrep -x amqplock-guard || true); do
+    for keeper in $(pgrep -x "$KEEPER" || true); do
         hold=$(ps -o ppid= -p "$keeper" | tr -d ' ')
         [ -n "$hold" ] || continue
         ports+=" $(ss -Htnp state established 2>/dev/null | grep "\"amqplock\",pid=$hold," |

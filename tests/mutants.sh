@@ -49,6 +49,15 @@ late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.ba
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
 no-holder-settle|src/sem.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
+zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
+unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/return h->killed_at/|supervisor.bats|remove says once
+keeper-lets-lease-go|src/hold.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
+keeper-named-amqplock|src/supervise.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
+late-claim-counts|src/sem.c|s/if \(s->claim_window > 0 && took > s->claim_window\) \{/if (0) {/|supervisor.bats|^a claim whose answers
+leftover-stop-unseen|src/supervise.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
+few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
+continued-by-hand|src/supervise.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT
+stopped-left-stopped|src/hold.c|s/super_signal_all_awake\(&h->sv, sig\);/super_signal_all(\&h->sv, sig);/|supervisor.bats|^TERM to amqplock ends a job
 no-host-check|src/conn.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
 EOF
 }

@@ -641,12 +641,12 @@ node_hold() {
 }
 
 # cmd_through N: some hold connected to node N is running its CMD (the
-# contention loops' bash, a child of the hold's keeper amqplock-guard) now.
+# contention loops' bash, a child of the hold's keeper amqp-keeper) now.
 cmd_through() {
     local pid keeper
     for pid in $(ss -Htnp state established "( dport = :$(port "$1") )" 2>/dev/null |
         grep -o '"amqplock",pid=[0-9]*' | cut -d= -f2 | sort -u); do
-        keeper=$(pgrep -P "$pid" -x amqplock-guard) || continue
+        keeper=$(pgrep -P "$pid" -x "$KEEPER") || continue
         pgrep -P "$keeper" -x bash >/dev/null && return 0
     done
     return 1

@@ -1,5 +1,5 @@
 # Holds.pm: which amqplock hold a process runs under, for the fault
-# suite's tools. CMD's parent is the keeper (comm "amqplock-guard"), whose
+# suite's tools. CMD's parent is the keeper (comm "amqp-keeper"), whose
 # parent is amqplock itself (comm "amqplock"); orphans of CMD's tree are
 # reparented to the keeper. Comms are checked so that a reused pid is
 # never taken for a hold.
@@ -33,7 +33,7 @@ sub hold_of {
     my ($pid) = @_;
     for (1 .. 4) {
         $pid = ppid($pid) or return 0;
-        if (comm($pid) eq 'amqplock-guard') {
+        if (comm($pid) eq 'amqp-keeper') {
             my $hold = ppid($pid);
             return $hold && comm($hold) eq 'amqplock' ? $hold : 0;
         }

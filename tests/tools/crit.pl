@@ -4,7 +4,10 @@
 # its slot). A turn is a job: this process and, with "linger", a child it
 # leaves behind in a session of its own (setsid) that stays inside 50-400
 # ms longer, as `setsid job &` would; amqplock must keep the slot until it
-# has gone too.
+# has gone too. With CRIT_ODDJOB set to tests/tools/oddjob.c's binary, one
+# lingering child in three is that program instead, whose main thread
+# exits at once: /proc shows it as a zombie while its other thread runs
+# on, and it counts as inside all the while.
 #
 # DIR/inside lists "pid slot hold job" for each process of a job inside
 # (hold: the amqplock whose keeper is CMD's parent). Under flock DIR/lock
@@ -33,17 +36,32 @@ my $linger = (shift // '') eq 'linger';
 my $slot = $ENV{AMQPLOCK_SLOT} // 'unset';
 my $job = "$$." . int(rand(1e9));
 
-# 0: gone, a zombie, or SIGKILL pending; 1: running; 2: stopped
+# The fields of a /proc/.../status file, or () if it is gone.
+sub status_of {
+    open(my $f, '<', $_[0]) or return ();
+    return map { /^(\w+):\s*(.*)/ ? ($1, $2) : () } <$f>;
+}
+
+# 0: gone, a zombie, or SIGKILL pending; 1: running; 2: stopped. A process
+# whose leader is a zombie runs while another of its threads does.
 sub running {
     my ($pid) = @_;
-    open(my $f, '<', "/proc/$pid/status") or return 0;
-    my %st = map { /^(\w+):\s*(.*)/ ? ($1, $2) : () } <$f>;
-    my $state = $st{State} // 'Z';
-    return 0 if $state =~ /^[ZX]/;
+    my %st = status_of("/proc/$pid/status") or return 0;
     for my $pending (@st{qw(SigPnd ShdPnd)}) {
         return 0 if defined $pending && hex(substr($pending, -8)) & (1 << 8);    # SIGKILL
     }
-    return $state =~ /^[Tt]/ ? 2 : 1;
+    my @states = ($st{State} // 'Z');
+    if ($states[0] =~ /^Z/) {
+        @states = ();
+        for my $task (glob("/proc/$pid/task/*/status")) {
+            next if $task eq "/proc/$pid/task/$pid/status";
+            my %t = status_of($task);
+            push @states, $t{State} if defined $t{State};
+        }
+    }
+    @states = grep { !/^[ZX]/ } @states;
+    return 0 unless @states;
+    return (grep { !/^[Tt]/ } @states) ? 1 : 2;
 }
 
 sub slurp {
@@ -136,17 +154,21 @@ for (grep { $_->[4] == 1 && $_->[1] eq $slot } @e) {
 spew("$d/owner.$slot", $job);
 push @e, [$$, $slot, $hold, $job];
 if ($linger) {
+    my $odd = $ENV{CRIT_ODDJOB} && rand() < 1 / 3;
+    my $secs = 0.05 + rand(0.35);
     my $pid = fork // die "fork: $!\n";
     if (!$pid) {
         # not the parent's lock: close it unreleased (releasing it here
         # would release the parent's)
         close $lock;
         POSIX::setsid();
-        stay(0.05 + rand(0.35));
+        exec($ENV{CRIT_ODDJOB}, 'zombie', '-', $secs) or POSIX::_exit(1) if $odd;
+        stay($secs);
         leave();
         POSIX::_exit(0);
     }
     push @e, [$pid, $slot, $hold, $job];
+    spew("$d/odd", "$pid\n", 1) if $odd;
 }
 save(@e);
 spew("$d/log", sprintf("%.6f %d %s %d\n", clock_gettime(CLOCK_MONOTONIC), $count, $slot, $$), 1);

@@ -4,7 +4,7 @@
 # DIR/lock), then rests 50-250 ms; appends each victim's pid to
 # DIR/killed. One process, so that it is quick enough to find a command
 # still inside. The hold is found from the command: the amqplock whose
-# keeper (amqplock-guard) is the command's parent, or an ancestor of it
+# keeper (amqp-keeper) is the command's parent, or an ancestor of it
 # (Holds.pm), and must be the one crit.pl recorded.
 use strict;
 use warnings;

@@ -16,6 +16,11 @@
 # whose client sends TEXT gets nothing more from the broker (what the broker
 # sends it is dropped); the client's requests still go through. Later
 # connections are relayed as usual.
+#
+# SIGUSR1 cuts every connection on the broker's side only: the broker sees
+# its clients go, each client's socket stays open and silent, and what the
+# broker had sent stays in it to be read: as a client finds its connection
+# after a long stop, before it learns that the broker dropped it.
 use strict;
 use warnings;
 use IO::Socket::INET;
@@ -37,8 +42,25 @@ my $done = 0;
 $SIG{TERM} = sub { $done = 1 } if defined $counts;
 
 my $sel = IO::Select->new($l);
-my (%peer, %pending, %client, %stalled);
+my (%peer, %pending, %client, %stalled, @cut);
 my $stall = $ENV{AMQPLOCK_RELAY_STALL};
+my $cut = 0;
+$SIG{USR1} = sub { $cut = 1 };
+# Closes the broker's side of every connection; keeps the clients' sides.
+sub cut_all {
+    for my $c (grep { exists $client{$_} } keys %client) {
+        my ($cs, $u) = ($c, $peer{$c});
+        next unless $u;
+        # (keys are strings: find the socket itself)
+        ($cs) = grep { $_ eq $c } $sel->handles;
+        $sel->remove($u, $cs);
+        close $u;
+        push @cut, $cs;
+        delete @peer{$c, $u};
+    }
+    %client = ();
+    $cut = 0;
+}
 sub drop {
     my $s = shift;
     my $o = delete $peer{$s};
@@ -74,6 +96,7 @@ sub count_frames {
 }
 
 until ($done) {
+    cut_all() if $cut;
     for my $s ($sel->can_read(0.2)) {
         if ($s == $l) {
             my $c = $l->accept or next;
