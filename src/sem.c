@@ -143,6 +143,10 @@ enum queue_op {
 	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
 	DECLARE_PASSIVE,   /* does it exist? */
 	DECLARE_LEASE,     /* durable, x-expires, our token (s->lease) */
+	/* basic.get without ack, answered get-empty (or get-ok): what
+	 * restarts a quorum lease's expiry, which a declare does not (see
+	 * renewal_steps). */
+	READ_LEASE,
 	DELETE_QUEUE,
 };
 
@@ -150,6 +154,7 @@ struct queue_request {
 	amqp_method_number_t id, ok;
 	amqp_queue_declare_t declare;
 	amqp_queue_delete_t del;
+	amqp_basic_get_t get;
 	amqp_table_entry_t lease_args[3];
 };
 
@@ -183,7 +188,9 @@ static amqp_table_t lease_arguments(const struct sem *s, amqp_table_entry_t *e)
 /* The reply that says op went through. */
 static amqp_method_number_t reply_to(enum queue_op op)
 {
-	return op == DELETE_QUEUE ? AMQP_QUEUE_DELETE_OK_METHOD : AMQP_QUEUE_DECLARE_OK_METHOD;
+	return op == DELETE_QUEUE ? AMQP_QUEUE_DELETE_OK_METHOD
+	       : op == READ_LEASE ? AMQP_BASIC_GET_EMPTY_METHOD
+				  : AMQP_QUEUE_DECLARE_OK_METHOD;
 }
 
 static void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op op,
@@ -195,6 +202,12 @@ static void *queue_request(const struct sem *s, struct queue_request *r, enum qu
 		r->id = AMQP_QUEUE_DELETE_METHOD;
 		r->del.queue = amqp_cstring_bytes(queue);
 		return &r->del;
+	}
+	if (op == READ_LEASE) {
+		r->id = AMQP_BASIC_GET_METHOD;
+		r->get.queue = amqp_cstring_bytes(queue);
+		r->get.no_ack = true;
+		return &r->get;
 	}
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
@@ -214,7 +227,10 @@ static void *queue_request(const struct sem *s, struct queue_request *r, enum qu
 /* What op is doing, for messages: "deleting amqplock.x-1-A ...". */
 static const char *verb(enum queue_op op)
 {
-	return op == DELETE_QUEUE ? "deleting" : op == DECLARE_PASSIVE ? "checking" : "declaring";
+	return op == DELETE_QUEUE      ? "deleting"
+	       : op == DECLARE_PASSIVE ? "checking"
+	       : op == READ_LEASE      ? "reading"
+				       : "declaring";
 }
 
 /* One request about one queue, and its reply; a refusal in `tolerated`
@@ -1188,27 +1204,40 @@ int64_t sem_lease_token(void)
 	return t ? (int64_t)t : 1;
 }
 
+/* The steps that renew our lease, into step (room for 2); their number.
+ * A declare with our token is refused (406) if the lease is another's,
+ * and restarts a classic queue's expiry. It does not restart a quorum
+ * queue's: RabbitMQ (3.10 to 4.3) counts only reads and consumers as a
+ * quorum queue's use, so a quorum lease renewed by declares alone ran out
+ * 5-10 s after it was made (--lease 5) under a holder renewing it every
+ * second; a quorum lease is read too (basic.get: the lease holds no
+ * message, so the read takes nothing). */
+static size_t renewal_steps(const struct sem *s, struct step *step)
+{
+	step[0] = (struct step){DECLARE_LEASE, LEASE_QUEUE};
+	step[1] = (struct step){READ_LEASE, LEASE_QUEUE};
+	return s->lease.quorum ? 2 : 1;
+}
+
 enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
 {
 	/* Passive first: a re-attach never makes a lease, it only renews
-	 * one that still exists, and only if the token is ours. */
-	static const struct step steps[] = {
-		{DECLARE_PASSIVE, LEASE_QUEUE},
-		{DECLARE_LEASE, LEASE_QUEUE},
-		{DECLARE_PASSIVE, SLOT_QUEUE},
-		{DECLARE_EXCLUSIVE, HOLDER_QUEUE},
-	};
+	 * one that still exists, and only if the token is ours; then the
+	 * slot queue and the holder queue. */
+	struct step steps[5] = {{DECLARE_PASSIVE, LEASE_QUEUE}};
 	char queue[QUEUE_NAME_MAX + 1];
 	enum al_status st;
 	uint16_t refused;
-	size_t done;
+	size_t done, renewed = 1 + renewal_steps(s, &steps[1]), n = renewed + 2;
 
+	steps[renewed] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
+	steps[renewed + 1] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
 	*lease_ours = false;
-	st = run_steps(s, slot, steps, 4, &done, &refused);
+	st = run_steps(s, slot, steps, n, &done, &refused);
 	*lease_ours = done >= 2;
 	if (st != AL_OK)
 		return st;
-	sem_name_slot(&s->name, slot, steps[done < 4 ? done : 3].kind, queue);
+	sem_name_slot(&s->name, slot, steps[done < n ? done : n - 1].kind, queue);
 	s->lease.need_holder = false;
 	if (done >= 2)
 		s->lease.reattached = now_seconds();
@@ -1218,9 +1247,9 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
 		return fail(AL_LOST, "its lease %s ran out before amqplock could reconnect", queue);
 	if (done == 1 && refused == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
-	if (done == 2 && refused == AMQP_NOT_FOUND)
+	if (done == renewed && refused == AMQP_NOT_FOUND)
 		return fail(AL_LOST, "its slot queue %s was deleted", queue);
-	if (done == 3 && refused == AMQP_RESOURCE_LOCKED) {
+	if (done == renewed + 1 && refused == AMQP_RESOURCE_LOCKED) {
 		/* The broker has not yet dropped our old connection, whose
 		 * holder queue it is; the lease keeps the slot meanwhile. */
 		trace("holder queue %s is still the old connection's; taking it later", queue);
@@ -1232,19 +1261,19 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
 
 enum al_status sem_lease_keep(struct sem *s, unsigned slot)
 {
-	static const struct step step = {DECLARE_LEASE, LEASE_QUEUE};
 	char queue[QUEUE_NAME_MAX + 1];
+	struct step steps[2];
 	enum al_status st;
 	uint16_t refused;
 	size_t done;
 
-	st = run_steps(s, slot, &step, 1, &done, &refused);
+	st = run_steps(s, slot, steps, renewal_steps(s, steps), &done, &refused);
 	if (st != AL_OK || refused == 0)
 		return st;
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, queue);
-	if (refused == AMQP_PRECONDITION_FAILED)
+	if (done == 0 && refused == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
-	return step_refused(s, slot, &step, status_for_reply(refused));
+	return step_refused(s, slot, &steps[done], status_for_reply(refused));
 }
 
 enum al_status sem_lease_end(struct sem *s, unsigned slot)
@@ -1479,6 +1508,19 @@ enum al_status sem_released(struct sem *s, unsigned slot)
  * holder queue checked every second.) After a reconnect the holder queue
  * may still be the old connection's: it is declared, not checked, until
  * it is ours again. */
+/* The request that verification question i (s->verify_kind) makes: our
+ * lease declared with our token (406 if it is another's) and, a quorum
+ * lease, read (see renewal_steps); the slot queue checked; the holder
+ * queue checked, or declared again while need_holder. */
+static enum queue_op verify_op(const struct sem *s, unsigned i)
+{
+	if (s->verify_kind[i] == LEASE_QUEUE)
+		return i == 0 ? DECLARE_LEASE : READ_LEASE;
+	if (s->verify_kind[i] == HOLDER_QUEUE && s->lease.need_holder)
+		return DECLARE_EXCLUSIVE;
+	return DECLARE_PASSIVE;
+}
+
 enum al_status sem_verify_send(struct sem *s, unsigned slot)
 {
 	enum al_status st = AL_OK;
@@ -1486,17 +1528,14 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
 
 	if (s->lease.on)
 		s->verify_kind[n++] = LEASE_QUEUE;
+	if (s->lease.on && s->lease.quorum)
+		s->verify_kind[n++] = LEASE_QUEUE;
 	s->verify_kind[n++] = SLOT_QUEUE;
 	s->verify_kind[n++] = HOLDER_QUEUE;
 	s->verify_asked = n;
 	s->verify_answers = 0;
 	for (i = 0; i < n && st == AL_OK; i++)
-		st = slot_send(s,
-			       s->verify_kind[i] == LEASE_QUEUE ? DECLARE_LEASE
-			       : s->verify_kind[i] == HOLDER_QUEUE && s->lease.need_holder
-				       ? DECLARE_EXCLUSIVE
-				       : DECLARE_PASSIVE,
-			       slot, s->verify_kind[i]);
+		st = slot_send(s, verify_op(s, i), slot, s->verify_kind[i]);
 	return st;
 }
 
@@ -1536,8 +1575,15 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 			    st == AL_BUSY ? "taken by another connection" : "deleted");
 	if (kind == LEASE_QUEUE && s->conn->reply_code == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s was taken by another holder", queue);
-	conn_refused(s->conn, st, kind == SLOT_QUEUE ? "checking" : "declaring", queue);
+	conn_refused(s->conn, st, verb(verify_op(s, s->verify_answers)), queue);
 	return AL_LOST;
+}
+
+/* Whether a method is the answer to a verification's question. */
+static bool is_answer(amqp_method_number_t id)
+{
+	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
+	       id == AMQP_BASIC_GET_OK_METHOD;
 }
 
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
@@ -1557,8 +1603,7 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 		}
 		if (st != AL_OK)
 			return fail(AL_LOST, "the connection failed");
-		if (!got || m.id != AMQP_QUEUE_DECLARE_OK_METHOD ||
-		    ++s->verify_answers != s->verify_asked)
+		if (!got || !is_answer(m.id) || ++s->verify_answers != s->verify_asked)
 			continue;
 		*verified = true;
 		if (s->lease.need_holder) {

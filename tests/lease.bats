@@ -615,6 +615,23 @@ holder_done() {
 
 # --- options and queues ------------------------------------------------------------
 
+@test "a quorum lease lasts as long as its holder renews it (a redeclare alone does not restart a quorum queue's expiry)" {
+    cc -o "$T/qwatch" "$H/qwatch.c" $(pkg-config --cflags --libs librabbitmq) ||
+        fail "cannot build qwatch.c"
+    al create --slot-type quorum "$n" 1
+    local CMD_UNTIL=1
+    cmd_hold h 60 hold --heartbeat 1 --grace 1 --lease 5 "$n"
+    local h=$BG
+    running_cmds h
+    # four leases' length: without a renewal that counts, RabbitMQ deletes
+    # the lease 5-10 s after it was made, while its holder holds
+    "$T/qwatch" "$AMQPLOCK_TEST_PORT" "amqplock.$n-1-L" 20 >"$T/qwatch.out"
+    note "the lease while held: $(tr '\n' ' ' <"$T/qwatch.out")"
+    run cat "$T/qwatch.out"
+    assert_output --regexp '^0\.[0-9] there$'
+    holder_done "$h"
+}
+
 @test "--lease: too short is a usage error that says the least; --lease 0 is the old behaviour (a closed connection: TERM, exit 4, no lease queue)" {
     run -2 --separate-stderr al hold --lease 5 --grace 1 --heartbeat 5 "$n" -- touch "$T/ran"
     assert_error_line
