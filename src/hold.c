@@ -40,6 +40,10 @@
  * before the line (RETRY_FIRST to RETRY_LONGEST). */
 #define LINE_FIRST   0.25
 #define LINE_LONGEST 2.0
+/* In line: how long a waiter sees a slot free, look after look, before it
+ * asks whether the first in line is stuck (sem_unstick_line). A live
+ * first in line takes a free slot within milliseconds of its wake-up. */
+#define LINE_STALL 5.0
 /* Waiting for a slot: the waiting callback is first called after this
  * long (a wait that ends sooner is no news). */
 #define WAITING_NEWS 1.0
@@ -83,15 +87,19 @@ static bool in_line(const struct sem *s)
  * slot: it is then the oldest waiter. Otherwise it looks, and a free slot
  * wakes the oldest (itself, maybe): holders that die and leases that run
  * out say nothing, so every waiter looks now and then. Outside the line
- * (it refused us) a waiter takes what it finds. */
-static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max)
+ * (it refused us) a waiter takes what it finds. *free_since: since when
+ * (now_seconds()) every look has found a slot free, 0 if the last did
+ * not; after LINE_STALL of that the first in line may be stuck. */
+static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, double *free_since)
 {
 	enum al_status st;
+	bool restarted;
 
 	if (!in_line(s))
 		return sem_acquire(s, SEM_TAKE, slot, max);
 	if (conn_woken(s->conn)) {
 		trace("woken: first in line for a slot of %s", s->label);
+		*free_since = 0;
 		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
 		/* Taken or not, this wake-up is spent; unacknowledged, it
 		 * would go to the next in line when we leave. */
@@ -100,12 +108,22 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max)
 		return st;
 	}
 	st = sem_acquire(s, SEM_LOOK, slot, max);
-	if (st != AL_OK)
+	if (st != AL_OK) {
+		*free_since = 0;
 		return st;
+	}
 	*slot = 0;
-	/* Woken meanwhile (a release's wake-up, most likely): the next try
-	 * takes it; another wake-up would only make work. */
-	if (!conn_woken(s->conn)) {
+	if (!*free_since)
+		*free_since = now_seconds();
+	if (now_seconds() - *free_since >= LINE_STALL) {
+		*free_since = 0;
+		if ((st = sem_unstick_line(s, &restarted)) != AL_OK)
+			return st;
+		if (restarted)
+			return sem_acquire(s, SEM_TAKE, slot, max);
+	} else if (!conn_woken(s->conn)) {
+		/* Woken meanwhile (a release's wake-up, most likely): the
+		 * next try takes it; another wake-up would only make work. */
 		trace("a slot of %s is free; waking the first in line", s->label);
 		if ((st = sem_wake_line(s)) != AL_OK)
 			return st;
@@ -130,9 +148,9 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			 unsigned *slot, unsigned *max)
 {
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
-	double start = now_seconds();
+	double start = now_seconds(), free_since = 0;
 	enum al_status st;
-	bool watching = false, told = false;
+	bool watching = false, told = false, restarted = false;
 
 	/* A waiter that is stopped keeps its place and would hold back all
 	 * behind it: on Ctrl-Z it leaves the line first, and joins it again,
@@ -148,10 +166,15 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	s->claim_window = claim_window(o, s->conn);
 	for (;;) {
 		status_clear();
-		st = watching ? try_in_line(s, slot, max)
+		st = watching ? try_in_line(s, slot, max, &free_since)
 			      : sem_acquire(s, SEM_TAKE_UNLESS_LINE, slot, max);
 		if (st != AL_OK)
 			hold_keeper_abandon(o->keeper);
+		/* -n cannot wait to see a stuck first in line lose its
+		 * turn: it asks at once, once. */
+		if (st == AL_BUSY && o->nonblock && s->behind_line && !restarted &&
+		    sem_unstick_line(s, &restarted) == AL_OK && restarted)
+			continue;
 		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
 			break;
 		/* Waiting: "all slots are held" is not a failure (yet), and must

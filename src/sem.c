@@ -1312,24 +1312,34 @@ static void waiters_queue(const struct sem *s, char *buf)
 	sem_name_slot(&s->name, 1, WAITERS_QUEUE, buf);
 }
 
-/* How many clients are in the line: the consumers of the waiters queue
- * (none if there is no such queue, or we may not look). */
-static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
+/* The line's waiters queue as a passive declare sees it: how many clients
+ * are in the line (its consumers) and how many wake-ups wait undelivered
+ * (none of either if there is no such queue, or we may not look). */
+static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
 	enum al_status st;
 	amqp_method_t m;
 
-	*waiters = 0;
+	*waiters = *waiting = 0;
 	waiters_queue(s, queue);
 	s->conn->reply_code = 0;
 	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
 		       queue_request(s, &r, DECLARE_PASSIVE, queue));
-	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK)
+	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK) {
 		*waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
+		*waiting = ((amqp_queue_declare_ok_t *)m.decoded)->message_count;
+	}
 	return conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, NULL, "checking",
 			   queue);
+}
+
+static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
+{
+	uint32_t waiting;
+
+	return line_counts(s, waiters, &waiting);
 }
 
 /* Whether a newcomer must queue behind others: free slots are theirs
@@ -1341,7 +1351,7 @@ static enum al_status line_ahead(struct sem *s, bool *ahead)
 	uint32_t waiters = 0;
 	enum al_status st = s->line == LINE_UP ? count_waiters(s, &waiters) : AL_OK;
 
-	*ahead = waiters > 0;
+	*ahead = s->behind_line = waiters > 0;
 	if (*ahead)
 		trace("%u clients wait for a slot of %s; queueing behind them", (unsigned)waiters,
 		      s->label);
@@ -1359,6 +1369,7 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 	*slot = 0;
 	s->lease.stalled = false;
 	s->claim_late = false;
+	s->behind_line = false;
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
 		 * claim's lease declare sees a lease if one is there. */
@@ -1440,6 +1451,43 @@ void sem_leave_line(struct sem *s)
 
 	waiters_queue(s, queue);
 	conn_unsubscribe(s->conn, queue);
+}
+
+/* How long a wake-up may wait undelivered before the first in line counts
+ * as stuck: a live one takes each within milliseconds (it holds one at a
+ * time, only while it claims). */
+#define LINE_TAKE_WAIT 0.5
+
+enum al_status sem_unstick_line(struct sem *s, bool *restarted)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	uint32_t waiters, waiting;
+	enum al_status st;
+	uint16_t refused;
+
+	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+
+	*restarted = false;
+	if ((st = sem_wake_line(s)) != AL_OK)
+		return st;
+	sleep_seconds(LINE_TAKE_WAIT);
+	/* The probe also takes the wake-up's confirm, which a passive
+	 * declare's answer must not meet first. */
+	if ((st = probe_queues(s->conn, &s->name, &line, 1)) != AL_OK)
+		return st;
+	note_line(s, &line);
+	if (s->line != LINE_UP || (st = line_counts(s, &waiters, &waiting)) != AL_OK ||
+	    waiting == 0)
+		return st;
+	waiters_queue(s, queue);
+	trace("the first in line of %s has not taken a free slot (%u wake-ups wait for it: "
+	      "stopped, its host frozen, heartbeats off?); starting the line again",
+	      s->label, (unsigned)waiting);
+	/* Every waiter's consumer is cancelled with it: they take what they
+	 * find, and the stuck one too once it runs again. */
+	st = ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused);
+	*restarted = st == AL_OK && refused == 0;
+	return st;
 }
 
 enum al_status sem_wake_added(struct sem *s, unsigned added)

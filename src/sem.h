@@ -87,6 +87,9 @@ struct sem {
 	 * there but refusing messages (its node is down: then no declare of
 	 * it may be answered, and nothing waits on it), or taking them. */
 	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
+	/* The last sem_acquire (SEM_TAKE_UNLESS_LINE) left a free slot to
+	 * others in line. */
+	bool behind_line;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
 	/* How long after it was sent a claim may be answered and still
@@ -215,6 +218,15 @@ enum al_status sem_wake_line(struct sem *s);
  * in line, the next is told that it is first now: it then looks for free
  * slots as often as the first does. */
 void sem_leave_line(struct sem *s);
+
+/* The first in line has not taken the free slot that a waiter behind it,
+ * or a newcomer, sees (see docs/design.md, "Waiters in line"): wakes it
+ * once more, and if the wake-up still waits undelivered half a second
+ * later, the first in line is stuck (stopped with heartbeats off, say,
+ * which the broker never drops), and the line is deleted: every waiter
+ * then takes what it finds, as after any deletion of the line.
+ * *restarted says whether it was. */
+enum al_status sem_unstick_line(struct sem *s, bool *restarted);
 
 /* After `added` slots were added: wakes as many waiters (fewer if fewer
  * wait), one after the other in line. */

@@ -1,12 +1,14 @@
 #!/usr/bin/env bats
-# Waiters in line (issue 17): holds are served in the order they began to
-# wait, a free slot is the first waiter's and not a newcomer's (-n says
-# busy then), and the line never stalls behind a waiter that died, is
-# stopped or whose line was deleted; added slots wake as many waiters.
+# Waiters in line: holds are served in the order they began to wait, a
+# free slot is the first waiter's while it answers and not a newcomer's
+# (-n says busy then), and the line never stalls behind a waiter that
+# died, is stopped (also one the broker never drops: heartbeats off) or
+# whose line was deleted; added slots wake as many waiters.
 # Timing bounds here catch stalls, not slowness: the line's speed is
 # measured by make bench.
 #
-# Needs perl (core modules only) and jq. Helper scripts live in tests/tools/.
+# Needs perl (core modules only) and jq. Helper scripts live in tests/tools/
+# (linehead.pl: a first in line that answers and never takes a slot).
 
 bats_require_minimum_version 1.5.0
 load helper
@@ -89,11 +91,17 @@ line_up() {
     [ "$got" = "$want" ] || fail "served out of order: $got"
 }
 
-@test "a free slot is the first waiter's: a newcomer queues behind it, and -n says others are waiting" {
-    line_up w1
-    local w1=${PID[w1]}
-    # The first in line cannot act: the slot it is woken for stays free.
-    kill -STOP "$w1"
+@test "a free slot is the first waiter's while it answers: -n says others are waiting, a newcomer queues behind it" {
+    declare -gA PID
+    al create "$n" 1
+    holder a
+    PID[a]=$BG
+    # First in line: alive (it takes every wake-up at once) but never
+    # taking the slot, as a live waiter between its wake-up and its claim.
+    perl "$H/linehead.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n#waiters" >"$T/head.out" 2>&1 3>&- &
+    local head=$!
+    keep "$head"
+    wait_until 10 grep -qx ready "$T/head.out" || fail "linehead.pl: $(cat "$T/head.out")"
     kill -TERM "${PID[a]}"
     wait_exit "${PID[a]}" 10
     wait_until 10 slot_free "$n" 1 || fail "slot 1 not free after the release"
@@ -103,16 +111,16 @@ line_up() {
     [ ! -e "$T/barged" ]
     run -1 --separate-stderr al --json acquire -n "$n"
     assert_json '.error == "busy"'
-    # A newcomer that waits joins the line behind w1 and is served after it.
-    waiter w2
-    local w2=$BG
-    sleep 1
-    started w2 && fail "w2 took the slot that was w1's"
-    kill -CONT "$w1"
+    # A newcomer that waits joins the line behind it, and keeps its place
+    # past the time that makes a first in line that takes nothing stuck.
+    waiter w1
+    local w1=$BG
+    sleep 8
+    started w1 && fail "w1 took the slot of a first in line that answers"
+    grep -q "has not taken a free slot" "$T/w1.err" && fail "w1 took a live first in line for stuck"
+    kill -TERM "$head"
     wait_exit "$w1" 10
     [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
-    wait_exit "$w2" 10
-    [ "$(paste -sd' ' "$T/order")" = "w1 w2" ]
 }
 
 @test "a waiter killed at the head of the line, holding its wake-up, does not stall the next: served within 1 s" {
@@ -137,6 +145,55 @@ line_up() {
     wait_exit "$w3" 10
     [ "$rc" -eq 0 ]
     [ "$(paste -sd' ' "$T/order")" = "w2 w3" ]
+}
+
+# stuck_head: a 1-slot semaphore whose slot acquire a holds, w1 first in
+# line with heartbeats off (the broker never drops it) and stopped, as a
+# frozen host would leave it; then a lets go. Pids in PID[a] and PID[w1].
+stuck_head() {
+    declare -gA PID
+    al create "$n" 1
+    holder a
+    PID[a]=$BG
+    waiter w1 --heartbeat 0
+    PID[w1]=$BG
+    "$@"
+    kill -STOP "${PID[w1]}"
+    T0=$(now)
+    kill -TERM "${PID[a]}"
+    wait_exit "${PID[a]}" 10
+}
+
+@test "a first in line that never takes its turn (stopped, heartbeats off) loses it: the next is served within 10 s" {
+    stuck_head waiter w2
+    local w1=${PID[w1]} w2=$BG
+    wait_until 20 started w2 || fail "w2 not served behind a stuck head: $(cat "$T/w2.err")"
+    local took
+    took=$(since "$T0")
+    note "w2 served $took s after the release, the first in line stopped"
+    at_most "$took" 10
+    grep -q "has not taken a free slot" "$T/w2.err" || fail "w2 did not say why: $(cat "$T/w2.err")"
+    kill -CONT "$w1"
+    wait_exit "$w2" 10
+    [ "$rc" -eq 0 ]
+    # continued, the stuck one still gets its turn
+    wait_exit "$w1" 30
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    [ "$(paste -sd' ' "$T/order")" = "w2 w1" ]
+}
+
+@test "-n is not told busy while a slot sits free behind a stuck first in line" {
+    stuck_head
+    sleep 0.5
+    local t0
+    t0=$(now)
+    run -0 --separate-stderr al hold -n "$n" -- touch "$T/n.ran"
+    note "hold -n got the free slot in $(since "$t0") s"
+    at_most "$(since "$t0")" 3
+    [ -e "$T/n.ran" ]
+    kill -CONT "${PID[w1]}"
+    wait_exit "${PID[w1]}" 30
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
 }
 
 @test "add wakes as many waiters as slots added, in line order, within a second" {
