@@ -37,6 +37,8 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 		out_uint("swept", NULL, ch->swept);
 	if (ch->swept_holders)
 		out_uint("swept_holders", NULL, ch->swept_holders);
+	if (ch->filled)
+		out_uint("filled", NULL, ch->filled);
 }
 
 /* Every administrative command is this: connect, change under the admin
@@ -59,6 +61,15 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		trace("deleted %u stray holder queue(s)", ch.swept_holders);
 	if (st != AL_OK)
 		return st;
+	/* Slots the broker had lost (an expires policy, say): worth a line,
+	 * as the cause will strike again. */
+	if (ch.filled) {
+		snprintf(warning, sizeof(warning),
+			 "warning: made %u missing slot queue(s) of %s again (an expires policy "
+			 "on its queues? see amqplock check)",
+			 ch.filled, cli->name);
+		out_error_line(warning);
+	}
 	/* The change is made, but each of these keeps its slot from ever
 	 * being taken: worth a line, as --insecure's warning is. */
 	if (ch.holders_kept) {
@@ -195,6 +206,14 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		slot_line("free", "free       %s\n", &ss.free, ss.max);
 		out_uint("free_count", NULL, ss.free.len);
 		slot_line("orphans", "orphans    %s\n", &ss.orphans, 0);
+		/* Taken by nobody and takeable by nobody until an
+		 * administrator makes them again. */
+		slot_line("missing", ss.missing.len ? "missing    %s" : NULL, &ss.missing, ss.max);
+		if (ss.missing.len)
+			out_str(NULL,
+				" (slot queues gone: an expires policy, or deleted by hand? "
+				"amqplock check --repair %s makes them again)\n",
+				cli->name);
 		st = out_end();
 	}
 	sem_status_free(&ss);
@@ -219,6 +238,10 @@ static const char *problem_name(enum sem_problem_kind kind)
 		return "missing_marker";
 	case SEM_STRAY_MARKER:
 		return "stray_marker";
+	case SEM_MISSING_SLOT:
+		return "missing_slot";
+	case SEM_UNRECORDED:
+		return "unrecorded";
 	}
 	return "unknown";
 }
@@ -228,7 +251,9 @@ static const char *problem_name(enum sem_problem_kind kind)
 static const char *verdict(const struct sem_problem *p)
 {
 	if (p->repaired)
-		return p->kind == SEM_MISSING_MARKER ? "made" : "deleted";
+		return p->kind == SEM_MISSING_MARKER || p->kind == SEM_MISSING_SLOT ? "made again"
+		       : p->kind == SEM_UNRECORDED                                  ? "written"
+										    : "deleted";
 	if (p->kind == SEM_MIXED_TYPE)
 		return "cannot be repaired, recreate the semaphore";
 	if (p->kind == SEM_EXCLUSIVE_SLOT)
@@ -272,6 +297,16 @@ static void print_problem(struct cli *cli, const struct sem *s, const struct sem
 		break;
 	case SEM_STRAY_MARKER:
 		out_str("queue", "quorum marker %s, but the slots are not quorum queues", queue);
+		break;
+	case SEM_MISSING_SLOT:
+		out_str("queue", "slot queue %s is gone (an expires policy, or deleted by hand?)",
+			queue);
+		break;
+	case SEM_UNRECORDED:
+		out_str(NULL,
+			"no size record (made by amqplock 0.2 or older): its max is lost with "
+			"its top slot queues",
+			NULL);
 		break;
 	}
 	out_bool("repaired", p->repaired);

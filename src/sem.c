@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "probe.h"
+#include "record.h"
 
 /* Reading max starts by probing this many slots: a small semaphore is
  * answered in one round trip. Holder queues are then scanned in windows
@@ -26,36 +27,84 @@ static void trace_max(struct sem *s, unsigned max)
 	trace("%s has %u slot%s", s->name.base, max, max == 1 ? "" : "s");
 }
 
-/* Administrators count slots one by one from 1 (under their mutex): the
- * first missing slot queue ends the semaphore, so a hole made behind
- * amqplock's back is found, and the strays above it swept. */
-static enum al_status count_slots(struct sem *s, unsigned *max)
+static enum al_status append(struct slot_list *l, unsigned slot);
+
+/* A semaphore's size as administrators see it, under their mutex. */
+struct census {
+	unsigned max;      /* the record's, or the highest slot queue there is */
+	unsigned recorded; /* the record's max; 0: none (or not readable) */
+	/* Slot queues missing at or below max (ascending), and the lowest
+	 * and highest there are (0: none). */
+	struct slot_list missing;
+	unsigned lowest, highest;
+};
+
+/* Administrators count the slot queues one by one from 1, in windows that
+ * double, on past holes, until past the record a window finds none: so a
+ * slot queue that an expires policy or a hand deleted leaves a hole, not a
+ * smaller semaphore. max is the record's; a semaphore without one (made by
+ * amqplock 0.2 or older) has the highest slot queue found for max, holes
+ * filled upward rather than the slots above them swept. Slot queues above
+ * a record are strays (sweep_strays). */
+static enum al_status count_slots(struct sem *s, struct census *cs)
 {
-	bool exists[LARGEST_WINDOW];
-	unsigned first = 1, batch = FIRST_WINDOW, i;
+	bool exists[LARGEST_WINDOW], known, any = true, read = false;
+	unsigned first = 1, batch = FIRST_WINDOW, i, top = 0;
 	enum al_status st;
 
-	for (;;) {
+	memset(cs, 0, sizeof(*cs));
+	while (first <= SLOTS_MAX) {
+		/* The record is asked for once the slot queues run out, near
+		 * the highest found, which is max when nothing is amiss: two
+		 * questions. Then on to its max, should that lie higher. */
+		if (!any && !read) {
+			read = true;
+			st = record_read(s->conn, &s->name, top, &cs->recorded, &known);
+			if (st != AL_OK)
+				return st;
+		}
+		if (!any && first > cs->recorded)
+			break;
 		if (batch > SLOTS_MAX + 1 - first)
 			batch = SLOTS_MAX + 1 - first;
-		if (batch == 0) {
-			*max = SLOTS_MAX;
-			return AL_OK;
-		}
 		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
 		if (st != AL_OK)
 			return st;
+		any = false;
 		for (i = 0; i < batch; i++) {
-			if (!exists[i]) {
-				*max = first + i - 1;
-				trace_max(s, *max);
-				return AL_OK;
-			}
+			if (!exists[i])
+				continue;
+			any = true;
+			top = first + i;
 		}
 		first += batch;
 		if (batch < LARGEST_WINDOW)
 			batch *= 2;
 	}
+	if (!read && (st = record_read(s->conn, &s->name, top, &cs->recorded, &known)) != AL_OK)
+		return st;
+	cs->max = cs->recorded ? cs->recorded : top;
+	trace_max(s, cs->max);
+	/* The holes: asked again, slot by slot up to max. */
+	for (first = 1; st == AL_OK && first <= cs->max; first += batch) {
+		batch = cs->max - first + 1 < LARGEST_WINDOW ? cs->max - first + 1 : LARGEST_WINDOW;
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
+		for (i = 0; st == AL_OK && i < batch; i++) {
+			if (!exists[i]) {
+				st = append(&cs->missing, first + i);
+				continue;
+			}
+			if (!cs->lowest)
+				cs->lowest = first + i;
+			cs->highest = first + i;
+		}
+	}
+	if (st == AL_OK && cs->missing.len > 0)
+		trace("%zu slot queue(s) of %s missing, the first %u (an expires policy? deleted "
+		      "by "
+		      "hand?)",
+		      cs->missing.len, s->label, cs->missing.slot[0]);
+	return st;
 }
 
 /* Probes of ascending slots, answered: moves *lo up to the last slot found
@@ -123,14 +172,23 @@ static enum al_status max_after_window(struct sem *s, const struct probe *window
 enum al_status sem_max(struct sem *s, unsigned *max)
 {
 	struct probe window[FIRST_WINDOW];
+	unsigned i, recorded;
 	enum al_status st;
-	unsigned i;
+	bool known;
 
 	for (i = 0; i < FIRST_WINDOW; i++)
 		window[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
-	if ((st = probe_queues(s->conn, &s->name, window, FIRST_WINDOW)) != AL_OK)
+	if ((st = probe_queues(s->conn, &s->name, window, FIRST_WINDOW)) != AL_OK ||
+	    (st = max_after_window(s, window, max)) != AL_OK)
 		return st;
-	return max_after_window(s, window, max);
+	/* The slot queues' max is the record's unless some have gone. */
+	if ((st = record_read(s->conn, &s->name, *max, &recorded, &known)) != AL_OK)
+		return st;
+	if (recorded > 0 && recorded != *max) {
+		trace("the record says %u slots, the slot queues %u", recorded, *max);
+		*max = recorded;
+	}
+	return AL_OK;
 }
 
 /* The queue requests amqplock makes, each with the reply it expects. */
@@ -540,19 +598,45 @@ static enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned ma
 	return st;
 }
 
-/* Deletes the slot queues above max that a crashed or foreign
- * administrator left behind a hole, highest first like every delete. */
-static enum al_status sweep_strays(struct sem *s, unsigned max, unsigned *swept)
+/* The slot queues above max (an administrator stopped between cutting
+ * the record and deleting the slots, a foreign client), less those a
+ * holder holds: deleting one would end its job, and amqplock's own
+ * repairs never end a job. *kept counts those left. */
+static enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays,
+				  unsigned *kept)
+{
+	enum al_status st = scan_above(s, SLOT_QUEUE, max, strays);
+	bool holder, lease;
+	size_t i, n = 0;
+
+	*kept = 0;
+	for (i = 0; st == AL_OK && i < strays->len; i++) {
+		st = probe_taken(s, strays->slot[i], 1, &holder, &lease, NULL);
+		if (st == AL_OK && (holder || lease)) {
+			trace("stray slot queue %u above max %u is held; kept", strays->slot[i],
+			      max);
+			++*kept;
+		} else {
+			strays->slot[n++] = strays->slot[i];
+		}
+	}
+	strays->len = n;
+	return st;
+}
+
+/* Deletes the stray slot queues above max that nobody holds, highest
+ * first like every delete. */
+static enum al_status sweep_strays(struct sem *s, unsigned max, struct sem_change *out)
 {
 	struct slot_list strays = {0};
-	enum al_status st = scan_above(s, SLOT_QUEUE, max, &strays);
+	enum al_status st = find_strays(s, max, &strays, &out->strays_kept);
 	size_t i;
 
 	for (i = strays.len; st == AL_OK && i > 0; i--) {
 		trace("deleting stray slot queue %u above max %u", strays.slot[i - 1], max);
 		st = delete_slots_down(s, strays.slot[i - 1], 1);
 	}
-	*swept = (unsigned)strays.len;
+	out->swept = (unsigned)strays.len;
 	free(strays.slot);
 	return st;
 }
@@ -735,30 +819,55 @@ static enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *ty
 	return st;
 }
 
-/* New slots take the type of the slots there are (slot 1 and slot max
- * must agree); a --slot-type that says otherwise is refused, as is a
- * semaphore whose slots were mixed by hand. */
-static enum al_status keep_slot_type(struct sem *s, unsigned max)
+/* New slots take the type of the slots there are (the lowest and highest
+ * slot queues must agree; slot queues that are gone have none to tell: the
+ * quorum marker does then); a --slot-type that says otherwise is refused,
+ * as is a semaphore whose slots were mixed by hand. */
+static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
 {
 	enum slot_type first, last;
 	enum al_status st;
+	bool quorum;
 
-	if ((st = slot_type_of(s, 1, &first)) != AL_OK)
+	if (cs->lowest == 0) {
+		st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &quorum, NULL);
+		if (st != AL_OK)
+			return st;
+		first = last = quorum ? SLOT_QUORUM : SLOT_CLASSIC;
+	} else if ((st = slot_type_of(s, cs->lowest, &first)) != AL_OK) {
 		return st;
+	}
 	last = first;
-	if (max > 1 && (st = slot_type_of(s, max, &last)) != AL_OK)
+	if (cs->highest > cs->lowest && (st = slot_type_of(s, cs->highest, &last)) != AL_OK)
 		return st;
 	if (first != last)
 		return fail(AL_BROKER,
-			    "the slots of %s are of mixed types (slot 1 %s, slot %u %s); "
+			    "the slots of %s are of mixed types (slot %u %s, slot %u %s); "
 			    "recreate it",
-			    s->label, sem_slot_type_name(first), max, sem_slot_type_name(last));
+			    s->label, cs->lowest, sem_slot_type_name(first), cs->highest,
+			    sem_slot_type_name(last));
 	trace("%s has %s slots", s->name.base, sem_slot_type_name(first));
 	if (s->opts.slot_type_given && s->opts.slot_type != first)
 		return fail(AL_USAGE, "%s has %s slots: %s ones would mix types", s->label,
 			    sem_slot_type_name(first), sem_slot_type_name(s->opts.slot_type));
 	s->opts.slot_type = first;
 	return AL_OK;
+}
+
+/* Makes again the slot queues missing at or below `upto`, ascending. */
+static enum al_status fill_holes(struct sem *s, const struct census *cs, unsigned upto,
+				 unsigned *filled)
+{
+	enum al_status st = AL_OK;
+	size_t i;
+
+	*filled = 0;
+	for (i = 0; st == AL_OK && i < cs->missing.len && cs->missing.slot[i] <= upto; i++) {
+		trace("making slot queue %u again (it was gone)", cs->missing.slot[i]);
+		if ((st = declare_slots(s, cs->missing.slot[i], 1)) == AL_OK)
+			++*filled;
+	}
+	return st;
 }
 
 static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max, unsigned *target)
@@ -788,30 +897,47 @@ static enum al_status set_marker(struct sem *s, bool quorum)
 	return ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
 }
 
+/* The record goes up after the slot queues and down before them: it
+ * never says more than the slots amqplock has made (record.h). Holes below
+ * what stays are filled first; a semaphore without a record gets one. */
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
 				    struct sem_change *out)
 {
+	struct census cs;
 	enum al_status st;
-	unsigned max, target = 0;
+	unsigned max, keep, target = 0;
 
-	if ((st = count_slots(s, &max)) != AL_OK ||
-	    (st = sweep_strays(s, max, &out->swept)) != AL_OK ||
-	    (st = sweep_holders(s, max, out)) != AL_OK)
-		return st;
+	if ((st = count_slots(s, &cs)) != AL_OK)
+		goto out;
+	max = cs.max;
+	if ((st = sweep_strays(s, max, out)) != AL_OK || (st = sweep_holders(s, max, out)) != AL_OK)
+		goto out;
 	out->previous = out->max = max;
-	if (op == SEM_CREATE && max > 0)
-		return fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label, max);
-	if (op != SEM_CREATE && max == 0)
-		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	if (op == SEM_CREATE && max > 0) {
+		st = fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label, max);
+		goto out;
+	}
+	if (op != SEM_CREATE && max == 0) {
+		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+		goto out;
+	}
 	if ((st = target_max(op, n, max, &target)) != AL_OK)
-		return st;
-	if (max > 0 && (target > max || s->opts.slot_type_given) &&
-	    (st = keep_slot_type(s, max)) != AL_OK)
-		return st;
-	if (target > max)
-		st = declare_slots(s, max + 1, target - max);
-	else if (target < max)
-		st = delete_slots_down(s, max, max - target);
+		goto out;
+	if (max > 0 && (target > max || s->opts.slot_type_given || cs.missing.len > 0) &&
+	    (st = keep_slot_type(s, &cs)) != AL_OK)
+		goto out;
+	keep = target < max ? target : max;
+	if ((st = fill_holes(s, &cs, keep, &out->filled)) != AL_OK ||
+	    (st = record_write(s->conn, &s->name, cs.recorded + 1, keep)) != AL_OK)
+		goto out;
+	if (target > max) {
+		if ((st = declare_slots(s, max + 1, target - max)) == AL_OK)
+			st = record_write(s->conn, &s->name, max + 1, target);
+	} else if (target < max) {
+		if ((st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
+				     target + 1)) == AL_OK)
+			st = delete_slots_down(s, max, max - target);
+	}
 	if (st == AL_OK)
 		out->max = target;
 	/* Quorum slots get quorum leases: the marker tells holders so. Its
@@ -820,6 +946,8 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		st = set_marker(s, false);
 	else if (st == AL_OK && (target > max || s->opts.slot_type_given))
 		st = set_marker(s, s->opts.slot_type == SLOT_QUORUM);
+out:
+	free(cs.missing.slot);
 	return st;
 }
 
@@ -921,9 +1049,15 @@ static enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *
 		return st;
 	s->lease.quorum = p[2 * FIRST_WINDOW].exists;
 	note_line(s, &p[2 * FIRST_WINDOW + 1]);
+	/* A slot queue gone behind amqplock's back (an expires policy took
+	 * an idle slot) leaves a hole: within the first window a client
+	 * looks past it to the slots above, and takes none of the holes. */
+	for (i = FIRST_WINDOW; *max < FIRST_WINDOW && i > *max; i--)
+		if (p[i - 1].exists)
+			*max = i;
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
-		taken[i] = p[FIRST_WINDOW + i].exists;
+		taken[i] = p[FIRST_WINDOW + i].exists || !p[i].exists;
 	if (leases && (st = leases_of_free(s, 1, n, taken, NULL, NULL)) != AL_OK)
 		return st;
 	for (i = 0; st == AL_OK && i < n; i++)
@@ -1358,6 +1492,24 @@ static enum al_status line_ahead(struct sem *s, bool *ahead)
 	return st;
 }
 
+/* No slot queue: the semaphore does not exist, unless its record says it
+ * does, its slot queues gone behind amqplock's back. */
+static enum al_status no_slots(struct sem *s)
+{
+	enum al_status st;
+	unsigned recorded;
+	bool known;
+
+	if ((st = record_read(s->conn, &s->name, 0, &recorded, &known)) != AL_OK)
+		return st;
+	if (recorded == 0)
+		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	return fail(AL_DAMAGED,
+		    "the slot queues of %s are gone, its %u slot%s all missing (an expires "
+		    "policy? deleted by hand?): amqplock check --repair %s makes them again",
+		    s->label, recorded, recorded == 1 ? "" : "s", s->label);
+}
+
 enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max)
 {
 	struct slot_list candidates = {0};
@@ -1377,7 +1529,7 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 		    AL_OK)
 			break;
 		if (*max == 0) {
-			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+			st = no_slots(s);
 			break;
 		}
 		if (candidates.len == 0) {
@@ -1698,8 +1850,9 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
 
 enum al_status sem_status(struct sem *s, struct sem_status *out)
 {
+	bool *holder, *lease, *refused, *slot;
+	struct probe *p = NULL;
 	enum al_status st;
-	bool *holder, *lease, *refused;
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
@@ -1710,12 +1863,29 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	holder = calloc(out->max, sizeof(*holder));
 	lease = calloc(out->max, sizeof(*lease));
 	refused = calloc(out->max, sizeof(*refused));
-	if (!holder || !lease || !refused)
+	slot = calloc(out->max, sizeof(*slot));
+	p = calloc(2 * (size_t)out->max, sizeof(*p));
+	if (!holder || !lease || !refused || !slot || !p)
 		st = fail(AL_INTERNAL, "out of memory");
-	if (st == AL_OK)
-		st = probe_taken(s, 1, out->max, holder, lease, refused);
+	/* Slot queues (the holes) and holder queues in one pipeline. */
 	for (i = 0; st == AL_OK && i < out->max; i++) {
-		st = append(holder[i] || lease[i] ? &out->held : &out->free, i + 1);
+		p[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
+		p[out->max + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
+	}
+	if (st == AL_OK)
+		st = probe_queues(s->conn, &s->name, p, 2 * (size_t)out->max);
+	for (i = 0; st == AL_OK && i < out->max; i++) {
+		slot[i] = p[i].exists;
+		holder[i] = p[out->max + i].exists;
+		refused[i] = p[out->max + i].refused;
+	}
+	if (st == AL_OK)
+		st = leases_of_free(s, 1, out->max, holder, lease, refused);
+	for (i = 0; st == AL_OK && i < out->max; i++) {
+		if (!slot[i])
+			st = append(&out->missing, i + 1);
+		if (st == AL_OK && (holder[i] || lease[i] || slot[i]))
+			st = append(holder[i] || lease[i] ? &out->held : &out->free, i + 1);
 		if (st == AL_OK && lease[i] && !holder[i])
 			st = append(&out->away, i + 1);
 		if (st == AL_OK && refused[i])
@@ -1724,6 +1894,8 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	free(holder);
 	free(lease);
 	free(refused);
+	free(slot);
+	free(p);
 	if (st == AL_OK)
 		st = scan_orphans(s, out->max, &out->orphans);
 	return st;
@@ -1736,6 +1908,7 @@ void sem_status_free(struct sem_status *st)
 	free(st->unreachable.slot);
 	free(st->free.slot);
 	free(st->orphans.slot);
+	free(st->missing.slot);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -1757,13 +1930,14 @@ static enum al_status add_problem(struct sem_check *c, enum sem_problem_kind kin
 
 /* Slot queues above max: what sweep_strays deletes, reported one by one;
  * with `repair` deleted as it does, highest first. One exclusive to
- * another connection cannot be deleted (405) and stays. */
+ * another connection cannot be deleted (405) and stays; one a holder
+ * holds is left alone, and its holder shows among the orphans. */
 static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_check *c)
 {
 	struct slot_list strays = {0};
 	uint16_t *answer = NULL;
-	unsigned *down = NULL;
-	enum al_status st = scan_above(s, SLOT_QUEUE, c->max, &strays);
+	unsigned *down = NULL, kept;
+	enum al_status st = find_strays(s, c->max, &strays, &kept);
 	size_t i, n = strays.len;
 
 	if (st == AL_OK && repair && n > 0) {
@@ -1785,6 +1959,36 @@ static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_c
 	free(down);
 	free(strays.slot);
 	return st;
+}
+
+/* Slot queues gone below max, and a missing record: reported, and with
+ * `repair` (under the admin mutex) made again, as the slots' type. */
+static enum al_status check_holes(struct sem *s, bool repair, const struct census *cs,
+				  struct sem_check *c)
+{
+	enum al_status st = AL_OK;
+	unsigned filled = 0;
+	bool quorum;
+	size_t i;
+
+	if (repair && cs->missing.len > 0) {
+		if (c->typed) {
+			s->opts.slot_type = c->slot_type;
+		} else {
+			st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &quorum,
+					 NULL);
+			s->opts.slot_type = quorum ? SLOT_QUORUM : SLOT_CLASSIC;
+		}
+		if (st == AL_OK)
+			st = fill_holes(s, cs, cs->max, &filled);
+	}
+	for (i = 0; st == AL_OK && i < cs->missing.len; i++)
+		st = add_problem(c, SEM_MISSING_SLOT, cs->missing.slot[i], i < filled);
+	if (st != AL_OK || cs->recorded > 0 || c->max == 0)
+		return st;
+	if (repair)
+		st = record_write(s->conn, &s->name, 1, c->max);
+	return st == AL_OK ? add_problem(c, SEM_UNRECORDED, 0, repair) : st;
 }
 
 /* Slot queues 1..max exclusive to some connection: a passive declare of
@@ -1963,6 +2167,7 @@ static enum al_status check_marker(struct sem *s, bool repair, struct sem_check 
 
 enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 {
+	struct census cs = {0};
 	enum al_status st;
 	bool locked, stray;
 
@@ -1972,11 +2177,14 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	if (stray)
 		st = add_problem(out, SEM_STRAY_MUTEX, 0, locked);
 	if (st == AL_OK)
-		st = count_slots(s, &out->max);
+		st = count_slots(s, &cs);
+	out->max = cs.max;
 	if (st == AL_OK)
 		st = check_stray_slots(s, repair, out);
 	if (st == AL_OK && out->max > 0)
 		st = check_slots(s, locked, out);
+	if (st == AL_OK)
+		st = check_holes(s, repair && locked, &cs, out);
 	if (st == AL_OK)
 		st = check_holders(s, repair, out);
 	if (st == AL_OK && locked)
@@ -1985,6 +2193,7 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	 * the mutex. */
 	if (st == AL_OK && locked)
 		st = ask_ok(s, DELETE_QUEUE, s->name.base);
+	free(cs.missing.slot);
 	return st;
 }
 
@@ -2001,6 +2210,8 @@ void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *b
 		snprintf(buf, QUEUE_NAME_MAX + 1, "%s", s->name.base);
 	else if (p->kind == SEM_MISSING_MARKER || p->kind == SEM_STRAY_MARKER)
 		sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, buf);
+	else if (p->kind == SEM_UNRECORDED)
+		sem_name_slot(&s->name, 1, SLOT_QUEUE, buf);
 	else
 		sem_name_slot(&s->name, p->slot,
 			      p->kind == SEM_STRAY_HOLDER ? HOLDER_QUEUE : SLOT_QUEUE, buf);

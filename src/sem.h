@@ -124,6 +124,9 @@ struct sem_change {
 	unsigned previous; /* slots before */
 	unsigned max;      /* slots after */
 	unsigned swept;    /* stray slot queues found above max and deleted */
+	unsigned filled;   /* slot queues missing below max, made again */
+	/* Stray slot queues above max left alone: a holder holds them. */
+	unsigned strays_kept;
 	/* Stray holder queues (no connection holds them) deleted, and those
 	 * the broker would not let us delete (a user without configure
 	 * permission on holder queues). */
@@ -134,7 +137,9 @@ struct sem_change {
  * but SEM_CREATE needs an existing semaphore (AL_NOT_FOUND otherwise). */
 enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct sem_change *out);
 
-/* The number of slots: slot queues 1..max exist, max + 1 does not. */
+/* The number of slots: the size record's (record.h), or, for a
+ * semaphore without one, what its slot queues say (1..max exist, max + 1
+ * does not). */
 enum al_status sem_max(struct sem *s, unsigned *max);
 
 /* An acquire gives up after this many lost races in a row (another client
@@ -153,6 +158,10 @@ struct sem_status {
 	 * held by a queue the broker keeps but cannot reach (its node is
 	 * down), also in held. */
 	struct slot_list held, away, unreachable, free, orphans;
+	/* Slots 1..max whose slot queue is gone (an expires policy, a
+	 * delete by hand) while the size record keeps them: not free, as
+	 * nobody can take them until an administrator makes them again. */
+	struct slot_list missing;
 };
 
 /* What sem_acquire may do with a free slot. */
@@ -281,6 +290,13 @@ enum sem_problem_kind {
 	SEM_MISSING_MARKER,
 	/* The quorum marker where the slots are classic, or there are none. */
 	SEM_STRAY_MARKER,
+	/* A slot queue gone below max (an expires policy, a delete by hand):
+	 * a hole, which the size record shows. Repaired by making it again. */
+	SEM_MISSING_SLOT,
+	/* No size record (a semaphore made by amqplock 0.2 or older): its
+	 * max cannot survive the loss of its top slot queues. Repaired by
+	 * writing it. */
+	SEM_UNRECORDED,
 };
 
 struct sem_problem {

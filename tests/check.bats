@@ -3,7 +3,9 @@
 # the administrative commands make on their way. Each test damages a
 # semaphore as a foreign client or an interrupted administrator could
 # (tests/tools/holdq.pl declares and deletes queues behind amqplock's
-# back): a stray holder queue, stray slot queues behind a hole, slot queues
+# back): a stray holder queue, a slot queue gone (an expires policy, a
+# delete by hand: a hole, which the size record shows), stray slot queues
+# above the record, a semaphore without a record (amqplock 0.2), slot queues
 # of mixed types or exclusive to a connection, a leftover admin mutex. check
 # must report it (text and JSON, exit 9), check --repair must fix what can
 # be fixed, and real holders must never be touched.
@@ -63,6 +65,7 @@ setup() {
 }
 
 teardown() {
+    clear_expire_policy
     stop_bg
     al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
     # what a failed test may have left
@@ -212,35 +215,129 @@ teardown() {
 
 # --- stray slot queues ---------------------------------------------------------------
 
-@test "stray slot queues behind a hole: reported, and deleted by --repair, highest first" {
+@test "a slot queue deleted below max is a hole: reported, made again by --repair; the slots above it stay" {
     al create "$n" 5
     damage --delete "amqplock.$n-3-A"
     run -9 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' \
-        "$n: slot 4: stray slot queue amqplock.$n-4-A above max 2: not repaired" \
-        "$n: slot 5: stray slot queue amqplock.$n-5-A above max 2: not repaired" \
-        "checked $n: 2 slots (classic), 2 problems")"
+        "$n: slot 3: slot queue amqplock.$n-3-A is gone (an expires policy, or deleted by hand?): not repaired" \
+        "checked $n: 5 slots (classic), 1 problem")"
     run -9 --separate-stderr al --json check "$n"
-    assert_json '(.problems | map([.kind, .slot])) == [["stray_slot", 4], ["stray_slot", 5]]
-        and .problems[0].queue == $q and .max == 2 and .repaired == 0' --arg q "amqplock.$n-4-A"
+    assert_json '(.problems | map([.kind, .slot])) == [["missing_slot", 3]]
+        and .problems[0].queue == $q and .max == 5 and .repaired == 0' --arg q "amqplock.$n-3-A"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 5 and .missing == [3] and .free == [1,2,4,5]'
+    run -0 --separate-stderr al --json check --repair "$n"
+    assert_json '.ok and .repaired == 1 and (.problems | map(.repaired)) == [true]'
+    run sem_queues
+    assert_output "$(slot_lines 1 5)"
+    run -0 --separate-stderr al check "$n"
+}
+
+@test "stray slot queues above the record: reported, and deleted by --repair, highest first" {
+    al create "$n" 2
+    damage --shared "amqplock.$n-3-A" "amqplock.$n-4-A"
+    run -9 --separate-stderr al check "$n"
+    assert_output "$(printf '%s\n' \
+        "$n: slot 3: stray slot queue amqplock.$n-3-A above max 2: not repaired" \
+        "$n: slot 4: stray slot queue amqplock.$n-4-A above max 2: not repaired" \
+        "checked $n: 2 slots (classic), 2 problems")"
     run -0 --separate-stderr al -v --json check --repair "$n"
     assert_json '.ok and .repaired == 2 and (.problems | map(.repaired)) == [true, true]'
     # highest first, as every delete
-    [[ $stderr == *"stray slot queue 5"*"stray slot queue 4"* ]] || fail "order: $stderr"
+    [[ $stderr == *"stray slot queue 4"*"stray slot queue 3"* ]] || fail "order: $stderr"
     run sem_queues
     assert_output "$(slot_lines 1 2)"
     run -0 --separate-stderr al check "$n"
 }
 
-@test "slot 1 missing: the rest are strays (exit 9, not 3); repaired, the semaphore is gone" {
-    al create "$n" 3
-    damage --delete "amqplock.$n-1-A"
+@test "a semaphore without a size record (amqplock 0.2): reported; a hole is filled upward, not swept; --repair writes the record" {
+    # slot queues alone, as amqplock 0.2 made them; slot 2 gone
+    damage --shared "amqplock.$n-1-A" "amqplock.$n-3-A"
     run -9 --separate-stderr al --json check "$n"
-    assert_json '(.problems | map(.slot)) == [2, 3] and .max == 0'
+    assert_json '(.problems | map([.kind, .slot // 0])) == [["missing_slot", 2], ["unrecorded", 0]]
+        and .max == 3'
     run -0 --separate-stderr al check --repair "$n"
-    run -3 --separate-stderr al check "$n"
     run sem_queues
-    assert_output ""
+    assert_output "$(slot_lines 1 3)"
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 3 slots (classic), no problems"
+    # the record keeps the size once the top slot queue goes
+    damage --delete "amqplock.$n-3-A"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 3 and .missing == [3]'
+}
+
+@test "every slot queue gone: status and check still see the semaphore; hold says why and what to do (exit 9)" {
+    al create "$n" 2
+    damage --delete "amqplock.$n-1-A" "amqplock.$n-2-A"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 2 and .missing == [1,2] and .free == []'
+    run -9 --separate-stderr al hold -n "$n" -- touch "$T/ran"
+    assert_error_line
+    [ "$stderr" = "amqplock: the slot queues of $n are gone, its 2 slots all missing (an expires policy? deleted by hand?): amqplock check --repair $n makes them again" ] ||
+        fail "$stderr"
+    [ ! -e "$T/ran" ]
+    run -0 --separate-stderr al check --repair "$n"
+    run -0 al hold -n "$n" -- touch "$T/ran"
+    [ -e "$T/ran" ]
+}
+
+# --- what others do on the broker ---------------------------------------------------
+
+# no_queue QUEUE: the broker has no queue of that name.
+no_queue() { [ -z "$(queues_like "$1")" ]; }
+
+# acquirers SLOT...: acquire in the background until each holds its slot,
+# in order (each takes the lowest free); pids in ACQ[SLOT].
+acquirers() {
+    declare -gA ACQ
+    local k
+    for k in "$@"; do
+        bg "a$k" acquire "$n"
+        ACQ[$k]=$BG
+        wait_until 10 has_line "$T/a$k.out" "$k" || fail "acquire $k: $(cat "$T/a$k.out" "$T/a$k.err")"
+    done
+}
+
+@test "an expires policy takes an idle slot below a live holder: status, check, add and remove keep the holder; the size stays right" {
+    al create "$n" 3
+    acquirers 1 2 3
+    kill -TERM "${ACQ[2]}"
+    wait_exit "${ACQ[2]}" 10
+    expire_policy 3000
+    wait_until 20 no_queue "amqplock.$n-2-A" || fail "slot 2 never expired"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 3 and .missing == [2] and .held == [1,3] and .free == []'
+    run -9 --separate-stderr al check "$n"
+    assert_line "$n: slot 2: slot queue amqplock.$n-2-A is gone (an expires policy, or deleted by hand?): not repaired"
+    run -0 --separate-stderr al add "$n"
+    assert_output "$n: 3 -> 4 slots"
+    [[ $stderr == *"made 1 missing slot queue(s) of $n again"* ]] || fail "$stderr"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 4 and .held == [1,3]'
+    run -0 --separate-stderr al remove "$n"
+    assert_output "$n: 4 -> 3 slots"
+    running "${ACQ[1]}" || fail "the holder of slot 1 ended: $(cat "$T/a1.err")"
+    running "${ACQ[3]}" || fail "the holder of slot 3 ended: $(cat "$T/a3.err")"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 3 and .held == [1,3]'
+}
+
+@test "an expires policy takes the idle top slots: the record keeps the size; add fills the holes" {
+    al create "$n" 3
+    acquirers 1
+    expire_policy 3000
+    wait_until 20 no_queue "amqplock.$n-3-A" || fail "slot 3 never expired"
+    wait_until 10 no_queue "amqplock.$n-2-A" || fail "slot 2 never expired"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 3 and .missing == [2,3] and .held == [1]'
+    clear_expire_policy
+    run -0 --separate-stderr al add "$n"
+    assert_output "$n: 3 -> 4 slots"
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 4 slots (classic), no problems"
+    running "${ACQ[1]}" || fail "the holder of slot 1 ended"
 }
 
 # --- slot queues of the wrong kind ------------------------------------------------------
@@ -283,15 +380,15 @@ teardown() {
         and .repaired == 0 and .error == "damaged"' --arg q "amqplock.$n-2-A"
     run sem_queues
     assert_output "$( (slot_lines 1 1; echo "amqplock.$n-2-A false true"; slot_lines 3 3) | sort -V)"
-    # the owner leaves: slot 2 is a hole, slot 3 a stray
+    # the owner leaves: slot 2 is a hole, which the record shows
     kill "$HOLD_PID"
     wait_until 5 ended "$HOLD_PID"
     sleep 0.2
     run -9 --separate-stderr al --json check "$n"
-    assert_json '(.problems | map([.kind, .slot])) == [["stray_slot", 3]] and .max == 1'
+    assert_json '(.problems | map([.kind, .slot])) == [["missing_slot", 2]] and .max == 3'
     run -0 --separate-stderr al check --repair "$n"
     run sem_queues
-    assert_output "$(slot_lines 1 1)"
+    assert_output "$(slot_lines 1 3)"
 }
 
 # --- the admin mutex ---------------------------------------------------------------------
@@ -424,14 +521,14 @@ teardown() {
     al create "$n" 4
     damage --delete "amqplock.$n-3-A" --shared "amqplock.$n" "amqplock.$n-1-B" "amqplock.$n-9-B"
     run -9 --separate-stderr al --json check --admin-wait 0 "$n"
-    assert_json '(.problems | map(.kind)) == ["stray_mutex", "stray_slot", "stray_holder", "stray_holder"]
-        and (.problems | map(.slot)) == [null, 4, 1, 9] and (.problems[0] | has("slot") | not)
-        and .max == 2 and .repaired == 0 and .error == "damaged"'
+    assert_json '(.problems | map(.kind)) == ["stray_mutex", "missing_slot", "stray_holder", "stray_holder"]
+        and (.problems | map(.slot)) == [null, 3, 1, 9] and (.problems[0] | has("slot") | not)
+        and .max == 4 and .repaired == 0 and .error == "damaged"'
     run -0 --separate-stderr al --json check --repair --admin-wait 0 "$n"
     assert_json '.ok and .repaired == 4 and (.problems | map(.repaired)) == [true, true, true, true]
         and (has("error") | not)'
     run sem_queues
-    assert_output "$(slot_lines 1 2)"
+    assert_output "$(slot_lines 1 4)"
     run -0 --separate-stderr al check "$n"
 }
 

@@ -19,6 +19,7 @@ setup() {
 
 teardown() {
     touch "$T/stop"
+    clear_expire_policy
     stop_bg
     pkill -KILL -f -- "crit.pl $T/" 2>/dev/null || true
     if [ -n "${RESTORE_WATERMARK:-}" ]; then
@@ -58,8 +59,11 @@ contend() {
 # set_bound DIR N: under the same lock as crit.pl
 set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
 
-@test "at most N: 50 hold -w on 3 slots (25 of them --lease 0), 500 turns, never more than 3 inside, never two on a slot" {
+@test "at most N: 50 hold -w on 3 slots (25 of them --lease 0), 500 turns, never more than 3 inside, never two on a slot, under an expires policy" {
     al create "$n" 3
+    # the clean-up policy an operator may set: idle slot queues, and the
+    # queues of holders, leases and the line, expire after 3 s
+    expire_policy 3000
     local d
     d=$(critical_dir 3)
     contend "$d" 50 "$TURNS"

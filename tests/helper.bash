@@ -216,6 +216,18 @@ start_relay() {
     RELAY_URL="amqp://guest:guest@127.0.0.1:$(cat "$T/relay.port")/"
 }
 
+# expire_policy MS: an expires policy on the queues of this test's
+# semaphore, the clean-up policy operators set (README, "Policies");
+# clear_expire_policy (teardown) clears it.
+expire_policy() {
+    POLICY="expire-$n"
+    rmqctl set_policy -p / --apply-to queues "$POLICY" "^amqplock\\.$n" "{\"expires\":$1}" >/dev/null
+}
+clear_expire_policy() {
+    [ -z "${POLICY:-}" ] || rmqctl clear_policy -p / "$POLICY" >/dev/null 2>&1 || true
+    POLICY=
+}
+
 # --- marked processes: "sleep MARK" under a command ---
 
 # new_mark: a number no other process uses as its sleep argument, in MARK:

@@ -200,7 +200,7 @@ await_slot() {
         --shared "amqplock.$n" "amqplock.$n-1-B" --exit >"$T/holdq.out" 2>&1 </dev/null 3>&- ||
         fail "holdq: $(cat "$T/holdq.out")"
     vg 9 --json check --admin-wait 0 "$n"
-    assert_json '(.problems | map(.kind)) == ["stray_mutex", "stray_slot", "stray_holder"]
+    assert_json '(.problems | map(.kind)) == ["stray_mutex", "missing_slot", "stray_holder"]
         and .error == "damaged"'
     vg 0 check --repair "$n"
     vg 0 --json check "$n"

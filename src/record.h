@@ -1,0 +1,40 @@
+/* The size record: what keeps a semaphore's max when its slot queues go.
+ *
+ * Slot k of a semaphore is recorded by a durable exchange named as its
+ * slot queue, "<prefix><name>-<k>-A" (exchanges and queues have names of
+ * their own). RabbitMQ never expires an exchange, whatever a policy says,
+ * so an `expires` policy that deletes idle slot queues, or a slot queue
+ * deleted by hand, leaves a hole that the record shows, not a smaller
+ * semaphore. Administrators keep the record as they keep the slots: 1..max
+ * without holes, written after the slot queues when a semaphore grows and
+ * cut before them when it shrinks, so that the record says at every moment
+ * no more than the slots amqplock has made. A semaphore made before the
+ * record (amqplock 0.2 and older) has none until an administrative command
+ * writes it. docs/design.md, "The size record", argues it.
+ *
+ * Reading the record needs no permission on RabbitMQ before 4.2.6 and any
+ * one of configure, write or read on the exchanges from then on; a reader
+ * refused goes without it (record_read's *known). Nothing here prints. */
+#ifndef AMQPLOCK_RECORD_H
+#define AMQPLOCK_RECORD_H
+
+#include <stdbool.h>
+
+#include "conn.h"
+#include "names.h"
+
+/* The recorded max into *max (0: no record), found by passive declares of
+ * the exchanges, starting at hint (the max the slot queues suggest): two
+ * questions when it is right, a search when not. *known is false if the
+ * broker would not let us look (then *max is 0). */
+enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max,
+			   bool *known);
+
+/* Records slots from..to (ascending; from > to: nothing). */
+enum al_status record_write(struct conn *c, const struct sem_name *sn, unsigned from, unsigned to);
+
+/* Takes slots top..from off the record, highest first (top < from:
+ * nothing). */
+enum al_status record_cut(struct conn *c, const struct sem_name *sn, unsigned top, unsigned from);
+
+#endif
