@@ -1,5 +1,6 @@
 /* create, destroy, add, remove, max, status and check: the administration
  * half. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -41,6 +42,20 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 		out_uint("filled", NULL, ch->filled);
 }
 
+/* A warning line on stderr, if count (its first argument) is not 0. */
+__attribute__((format(printf, 2, 3))) static void warn_if(unsigned count, const char *fmt, ...)
+{
+	char warning[256];
+	va_list ap;
+
+	if (count == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(warning, sizeof(warning), fmt, ap);
+	va_end(ap);
+	out_error_line(warning);
+}
+
 /* Every administrative command is this: connect, change under the admin
  * mutex, report. */
 static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
@@ -49,7 +64,6 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 	struct conn c;
 	struct sem s;
 	enum al_status st;
-	char warning[256];
 
 	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
@@ -63,22 +77,16 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		return st;
 	/* Slots the broker had lost (an expires policy, say): worth a line,
 	 * as the cause will strike again. */
-	if (ch.filled) {
-		snprintf(warning, sizeof(warning),
-			 "warning: made %u missing slot queue(s) of %s again (an expires policy "
-			 "on its queues? see amqplock check)",
-			 ch.filled, cli->name);
-		out_error_line(warning);
-	}
+	warn_if(ch.filled,
+		"warning: made %u missing slot queue(s) of %s again (an expires policy on its "
+		"queues? see amqplock check)",
+		ch.filled, cli->name);
 	/* The change is made, but each of these keeps its slot from ever
 	 * being taken: worth a line, as --insecure's warning is. */
-	if (ch.holders_kept) {
-		snprintf(warning, sizeof(warning),
-			 "warning: %u stray holder queue(s) of %s could not be deleted (refused "
-			 "by the broker); see amqplock check",
-			 ch.holders_kept, cli->name);
-		out_error_line(warning);
-	}
+	warn_if(ch.holders_kept,
+		"warning: %u stray holder queue(s) of %s could not be deleted (refused by the "
+		"broker); see amqplock check",
+		ch.holders_kept, cli->name);
 	print_change(cli, op, &ch);
 	return out_end();
 }

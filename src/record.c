@@ -1,8 +1,6 @@
 /* The size record: one durable exchange per slot (record.h). */
 #include "record.h"
 
-#include <string.h>
-
 /* Requests sent before their replies are read: few enough that the
  * replies never fill the socket buffers while we still send. */
 #define RECORD_BATCH 256u
@@ -28,44 +26,38 @@ static enum al_status recorded(struct conn *c, const struct sem_name *sn, unsign
 	return st;
 }
 
+/* Asks whether slot k is recorded, and moves *lo up or *hi down to it. */
+static enum al_status ask_at(struct conn *c, const struct sem_name *sn, unsigned k, unsigned *lo,
+			     unsigned *hi, bool *yes, bool *known)
+{
+	enum al_status st = recorded(c, sn, k, yes, known);
+
+	if (st == AL_OK && *known)
+		*(*yes ? lo : hi) = k;
+	return st;
+}
+
 enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max,
 			   bool *known)
 {
 	/* Slot lo is recorded (or 0), slot hi is not. */
-	unsigned lo = 0, hi = SLOTS_MAX + 1, k = hint > 0 && hint <= SLOTS_MAX ? hint : 1, step;
+	unsigned lo = 0, hi = SLOTS_MAX + 1, step;
 	enum al_status st;
 	bool yes;
 
 	*max = 0;
 	*known = true;
-	if ((st = recorded(c, sn, k, &yes, known)) != AL_OK || !*known)
+	st = ask_at(c, sn, hint > 0 && hint <= SLOTS_MAX ? hint : 1, &lo, &hi, &yes, known);
+	if (st != AL_OK || !*known)
 		return st;
-	if (yes)
-		lo = k;
-	else
-		hi = k;
 	/* Recorded up to the hint: up from it, one step, then steps that
-	 * double, until a slot is not recorded. */
-	for (step = 1; yes && lo + step < hi; step *= 2) {
-		k = lo + step;
-		if ((st = recorded(c, sn, k, &yes, known)) != AL_OK)
-			return st;
-		if (yes)
-			lo = k;
-		else
-			hi = k;
-	}
-	while (hi - lo > 1) {
-		k = lo + (hi - lo) / 2;
-		if ((st = recorded(c, sn, k, &yes, known)) != AL_OK)
-			return st;
-		if (yes)
-			lo = k;
-		else
-			hi = k;
-	}
+	 * double, until a slot is not recorded; then halving between. */
+	for (step = 1; st == AL_OK && yes && lo + step < hi; step *= 2)
+		st = ask_at(c, sn, lo + step, &lo, &hi, &yes, known);
+	while (st == AL_OK && hi - lo > 1)
+		st = ask_at(c, sn, lo + (hi - lo) / 2, &lo, &hi, &yes, known);
 	*max = lo;
-	return AL_OK;
+	return st;
 }
 
 /* Declares (or deletes) the exchanges of `count` slots from `first`, up

@@ -7,51 +7,16 @@
 # one it takes appends a line to its stdout ("woken"). So waiters behind it
 # and newcomers see a free slot with a live first in line: one that
 # answers, as a real waiter does within milliseconds.
-# A minimal AMQP 0-9-1 client in core perl, without heartbeats.
+# Its AMQP client: Amqp.pm.
 use strict;
 use warnings;
-use IO::Socket::INET;
+use FindBin;
+use lib $FindBin::Bin;
+use Amqp qw(login method next_method expect ss);
 
 my ($port, $queue) = @ARGV;
 defined $queue or die "usage: linehead.pl PORT QUEUE\n";
-my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $port) or die "connect: $!\n";
-sub rd {
-    my ($n, $b) = (shift, "");
-    while (length $b < $n) { sysread($s, $b, $n - length $b, length $b) or die "eof\n" }
-    $b;
-}
-sub method {
-    my ($ch, $c, $m, $args) = @_;
-    my $p = pack("n2", $c, $m) . $args;
-    syswrite $s, pack("CnN", 1, $ch, length $p) . $p . "\xCE";
-}
-# The next method frame: (class, method, arguments).
-sub next_method {
-    for (;;) {
-        my ($t, $ch, $len) = unpack "CnN", rd(7);
-        my $p = rd($len);
-        rd(1);
-        next if $t != 1;
-        my ($c, $m) = unpack "n2", $p;
-        return ($c, $m, substr($p, 4));
-    }
-}
-sub expect {
-    my ($c, $m) = @_;
-    my ($gc, $gm, $args) = next_method();
-    return $args if $gc == $c && $gm == $m;
-    die "expected method $c.$m, got $gc.$gm\n";
-}
-sub ss { pack "C/a*", shift }
-syswrite $s, "AMQP\0\0\x09\x01";
-expect(10, 10);                                                   # start
-method(0, 10, 11, pack("N", 0) . ss("PLAIN") . pack("N/a*", "\0guest\0guest") . ss("en_US"));
-my ($chmax, $fmax) = unpack "nN", expect(10, 30);                # tune
-method(0, 10, 31, pack("nNn", $chmax, $fmax, 0));                 # tune-ok, no heartbeat
-method(0, 10, 40, ss("/") . ss("") . "\0");                       # open the vhost
-expect(10, 41);
-method(1, 20, 10, ss(""));                                        # channel.open
-expect(20, 11);
+login($port, "guest", "guest", "/");
 method(1, 60, 10, pack("Nn", 0, 1) . "\0");                       # basic.qos, prefetch 1
 expect(60, 11);
 my $args = ss("x-expires") . "I" . pack("N", 60000) . ss("x-single-active-consumer") . "t\1";
