@@ -32,8 +32,8 @@ no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 3
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
 no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
 record-ignored|src/sem.c|s/cs->max = cs->recorded \? cs->recorded : top;/cs->max = top;/|check.bats|idle top slots
-held-stray-swept|src/sem.c|s/if \(st == AL_OK && \(holder \|\| lease\)\) \{/if (0) {/|admin.bats|that a holder holds
-holes-not-filled|src/sem.c|s/\tif \(\(st = fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \|\|/\tif (/|check.bats|idle slot below a live holder
+held-stray-swept|src/sem.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
+holes-not-filled|src/sem.c|s/\tif \(\(st = fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \x7c\x7c/\tif (/|check.bats|idle slot below a live holder
 holders-taken-for-strays|src/sem.c|s/if \(answer\[i\] == 0\)\n\t\t\tst = append\(strays,/if (answer[i] != AMQP_NOT_FOUND)\n\t\t\tst = append(strays,/|check.bats|^real holders
 no-holder-sweep|src/sem.c|s/(static enum al_status sweep_holders\(struct sem \*s, unsigned max, struct sem_change \*out\)\n\{)/$1\n\treturn AL_OK;/|check.bats|swept_holders
 mutex-taken-for-stray|src/sem.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
