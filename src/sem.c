@@ -202,9 +202,9 @@ enum queue_op {
 	DECLARE_PASSIVE,   /* does it exist? */
 	DECLARE_LEASE,     /* durable, x-expires, our token (s->lease) */
 	/* basic.get without ack, answered get-empty (or get-ok): what
-	 * restarts a quorum lease's expiry, which a declare does not (see
+	 * restarts a quorum queue's expiry, which a declare does not (see
 	 * renewal_steps). */
-	READ_LEASE,
+	READ_QUEUE,
 	DELETE_QUEUE,
 };
 
@@ -247,7 +247,7 @@ static amqp_table_t lease_arguments(const struct sem *s, amqp_table_entry_t *e)
 static amqp_method_number_t reply_to(enum queue_op op)
 {
 	return op == DELETE_QUEUE ? AMQP_QUEUE_DELETE_OK_METHOD
-	       : op == READ_LEASE ? AMQP_BASIC_GET_EMPTY_METHOD
+	       : op == READ_QUEUE ? AMQP_BASIC_GET_EMPTY_METHOD
 				  : AMQP_QUEUE_DECLARE_OK_METHOD;
 }
 
@@ -261,7 +261,7 @@ static void *queue_request(const struct sem *s, struct queue_request *r, enum qu
 		r->del.queue = amqp_cstring_bytes(queue);
 		return &r->del;
 	}
-	if (op == READ_LEASE) {
+	if (op == READ_QUEUE) {
 		r->id = AMQP_BASIC_GET_METHOD;
 		r->get.queue = amqp_cstring_bytes(queue);
 		r->get.no_ack = true;
@@ -287,7 +287,7 @@ static const char *verb(enum queue_op op)
 {
 	return op == DELETE_QUEUE      ? "deleting"
 	       : op == DECLARE_PASSIVE ? "checking"
-	       : op == READ_LEASE      ? "reading"
+	       : op == READ_QUEUE      ? "reading"
 				       : "declaring";
 }
 
@@ -1349,7 +1349,7 @@ int64_t sem_lease_token(void)
 static size_t renewal_steps(const struct sem *s, struct step *step)
 {
 	step[0] = (struct step){DECLARE_LEASE, LEASE_QUEUE};
-	step[1] = (struct step){READ_LEASE, LEASE_QUEUE};
+	step[1] = (struct step){READ_QUEUE, LEASE_QUEUE};
 	return s->lease.quorum ? 2 : 1;
 }
 
@@ -1709,13 +1709,18 @@ enum al_status sem_released(struct sem *s, unsigned slot)
  * may still be the old connection's: it is declared, not checked, until
  * it is ours again. */
 /* The request that verification question i (s->verify_kind) makes: our
- * lease declared with our token (406 if it is another's) and, a quorum
- * lease, read (see renewal_steps); the slot queue checked; the holder
- * queue checked, or declared again while need_holder. */
+ * lease declared with our token (406 if it is another's); the slot queue
+ * checked; the holder queue checked, or declared again while need_holder.
+ * A kind asked twice in a row is read the second time: a quorum queue's
+ * expiry restarts only then (see renewal_steps), so that neither the
+ * lease nor the slot queue of a quorum semaphore runs out under its
+ * holder, nor goes to an expires policy while held. */
 static enum queue_op verify_op(const struct sem *s, unsigned i)
 {
+	if (i > 0 && s->verify_kind[i - 1] == s->verify_kind[i])
+		return READ_QUEUE;
 	if (s->verify_kind[i] == LEASE_QUEUE)
-		return i == 0 ? DECLARE_LEASE : READ_LEASE;
+		return DECLARE_LEASE;
 	if (s->verify_kind[i] == HOLDER_QUEUE && s->lease.need_holder)
 		return DECLARE_EXCLUSIVE;
 	return DECLARE_PASSIVE;
@@ -1731,6 +1736,8 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
 	if (s->lease.on && s->lease.quorum)
 		s->verify_kind[n++] = LEASE_QUEUE;
 	s->verify_kind[n++] = SLOT_QUEUE;
+	if (s->lease.quorum)
+		s->verify_kind[n++] = SLOT_QUEUE;
 	s->verify_kind[n++] = HOLDER_QUEUE;
 	s->verify_asked = n;
 	s->verify_answers = 0;

@@ -108,7 +108,7 @@ struct sem {
 	void *claim_arg;
 	/* The verification sem_verify_send last sent: the queue kinds asked
 	 * about, in order, and how many answers are in. */
-	enum slot_kind verify_kind[4];
+	enum slot_kind verify_kind[5];
 	unsigned verify_asked, verify_answers;
 };
 

@@ -324,6 +324,19 @@ acquirers() {
     assert_json '.max == 3 and .held == [1,3]'
 }
 
+@test "an expires policy never takes a held slot from its holder, classic or quorum" {
+    local type
+    for type in classic quorum; do
+        al create --slot-type "$type" "$n" 1
+        expire_policy 3000
+        # longer than two of the broker's expiry checks (every 5 s)
+        run -0 --separate-stderr al hold "$n" -- sleep 12
+        [ -z "$stderr" ] || fail "$type: $stderr"
+        clear_expire_policy
+        al destroy "$n"
+    done
+}
+
 @test "an expires policy takes the idle top slots: the record keeps the size; add fills the holes" {
     al create "$n" 3
     acquirers 1
