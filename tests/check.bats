@@ -324,17 +324,14 @@ acquirers() {
     assert_json '.max == 3 and .held == [1,3]'
 }
 
-@test "an expires policy never takes a held slot from its holder, classic or quorum" {
-    local type
-    for type in classic quorum; do
-        al create --slot-type "$type" "$n" 1
-        expire_policy 3000
-        # longer than two of the broker's expiry checks (every 5 s)
-        run -0 --separate-stderr al hold "$n" -- sleep 12
-        [ -z "$stderr" ] || fail "$type: $stderr"
-        clear_expire_policy
-        al destroy "$n"
-    done
+@test "an expires policy never takes a held quorum slot from its holder" {
+    # (a classic slot queue is kept by the holder's passive declares, as
+    # the holder of slot 1 in the tests above shows)
+    al create --slot-type quorum "$n" 1
+    expire_policy 3000
+    # longer than two of the broker's expiry checks (every 5 s)
+    run -0 --separate-stderr al hold "$n" -- sleep 11
+    [ -z "$stderr" ] || fail "$stderr"
 }
 
 @test "an expires policy takes the idle top slots: the record keeps the size; add fills the holes" {
