@@ -83,6 +83,10 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		ch.filled, cli->name);
 	/* The change is made, but each of these keeps its slot from ever
 	 * being taken: worth a line, as --insecure's warning is. */
+	warn_if(ch.strays_kept,
+		"warning: %u stray slot queue(s) of %s above max left alone: a holder holds "
+		"each (see amqplock status, orphans)",
+		ch.strays_kept, cli->name);
 	warn_if(ch.holders_kept,
 		"warning: %u stray holder queue(s) of %s could not be deleted (refused by the "
 		"broker); see amqplock check",

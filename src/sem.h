@@ -1,7 +1,9 @@
 /* The persistent semaphore: durable slot queues <base>-k-A, exclusive
- * holder queues <base>-k-B and an exclusive admin mutex <base>. This
- * module runs the algorithm over a connection; it never prints (beyond -v
- * traces) and never exits, and knows nothing of the command line. */
+ * holder queues <base>-k-B and an exclusive admin mutex <base>, with
+ * leases <base>-k-L, the line <base>#waiters and the size record
+ * (record.h). This module runs the algorithm over a connection; it never
+ * prints (beyond -v traces) and never exits, and knows nothing of the
+ * command line. */
 #ifndef AMQPLOCK_SEM_H
 #define AMQPLOCK_SEM_H
 
