@@ -912,6 +912,17 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	max = cs.max;
 	if ((st = sweep_strays(s, max, out)) != AL_OK || (st = sweep_holders(s, max, out)) != AL_OK)
 		goto out;
+	/* A record without a single slot queue left (every slot expired
+	 * while idle, or an amqplock older than the record destroyed it):
+	 * create makes the semaphore anew, as it would have without one. */
+	if (op == SEM_CREATE && max > 0 && cs.lowest == 0) {
+		trace("the record of %s says %u slots, but none is left; making it anew", s->label,
+		      max);
+		if ((st = record_cut(s->conn, &s->name, cs.recorded, 1)) != AL_OK)
+			goto out;
+		max = cs.recorded = 0;
+		cs.missing.len = 0;
+	}
 	out->previous = out->max = max;
 	if (op == SEM_CREATE && max > 0) {
 		st = fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label, max);

@@ -283,6 +283,18 @@ teardown() {
     [ -e "$T/ran" ]
 }
 
+@test "create where every slot queue is gone (an older amqplock's destroy, an idle semaphore expired) makes it anew" {
+    al create "$n" 2
+    damage --delete "amqplock.$n-1-A" "amqplock.$n-2-A"
+    run -0 --separate-stderr al create "$n" 3
+    assert_output "created $n: 3 slots"
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 3 slots (classic), no problems"
+    # a semaphore with a slot queue left is not made anew
+    damage --delete "amqplock.$n-1-A" "amqplock.$n-3-A"
+    run -5 --separate-stderr al create "$n" 1
+}
+
 # --- what others do on the broker ---------------------------------------------------
 
 # no_queue QUEUE: the broker has no queue of that name.
