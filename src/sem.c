@@ -84,6 +84,21 @@ static enum al_status count_slots(struct sem *s, struct census *cs)
 	if (!read && (st = record_read(s->conn, &s->name, top, &cs->recorded, &known)) != AL_OK)
 		return st;
 	cs->max = cs->recorded ? cs->recorded : top;
+	/* Slot queues right above the record, without a gap: slots an
+	 * amqplock older than the record added (or a remove stopped between
+	 * cutting the record and deleting them). They are taken for slots,
+	 * to be recorded, rather than swept as strays: that can leave a
+	 * semaphore larger than a stopped remove meant, never end a job. */
+	for (first = cs->max + 1; cs->recorded && first <= top; first += batch) {
+		batch = top - first + 1 < LARGEST_WINDOW ? top - first + 1 : LARGEST_WINDOW;
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
+		for (i = 0; st == AL_OK && i < batch && exists[i]; i++)
+			cs->max = first + i;
+		if (st != AL_OK || i < batch)
+			break;
+	}
+	if (st != AL_OK)
+		return st;
 	trace_max(s, cs->max);
 	/* The holes: asked again, slot by slot up to max. */
 	for (first = 1; st == AL_OK && first <= cs->max; first += batch) {
@@ -184,7 +199,7 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	/* The slot queues' max is the record's unless some have gone. */
 	if ((st = record_read(s->conn, &s->name, *max, &recorded, &known)) != AL_OK)
 		return st;
-	if (recorded > 0 && recorded != *max) {
+	if (recorded > *max) {
 		trace("the record says %u slots, the slot queues %u", recorded, *max);
 		*max = recorded;
 	}
@@ -2002,10 +2017,10 @@ static enum al_status check_holes(struct sem *s, bool repair, const struct censu
 	}
 	for (i = 0; st == AL_OK && i < cs->missing.len; i++)
 		st = add_problem(c, SEM_MISSING_SLOT, cs->missing.slot[i], i < filled);
-	if (st != AL_OK || cs->recorded > 0 || c->max == 0)
+	if (st != AL_OK || cs->recorded >= c->max)
 		return st;
 	if (repair)
-		st = record_write(s->conn, &s->name, 1, c->max);
+		st = record_write(s->conn, &s->name, cs->recorded + 1, c->max);
 	return st == AL_OK ? add_problem(c, SEM_UNRECORDED, 0, repair) : st;
 }
 

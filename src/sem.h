@@ -295,8 +295,9 @@ enum sem_problem_kind {
 	/* A slot queue gone below max (an expires policy, a delete by hand):
 	 * a hole, which the size record shows. Repaired by making it again. */
 	SEM_MISSING_SLOT,
-	/* No size record (a semaphore made by amqplock 0.2 or older): its
-	 * max cannot survive the loss of its top slot queues. Repaired by
+	/* No size record, or one short of the slot queues right above it
+	 * (a semaphore made or grown by amqplock 0.2 or older): its max
+	 * cannot survive the loss of its top slot queues. Repaired by
 	 * writing it. */
 	SEM_UNRECORDED,
 };

@@ -234,21 +234,34 @@ teardown() {
     run -0 --separate-stderr al check "$n"
 }
 
-@test "stray slot queues above the record: reported, and deleted by --repair, highest first" {
+@test "stray slot queues above the record, past a gap: reported, and deleted by --repair, highest first" {
     al create "$n" 2
-    damage --shared "amqplock.$n-3-A" "amqplock.$n-4-A"
+    damage --shared "amqplock.$n-4-A" "amqplock.$n-5-A"
     run -9 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' \
-        "$n: slot 3: stray slot queue amqplock.$n-3-A above max 2: not repaired" \
         "$n: slot 4: stray slot queue amqplock.$n-4-A above max 2: not repaired" \
+        "$n: slot 5: stray slot queue amqplock.$n-5-A above max 2: not repaired" \
         "checked $n: 2 slots (classic), 2 problems")"
     run -0 --separate-stderr al -v --json check --repair "$n"
     assert_json '.ok and .repaired == 2 and (.problems | map(.repaired)) == [true, true]'
     # highest first, as every delete
-    [[ $stderr == *"stray slot queue 4"*"stray slot queue 3"* ]] || fail "order: $stderr"
+    [[ $stderr == *"stray slot queue 5"*"stray slot queue 4"* ]] || fail "order: $stderr"
     run sem_queues
     assert_output "$(slot_lines 1 2)"
     run -0 --separate-stderr al check "$n"
+}
+
+@test "slot queues right above the record (added by an amqplock older than it) are slots: recorded, never swept" {
+    al create "$n" 2
+    damage --shared "amqplock.$n-3-A" "amqplock.$n-4-A"
+    run -0 --separate-stderr al --json status "$n"
+    assert_json '.max == 4 and .free == [1,2,3,4]'
+    run -9 --separate-stderr al --json check "$n"
+    assert_json '(.problems | map(.kind)) == ["unrecorded"] and .max == 4'
+    run -0 --separate-stderr al --json add "$n"
+    assert_json '.previous == 4 and .max == 5 and (.swept // 0) == 0'
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 5 slots (classic), no problems"
 }
 
 @test "a semaphore without a size record (amqplock 0.2): reported; a hole is filled upward, not swept; --repair writes the record" {
