@@ -253,7 +253,7 @@ static enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
 	r = amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
 	if (channel == c->lease_channel)
 		c->lease_channel = 0;
-	else
+	else if (channel == c->channel)
 		c->channel = 0;
 	if (r != AMQP_STATUS_OK)
 		return connection_failed(c, r, "acknowledging a channel close");
@@ -769,6 +769,51 @@ enum al_status conn_call(struct conn *c, amqp_method_number_t id, void *decoded,
 	if ((st = conn_send(c, id, decoded)) == AL_OK)
 		st = conn_expect(c, ok, &m);
 	return conn_answer(c, st, tolerated, refused, doing, queue);
+}
+
+/* conn_side_call's channel ids: above the line's and the lease's, and
+ * cycled, so that none is opened again before the broker has closed it. */
+#define SIDE_CHANNEL_FIRST 1100
+#define SIDE_CHANNELS      900
+
+enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *decoded,
+			      amqp_method_number_t ok, uint16_t *refused, const char *doing,
+			      const char *what)
+{
+	amqp_channel_t side =
+		(amqp_channel_t)(SIDE_CHANNEL_FIRST + c->side_calls++ % SIDE_CHANNELS);
+	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
+	amqp_channel_open_t open = {0};
+	enum al_status st;
+	amqp_method_t m;
+	bool none;
+	int r;
+
+	*refused = 0;
+	if (c->dead)
+		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+	if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, side, id, decoded)))
+		return connection_failed(c, r, doing);
+	c->reply_code = 0;
+	st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+	if (st == AL_OK && m.id == AMQP_CHANNEL_OPEN_OK_METHOD)
+		st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+	if (st == AL_OK && m.id == ok) {
+		/* Its close-ok, like any late frame, is skipped. */
+		if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_CLOSE_METHOD, &close)))
+			return connection_failed(c, r, doing);
+		return AL_OK;
+	}
+	if (st == AL_OK) {
+		c->dead = true;
+		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
+			    c->where, (unsigned)m.id);
+	}
+	if (c->dead || c->reply_code == 0)
+		return conn_refused(c, st, doing, what);
+	*refused = c->reply_code;
+	return AL_OK;
 }
 
 enum al_status conn_reset_channel(struct conn *c)

@@ -61,6 +61,8 @@ struct conn {
 	 * AMQP_CHANNEL_CLOSE_METHOD with its reply code). */
 	amqp_channel_t lease_channel;
 	bool lease_opening;
+	/* How many channels conn_side_call has used (their ids cycle). */
+	unsigned side_calls;
 	struct {
 		amqp_method_number_t id;
 		uint16_t code;
@@ -245,6 +247,16 @@ enum al_status conn_answer(struct conn *c, enum al_status st, unsigned tolerated
 enum al_status conn_call(struct conn *c, amqp_method_number_t id, void *decoded,
 			 amqp_method_number_t ok, unsigned tolerated, uint16_t *refused,
 			 const char *doing, const char *queue);
+
+/* One request on a channel of its own, opened for it in the same round
+ * trip and closed after: a refusal (its reply code in *refused, 0 if
+ * none) closes that channel, not the main one, whose state (its confirm
+ * tags, the broker's routing of its publishes) stays as it was. Only
+ * when nothing is outstanding on the main channel: its frames that come
+ * meanwhile are dropped. */
+enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *decoded,
+			      amqp_method_number_t ok, uint16_t *refused, const char *doing,
+			      const char *what);
 
 /* Maps an AMQP reply code to a status. */
 enum al_status status_for_reply(uint16_t code);

@@ -16,8 +16,15 @@ static enum al_status recorded(struct conn *c, const struct sem_name *sn, unsign
 
 	sem_name_slot(sn, k, SLOT_QUEUE, name);
 	d.exchange = amqp_cstring_bytes(name);
-	st = conn_call(c, AMQP_EXCHANGE_DECLARE_METHOD, &d, AMQP_EXCHANGE_DECLARE_OK_METHOD,
-		       REFUSED_NOT_FOUND | REFUSED_ACCESS, &refused, "checking the record", name);
+	/* On a channel of its own: the first slot not recorded closes it,
+	 * and the main channel goes on as it was (RabbitMQ 4.0 after a node
+	 * loss was seen to leave a fresh channel's publishes to a quorum
+	 * queue unanswered). */
+	st = conn_side_call(c, AMQP_EXCHANGE_DECLARE_METHOD, &d, AMQP_EXCHANGE_DECLARE_OK_METHOD,
+			    &refused, "checking the record", name);
+	if (st == AL_OK && refused != 0 && refused != AMQP_NOT_FOUND &&
+	    refused != AMQP_ACCESS_REFUSED)
+		st = conn_refused(c, status_for_reply(refused), "checking the record", name);
 	*yes = st == AL_OK && refused == 0;
 	if (refused == AMQP_ACCESS_REFUSED) {
 		trace("the record of %s may not be read; going by its slot queues", sn->base);
