@@ -74,7 +74,8 @@ static void print_help(FILE *f, const struct command *cmd)
 	fprintf(f, "\nGlobal options (before or after COMMAND):\n");
 	cli_print_options(f, GLOBAL);
 	fprintf(f, "\nExit status: 0 ok, 1 busy, 2 usage, 3 not found, 4 lost, 5 exists,\n"
-		   "6 connection, 7 access, 8 broker or internal error, 9 damaged (check).\n");
+		   "6 connection, 7 access, 8 broker or internal error, 9 damaged (check;\n"
+		   "acquire and hold: every slot queue gone).\n");
 }
 
 static int finish(struct cli *cli, enum al_status st)
