@@ -44,25 +44,23 @@ static enum al_status ask_at(struct conn *c, const struct sem_name *sn, unsigned
 	return st;
 }
 
-enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max,
-			   bool *known)
+enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max)
 {
 	/* Slot lo is recorded (or 0), slot hi is not. */
 	unsigned lo = 0, hi = SLOTS_MAX + 1, step;
 	enum al_status st;
-	bool yes;
+	bool yes, known = true;
 
 	*max = 0;
-	*known = true;
-	st = ask_at(c, sn, hint > 0 && hint <= SLOTS_MAX ? hint : 1, &lo, &hi, &yes, known);
-	if (st != AL_OK || !*known)
+	st = ask_at(c, sn, hint > 0 && hint <= SLOTS_MAX ? hint : 1, &lo, &hi, &yes, &known);
+	if (st != AL_OK || !known)
 		return st;
 	/* Recorded up to the hint: up from it, one step, then steps that
 	 * double, until a slot is not recorded; then halving between. */
 	for (step = 1; st == AL_OK && yes && lo + step < hi; step *= 2)
-		st = ask_at(c, sn, lo + step, &lo, &hi, &yes, known);
+		st = ask_at(c, sn, lo + step, &lo, &hi, &yes, &known);
 	while (st == AL_OK && hi - lo > 1)
-		st = ask_at(c, sn, lo + (hi - lo) / 2, &lo, &hi, &yes, known);
+		st = ask_at(c, sn, lo + (hi - lo) / 2, &lo, &hi, &yes, &known);
 	*max = lo;
 	return st;
 }

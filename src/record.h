@@ -14,7 +14,7 @@
  *
  * Reading the record needs no permission on RabbitMQ before 4.2.6 and any
  * one of configure, write or read on the exchanges from then on; a reader
- * refused goes without it (record_read's *known). Nothing here prints. */
+ * refused goes without it, as if there were none. Nothing here prints. */
 #ifndef AMQPLOCK_RECORD_H
 #define AMQPLOCK_RECORD_H
 
@@ -25,10 +25,9 @@
 
 /* The recorded max into *max (0: no record), found by passive declares of
  * the exchanges, starting at hint (the max the slot queues suggest): two
- * questions when it is right, a search when not. *known is false if the
- * broker would not let us look (then *max is 0). */
-enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max,
-			   bool *known);
+ * questions when it is right, a search when not; 0 too if the broker
+ * would not let us look. */
+enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max);
 
 /* Records slots from..to (ascending; from > to: nothing). */
 enum al_status record_write(struct conn *c, const struct sem_name *sn, unsigned from, unsigned to);

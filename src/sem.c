@@ -48,7 +48,7 @@ struct census {
  * a record are strays (sweep_strays). */
 static enum al_status count_slots(struct sem *s, struct census *cs)
 {
-	bool exists[LARGEST_WINDOW], known, any = true, read = false;
+	bool exists[LARGEST_WINDOW], any = true, read = false;
 	unsigned first = 1, batch = FIRST_WINDOW, i, top = 0;
 	enum al_status st;
 
@@ -59,7 +59,7 @@ static enum al_status count_slots(struct sem *s, struct census *cs)
 		 * questions. Then on to its max, should that lie higher. */
 		if (!any && !read) {
 			read = true;
-			st = record_read(s->conn, &s->name, top, &cs->recorded, &known);
+			st = record_read(s->conn, &s->name, top, &cs->recorded);
 			if (st != AL_OK)
 				return st;
 		}
@@ -81,7 +81,7 @@ static enum al_status count_slots(struct sem *s, struct census *cs)
 		if (batch < LARGEST_WINDOW)
 			batch *= 2;
 	}
-	if (!read && (st = record_read(s->conn, &s->name, top, &cs->recorded, &known)) != AL_OK)
+	if (!read && (st = record_read(s->conn, &s->name, top, &cs->recorded)) != AL_OK)
 		return st;
 	cs->max = cs->recorded ? cs->recorded : top;
 	/* Slot queues right above the record, without a gap: slots an
@@ -189,7 +189,6 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	struct probe window[FIRST_WINDOW];
 	unsigned i, recorded;
 	enum al_status st;
-	bool known;
 
 	for (i = 0; i < FIRST_WINDOW; i++)
 		window[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
@@ -197,7 +196,7 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	    (st = max_after_window(s, window, max)) != AL_OK)
 		return st;
 	/* The slot queues' max is the record's unless some have gone. */
-	if ((st = record_read(s->conn, &s->name, *max, &recorded, &known)) != AL_OK)
+	if ((st = record_read(s->conn, &s->name, *max, &recorded)) != AL_OK)
 		return st;
 	if (recorded > *max) {
 		trace("the record says %u slots, the slot queues %u", recorded, *max);
@@ -1524,9 +1523,8 @@ static enum al_status no_slots(struct sem *s)
 {
 	enum al_status st;
 	unsigned recorded;
-	bool known;
 
-	if ((st = record_read(s->conn, &s->name, 0, &recorded, &known)) != AL_OK)
+	if ((st = record_read(s->conn, &s->name, 0, &recorded)) != AL_OK)
 		return st;
 	if (recorded == 0)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
