@@ -833,6 +833,18 @@ static enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *ty
 	return st;
 }
 
+/* The slots' type as the quorum marker tells it, for a semaphore none of
+ * whose slot queues is left to tell it. */
+static enum al_status marked_type(struct sem *s, enum slot_type *type)
+{
+	bool quorum;
+	enum al_status st =
+		probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &quorum, NULL);
+
+	*type = quorum ? SLOT_QUORUM : SLOT_CLASSIC;
+	return st;
+}
+
 /* New slots take the type of the slots there are (the lowest and highest
  * slot queues must agree; slot queues that are gone have none to tell: the
  * quorum marker does then); a --slot-type that says otherwise is refused,
@@ -841,16 +853,10 @@ static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
 {
 	enum slot_type first, last;
 	enum al_status st;
-	bool quorum;
 
-	if (cs->lowest == 0) {
-		st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &quorum, NULL);
-		if (st != AL_OK)
-			return st;
-		first = last = quorum ? SLOT_QUORUM : SLOT_CLASSIC;
-	} else if ((st = slot_type_of(s, cs->lowest, &first)) != AL_OK) {
+	if ((st = cs->lowest ? slot_type_of(s, cs->lowest, &first) : marked_type(s, &first)) !=
+	    AL_OK)
 		return st;
-	}
 	last = first;
 	if (cs->highest > cs->lowest && (st = slot_type_of(s, cs->highest, &last)) != AL_OK)
 		return st;
@@ -1999,17 +2005,13 @@ static enum al_status check_holes(struct sem *s, bool repair, const struct censu
 {
 	enum al_status st = AL_OK;
 	unsigned filled = 0;
-	bool quorum;
 	size_t i;
 
 	if (repair && cs->missing.len > 0) {
-		if (c->typed) {
+		if (c->typed)
 			s->opts.slot_type = c->slot_type;
-		} else {
-			st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &quorum,
-					 NULL);
-			s->opts.slot_type = quorum ? SLOT_QUORUM : SLOT_CLASSIC;
-		}
+		else
+			st = marked_type(s, &s->opts.slot_type);
 		if (st == AL_OK)
 			st = fill_holes(s, cs, cs->max, &filled);
 	}
