@@ -418,8 +418,12 @@ static enum al_status take_lease_answer(struct conn *c, const amqp_frame_t *f)
 /* The next method for `channel`, waiting at most `wait` seconds in all
  * and never past the connection's limit (0: only what has already
  * arrived). *none is set if nothing came. */
-static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait,
-				     amqp_method_t *m, bool *none)
+/* next_method_on's silence: whether a wait that runs out is the
+ * connection's end (NO_REPLY_FAILS) or only *none (NO_REPLY_TOLD). */
+enum silence { NO_REPLY_FAILS, NO_REPLY_TOLD };
+
+static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, double wait,
+					enum silence silence, amqp_method_t *m, bool *none)
 {
 	struct deadline by = deadline_within(c->limit, wait);
 	amqp_frame_t f;
@@ -443,6 +447,10 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 		 * timeout a little early is no timeout yet. */
 		if (r == AMQP_STATUS_TIMEOUT && !deadline_passed(by))
 			continue;
+		if (r == AMQP_STATUS_TIMEOUT && silence == NO_REPLY_TOLD) {
+			*none = true;
+			return AL_OK;
+		}
 		if (r != AMQP_STATUS_OK)
 			return connection_failed(c, r, "waiting for a reply");
 		if (c->notify_channel && f.channel == c->notify_channel &&
@@ -486,6 +494,12 @@ static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, dou
 	}
 }
 
+static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait,
+				     amqp_method_t *m, bool *none)
+{
+	return next_method_after(c, channel, wait, NO_REPLY_FAILS, m, none);
+}
+
 static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m, bool *none)
 {
 	return next_method_on(c, c->channel, wait, m, none);
@@ -496,6 +510,11 @@ enum al_status conn_recv(struct conn *c, amqp_method_t *m)
 	bool none;
 
 	return next_method(c, c->rpc_timeout, m, &none);
+}
+
+enum al_status conn_recv_or_silence(struct conn *c, amqp_method_t *m, bool *silence)
+{
+	return next_method_after(c, c->channel, c->rpc_timeout, NO_REPLY_TOLD, m, silence);
 }
 
 enum al_status conn_poll(struct conn *c, amqp_method_t *m, bool *got)

@@ -138,6 +138,13 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
  * failures record their message and mark the connection dead. */
 enum al_status conn_recv(struct conn *c, amqp_method_t *m);
 
+/* Like conn_recv, but rpc_timeout without a reply is not the end of the
+ * connection: *silence is set and the channel is left to the caller
+ * (conn_reset_channel then shows whether the broker still answers). For
+ * questions that one queue may leave unanswered (a quorum queue without
+ * a leader) while the broker serves everything else. */
+enum al_status conn_recv_or_silence(struct conn *c, amqp_method_t *m, bool *silence);
+
 /* Like conn_recv, but takes only what has already arrived (and sends a
  * heartbeat if one is due); *got says whether *m was filled. For loops
  * that poll conn_fd themselves. */

@@ -55,12 +55,46 @@ static void mark_refused(struct probe *p, uint64_t base, uint64_t first, uint64_
 	}
 }
 
+/* Whether a silence may answer p[0..n-1]: only a batch of leases. A lease
+ * is a quorum queue on quorum semaphores, and one left without a leader
+ * (its node died as it was declared) never answers until that node is
+ * back, while the broker serves the rest. */
+static bool may_go_unanswered(const struct probe *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i].kind != LEASE_QUEUE)
+			return false;
+	return true;
+}
+
+/* After a silence: probes first..last (delivery tags) that no ack, nack
+ * or return has answered are unanswered; the channel they stalled is left
+ * for a fresh one, whose opening shows whether the broker still answers
+ * at all. */
+static enum al_status mark_unanswered(struct conn *c, struct probe *p, uint64_t base,
+				      uint64_t first, uint64_t last, const bool *single_acks)
+{
+	uint64_t tag;
+
+	for (tag = first; tag <= last; tag++) {
+		if (!single_acks[tag - base - 1]) {
+			p[tag - base - 1].unanswered = true;
+			p[tag - base - 1].refused = true;
+			p[tag - base - 1].exists = true;
+		}
+	}
+	return conn_reset_channel(c);
+}
+
 static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, struct probe *p,
 				  size_t n)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	bool single_acks[PROBE_BATCH] = {false};
 	uint64_t base = c->published, confirmed = base, last;
+	bool silence_ok = may_go_unanswered(p, n), silence = false;
 	struct probe *answered;
 	enum al_status st;
 	amqp_method_t m;
@@ -69,6 +103,7 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	for (i = 0; i < n; i++) {
 		p[i].exists = true;
 		p[i].refused = false;
+		p[i].unanswered = false;
 		sem_name_slot(sn, p[i].slot, p[i].kind, queue);
 		if ((st = conn_publish_probe(c, queue)) != AL_OK)
 			return st;
@@ -80,8 +115,11 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 	while (confirmed < last) {
 		/* A refusal here is about the exchange, not any one queue: a
 		 * probe needs write permission on the default exchange. */
-		if ((st = conn_recv(c, &m)) != AL_OK)
+		st = silence_ok ? conn_recv_or_silence(c, &m, &silence) : conn_recv(c, &m);
+		if (st != AL_OK)
 			return conn_refused(c, st, "publishing probes through", "amq.default");
+		if (silence)
+			return mark_unanswered(c, p, base, confirmed + 1, last, single_acks);
 		if (m.id == AMQP_BASIC_RETURN_METHOD) {
 			if ((answered = returned(sn, p, n, &next, m.decoded)) != NULL)
 				answered->exists = false;
@@ -112,11 +150,15 @@ static bool may_pass(enum slot_kind kind)
 }
 
 /* Whether p[0..n-1] has a refusal: of any probe, or (all false) of one
- * that may pass if asked again. */
+ * that may pass if asked again. A batch with an unanswered probe is not
+ * sent again: it would wait as long once more. */
 static bool some_refused(const struct probe *p, size_t n, bool all)
 {
 	size_t i;
 
+	for (i = 0; i < n; i++)
+		if (p[i].unanswered)
+			return false;
 	for (i = 0; i < n; i++)
 		if (p[i].refused && (all || may_pass(p[i].kind)))
 			return true;

@@ -18,6 +18,11 @@ struct probe {
 	 * between leaders). exists is then true: the queue is there, and
 	 * "there" is the careful answer for every question amqplock asks. */
 	bool refused;
+	/* No answer came within the connection's rpc_timeout (a lease, a
+	 * quorum queue, without a leader): exists and refused are set too,
+	 * and the probe is not asked again. Only leases are let off so; any
+	 * other silence is the connection's end. */
+	bool unanswered;
 };
 
 /* Answers p[0..n-1]. A probe is a mandatory publish with confirms: it says

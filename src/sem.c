@@ -470,9 +470,9 @@ static int stuck_index(const struct sem *s, unsigned slot)
 	return -1;
 }
 
-/* Remembers slot's lease as unanswering (suspect: maybe so), in its own,
- * a free or the oldest entry. */
-static void note_stuck(struct sem *s, unsigned slot, bool suspect)
+/* Remembers slot's lease as unanswering, in its own, a free or the
+ * oldest entry. */
+static void note_stuck(struct sem *s, unsigned slot)
 {
 	int i = stuck_index(s, slot), k;
 
@@ -480,27 +480,11 @@ static void note_stuck(struct sem *s, unsigned slot, bool suspect)
 		for (i = 0, k = 1; k < SEM_STUCK_MAX; k++)
 			if (s->lease.stuck[k].until < s->lease.stuck[i].until)
 				i = k;
-	if (!suspect)
-		trace("the lease of slot %u does not answer (a quorum queue without a leader?); "
-		      "counting the slot as held for %.0f s",
-		      slot, STUCK_FOR);
+	trace("the lease of slot %u does not answer (a quorum queue without a leader?); "
+	      "counting the slot as held for %.0f s",
+	      slot, STUCK_FOR);
 	s->lease.stuck[i].slot = slot;
 	s->lease.stuck[i].until = now_seconds() + STUCK_FOR;
-	s->lease.stuck[i].suspect = suspect;
-	s->lease.stalled = true;
-}
-
-/* Probes the leases of p[0..m-1]. When they go unanswered (the connection
- * is gone with the stall), each becomes stuck, or a suspect if m > 1. */
-static enum al_status probe_leases(struct sem *s, struct probe *p, size_t m)
-{
-	enum al_status st = probe_queues(s->conn, &s->name, p, m);
-	size_t i;
-
-	if (st == AL_CONNECTION && s->conn->no_reply)
-		for (i = 0; i < m; i++)
-			note_stuck(s, p[i].slot, m > 1);
-	return st;
 }
 
 /* Of slots first..first+n-1, those without a holder queue (holder[i]
@@ -508,17 +492,17 @@ static enum al_status probe_leases(struct sem *s, struct probe *p, size_t m)
  * NULL, holder[i] set for them too (a holder away, coming back). Leases
  * are probed only where no holder queue is: a probe that meets a quorum
  * queue being deleted (a holder's release) crashes the connection on
- * RabbitMQ 3.10. A lease remembered as stuck counts as there, unasked
- * (refused[i]); suspects are asked one at a time, after the others and
- * lowest first, until a free slot is known. */
+ * RabbitMQ 3.10. A lease that leaves its probe unanswered, or that did
+ * so less than STUCK_FOR ago, counts as there and unreachable
+ * (refused[i]), and is not asked again meanwhile: the connection and the
+ * other answers are kept (probe.h, unanswered). */
 static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, bool *holder,
 				     bool *lease, bool *refused)
 {
 	struct probe *p = calloc(n ? n : 1, sizeof(*p));
 	enum al_status st = AL_OK;
-	bool found_free = false;
+	bool *taken = lease ? lease : holder;
 	size_t i, m = 0;
-	int at;
 
 	if (!p)
 		return fail(AL_INTERNAL, "out of memory");
@@ -529,35 +513,20 @@ static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, 
 			p[m++] = (struct probe){.kind = LEASE_QUEUE, .slot = first + (unsigned)i};
 	}
 	if (m > 0)
-		st = probe_leases(s, p, m);
-	for (i = 0; st == AL_OK && i < m; i++)
-		found_free = found_free || !p[i].exists;
-	for (i = 0; st == AL_OK && !found_free && i < n; i++) {
-		if (holder[i] || (at = stuck_index(s, first + (unsigned)i)) < 0 ||
-		    !s->lease.stuck[at].suspect)
-			continue;
-		p[m] = (struct probe){.kind = LEASE_QUEUE, .slot = first + (unsigned)i};
-		if ((st = probe_leases(s, &p[m], 1)) != AL_OK)
-			break;
-		s->lease.stuck[at].until = 0; /* it answered */
-		found_free = !p[m++].exists;
-	}
+		st = probe_queues(s->conn, &s->name, p, m);
 	for (i = 0; st == AL_OK && i < m; i++) {
-		if (p[i].exists && lease)
-			lease[p[i].slot - first] = true;
-		else if (p[i].exists)
-			holder[p[i].slot - first] = true;
+		if (p[i].unanswered)
+			note_stuck(s, p[i].slot);
+		if (p[i].exists)
+			taken[p[i].slot - first] = true;
 		if (p[i].refused && refused)
 			refused[p[i].slot - first] = true;
 	}
-	/* Those left unasked (stuck, or suspects past a free slot) are held. */
+	/* Those stuck a while ago, not asked now, are held. */
 	for (i = 0; st == AL_OK && i < n; i++) {
-		if (holder[i] || (lease && lease[i]) || stuck_index(s, first + (unsigned)i) < 0)
+		if (holder[i] || taken[i] || stuck_index(s, first + (unsigned)i) < 0)
 			continue;
-		if (lease)
-			lease[i] = true;
-		else
-			holder[i] = true;
+		taken[i] = true;
 		if (refused)
 			refused[i] = true;
 	}
@@ -1290,8 +1259,10 @@ static enum al_status claim(struct sem *s, unsigned k)
 		lease_st = lease_answer(s, DECLARE_LEASE, &lease_refused);
 	/* Answered on the main channel, not on the lease's: a lease
 	 * without a leader (section 7 of docs/internals.md). */
-	if (st == AL_OK && refused == 0 && lease_st == AL_CONNECTION && s->conn->no_reply)
-		note_stuck(s, k, false);
+	if (st == AL_OK && refused == 0 && lease_st == AL_CONNECTION && s->conn->no_reply) {
+		note_stuck(s, k);
+		s->lease.stalled = true;
+	}
 	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) &&
 	    s->conn->close_code == AMQP_INTERNAL_ERROR && s->lease.quorum) {
 		s->lease.claim_closed = true;

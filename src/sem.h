@@ -41,7 +41,6 @@ struct sem_opts {
 struct sem_stuck {
 	unsigned slot;
 	double until; /* now_seconds(); past: no entry */
-	bool suspect;
 };
 
 struct sem {
@@ -68,11 +67,10 @@ struct sem {
 		 * node dies as a lease is declared through it, stalls every
 		 * channel that touches it until the node is back. Their slots
 		 * count as held, without being asked, until `until`
-		 * (now_seconds()). A suspect is one of a batch of probes that
-		 * went unanswered: asked again alone, it clears or is stuck. */
+		 * (now_seconds()). */
 		struct sem_stuck stuck[SEM_STUCK_MAX];
 		/* The last try failed on such a lease (the connection lost
-		 * to the stall). */
+		 * to a claim's declare that stalled). */
 		bool stalled;
 		/* The last claim's lease declare was answered by the broker
 		 * closing the connection (541): RabbitMQ does that while a
