@@ -27,6 +27,8 @@
 #                       (ROOTS/SUITE/.amqplock-root), made anew otherwise;
 #                       one run at a time uses them (ROOTS/.lock)
 #   AMQPLOCK_TEST_SKIP  suites tests/run.sh leaves out (see there)
+#   AMQPLOCK_CLUSTER_FILTER  a regex: only the cluster tests it matches
+#                       run (bats -f), for chasing one test
 #
 # The mirror is the one the host's apt sources use for the host's own
 # Debian suite. The harness runs with TMPDIR set to a work directory of its
@@ -446,7 +448,8 @@ host_runs() {
     if want "$rmq-cluster"; then
         say "$rmq-cluster: the cluster suite (tests/cluster/run.sh): $versions"
         run "$rmq-cluster" 900 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" \
-            AMQPLOCK_BIN="$WORK/amqplock" tests/cluster/run.sh
+            AMQPLOCK_BIN="$WORK/amqplock" tests/cluster/run.sh \
+            ${AMQPLOCK_CLUSTER_FILTER:+-f "$AMQPLOCK_CLUSTER_FILTER"}
     fi
 }
 
