@@ -1,5 +1,5 @@
-/* libFuzzer target for src/parse.c: parse_uint, parse_seconds, parse_signal
- * and quote_arg.
+/* libFuzzer target for src/parse.c: parse_uint, parse_seconds, parse_signal,
+ * parse_version and quote_arg.
  *
  * Input: a range selector byte (values 0-6 pick a range from the table
  * below; 7 takes min and max for parse_uint from the next 16 bytes), a byte
@@ -219,6 +219,31 @@ static void check_quote(const char *s, size_t size)
 	free(buf);
 }
 
+/* parse_version reads only its len bytes (s is not NUL-terminated
+ * there), and what it accepts starts with three dot-separated numbers
+ * that give back its value. */
+static void check_version(const char *s, size_t len)
+{
+	char *copy = malloc(len ? len : 1), *end;
+	unsigned long v = 7, major, minor, patch;
+
+	if (!copy)
+		abort();
+	memcpy(copy, s, len);
+	if (parse_version(copy, len, &v) == NULL) {
+		check(len >= 5 && copy[0] >= '0' && copy[0] <= '9');
+		major = strtoul(s, &end, 10);
+		check(*end == '.');
+		minor = strtoul(end + 1, &end, 10);
+		check(*end == '.');
+		patch = strtoul(end + 1, &end, 10);
+		check(minor < 1000 && patch < 1000 && v == major * 1000000 + minor * 1000 + patch);
+	} else {
+		check(v == 7);
+	}
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -260,6 +285,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_quote(s, qsize);
 	check_quote(s, 16);
 	check_quote(s, 64);
+	check_version(s, len);
 
 	free(s);
 	return 0;

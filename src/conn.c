@@ -1040,6 +1040,27 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 	return fail(AL_BROKER, "cannot log in to %s", c->where);
 }
 
+/* The broker's version as parse_version gives it, from the "version"
+ * of its connection.start; 0 if it has none we can read. */
+static unsigned long server_version(const struct conn *c)
+{
+	amqp_table_t *props = amqp_get_server_properties(c->amqp);
+	unsigned long version;
+	int i;
+
+	for (i = 0; props && i < props->num_entries; i++) {
+		const amqp_table_entry_t *e = &props->entries[i];
+
+		if (e->key.len == strlen("version") &&
+		    memcmp(e->key.bytes, "version", e->key.len) == 0 &&
+		    (e->value.kind == AMQP_FIELD_KIND_UTF8 ||
+		     e->value.kind == AMQP_FIELD_KIND_BYTES) &&
+		    !parse_version(e->value.value.bytes.bytes, e->value.value.bytes.len, &version))
+			return version;
+	}
+	return 0;
+}
+
 /* One try: the nth broker of the list, as conn_check_opts resolved it,
  * within the connect timeout and before `by`. */
 static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth,
@@ -1070,6 +1091,7 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 		st = login(c, o, info, connected);
 	if (st == AL_OK) {
 		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
+		c->version = server_version(c);
 		rpc = to_timeval(o->rpc_timeout);
 		amqp_set_rpc_timeout(c->amqp, &rpc);
 		st = conn_reset_channel(c);

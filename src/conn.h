@@ -78,6 +78,8 @@ struct conn {
 	 * anything). We stay first until we leave. */
 	bool first_in_line;
 	unsigned heartbeat; /* as negotiated */
+	/* The broker's version (parse.h, parse_version); 0: unknown. */
+	unsigned long version;
 	double rpc_timeout;
 	/* The end of the caller's whole wait (conn_open's `by`; never
 	 * unless given): no reply is waited for past it, so a silent broker

@@ -101,3 +101,26 @@ const char *parse_signal(const char *s, int *out)
 	}
 	return "is not a signal name";
 }
+
+const char *parse_version(const char *s, size_t len, unsigned long *out)
+{
+	unsigned long part[3] = {0, 0, 0}, limit[3] = {4293, 999, 999};
+	size_t i = 0, k;
+
+	for (k = 0; k < 3; k++) {
+		size_t digits = 0;
+
+		if (k > 0 && (i >= len || s[i++] != '.'))
+			return "not MAJOR.MINOR.PATCH";
+		for (; i < len && s[i] >= '0' && s[i] <= '9' && digits < 7; i++, digits++)
+			part[k] = part[k] * 10 + (unsigned long)(s[i] - '0');
+		if (digits == 0)
+			return "not MAJOR.MINOR.PATCH";
+		if (part[k] > limit[k])
+			return "a part is too large";
+	}
+	if (i < len && s[i] >= '0' && s[i] <= '9')
+		return "a part is too large";
+	*out = part[0] * 1000000 + part[1] * 1000 + part[2];
+	return NULL;
+}

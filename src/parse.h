@@ -1,4 +1,5 @@
-/* Parsing of numbers and durations given on the command line. Pure
+/* Parsing of numbers and durations given on the command line, and of the
+ * broker's version (conn.c). Pure
  * functions: each returns NULL on success or a short reason for a usage
  * message. Only plain decimal is accepted, so "0x10", "1e3", " 5", "+5" and
  * "5s" are refused rather than guessed at. */
@@ -15,6 +16,11 @@ const char *parse_seconds(const char *s, double max, double *out);
 
 /* A signal by name ("TERM", "SIGTERM", "term") or number ("15"). */
 const char *parse_signal(const char *s, int *out);
+
+/* A broker's version, "MAJOR.MINOR.PATCH" with anything after the patch
+ * number ("4.2.6+1.g1234", "3.10.8-1") ignored, as one number that
+ * compares as versions do: MAJOR * 1000000 + MINOR * 1000 + PATCH. */
+const char *parse_version(const char *s, size_t len, unsigned long *out);
 
 /* Copies s into buf (size >= 16) as a double-quoted string safe for one
  * line of a message and for JSON: bytes outside printable ASCII become

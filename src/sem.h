@@ -48,13 +48,17 @@ struct sem {
 	struct sem_name name;
 	const char *label; /* the name as the user gave it, for messages */
 	struct sem_opts opts;
+	bool slots_quorum; /* the slots are quorum queues (the marker is there) */
 	/* The holder's lease (docs/design.md, section 4); off: none, the
 	 * slot lives as long as the connection. */
 	struct {
 		bool on;
 		unsigned ms;   /* x-expires: how long it outlives its holder */
 		int64_t token; /* x-max-length: whose it is (random, > 0) */
-		bool quorum;   /* a quorum queue: the slots are quorum queues */
+		/* A quorum queue (see lease_type in sem.c): where the slots
+		 * are quorum queues, and on brokers that let anyone look at
+		 * a queue (a look restarts a classic queue's expiry). */
+		bool quorum;
 		/* Our holder queue is gone (the broker has not yet dropped a
 		 * lost connection's): the verification declares it again. */
 		bool need_holder;

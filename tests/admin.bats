@@ -9,12 +9,13 @@ bats_require_minimum_version 1.5.0
 load helper
 
 # "name durable exclusive messages" of every queue of semaphore $1 under any
-# prefix (P$1, P$1-k-A, P$1-k-B), sorted. One rabbitmqctl call.
+# prefix (P$1, P$1-k-A, P$1-k-B), sorted (a quorum queue, which has no
+# exclusive flag, as "false"). One rabbitmqctl call.
 sem_queues() {
     rmqctl -q list_queues name durable exclusive messages --no-table-headers 2>/dev/null |
-        awk -v n="$1" '{
+        awk -F '\t' -v n="$1" '{
             i = index($1, n); rest = substr($1, i + length(n))
-            if (i && (rest == "" || substr(rest, 1, 1) == "-")) print $1, $2, $3, $4
+            if (i && (rest == "" || substr(rest, 1, 1) == "-")) print $1, $2, ($3 == "" ? "false" : $3), $4
         }' | sort -V
 }
 

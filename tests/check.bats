@@ -36,11 +36,10 @@ hold_queues() {
 # "name durable exclusive" of every queue of semaphore $n (the mutex, slot
 # and holder queues), sorted. One rabbitmqctl call.
 sem_queues() {
-    rmqctl -q list_queues name durable exclusive --no-table-headers 2>/dev/null |
-        awk -v n="amqplock.$n" '{
+    queues_like "amqplock.$n" | awk -v n="amqplock.$n" '{
             rest = substr($1, length(n) + 1)
-            if (index($1, n) == 1 && (rest == "" || substr(rest, 1, 1) == "-")) print $1, $2, $3
-        }' | sort -V
+            if (rest == "" || substr(rest, 1, 1) == "-") print
+        }'
 }
 
 # slot_lines FROM TO: what sem_queues prints for the slot queues FROM..TO.

@@ -23,10 +23,17 @@ rmqctl() {
 }
 
 # "name durable exclusive" for every queue whose name starts with $1,
-# sorted, one per line.
+# sorted, one per line (a quorum queue, which has no exclusive flag, as
+# "false").
 queues_like() {
     rmqctl -q list_queues name durable exclusive --no-table-headers 2>/dev/null |
-        awk -v p="$1" 'index($1, p) == 1 { print $1, $2, $3 }' | sort -V
+        awk -F '\t' -v p="$1" 'index($1, p) == 1 { print $1, $2, ($3 == "" ? "false" : $3) }' | sort -V
+}
+
+# queue_type QUEUE: "classic" or "quorum" (empty if there is no QUEUE).
+# Leases are quorum queues on RabbitMQ before 4.2.6 (sem.c, lease_type).
+queue_type() {
+    rmqctl -q list_queues name type --no-table-headers 2>/dev/null | awk -v q="$1" '$1 == q { print $2 }'
 }
 
 # The keeper's name in ps (comm and command line): the process between

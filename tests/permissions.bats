@@ -147,7 +147,7 @@ await_slot() {
 # vhost whose name starts with PREFIX, sorted, one per line.
 vhost_queues() {
     rmqctl -q list_queues -p "$PERM_VHOST" name durable exclusive --no-table-headers 2>/dev/null |
-        awk -v p="$1" 'index($1, p) == 1 { print $1, $2, $3 }' | sort -V
+        awk -F '\t' -v p="$1" 'index($1, p) == 1 { print $1, $2, ($3 == "" ? "false" : $3) }' | sort -V
 }
 
 # connection_of USER: the pid of the one connection of USER (a role's
@@ -331,6 +331,38 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     at_most "$(since "$t0")" 3
     [ "$(vhost_queues "amqplock.$n-")" = "amqplock.$n-1-A true false" ] ||
         fail "left behind: $(vhost_queues "amqplock.$n-")"
+}
+
+# A lease runs out D after its holder's last renewal, however often
+# others look at it. A passive declare restarts a classic queue's expiry
+# and, before RabbitMQ 4.2.6, needs no permission on the queue: a reader
+# looking at a dead holder's lease once a second kept its slot away for
+# as long as it looked. Here the reader is the inspector (write on
+# amq.default only), the holder and its keeper are killed, and a waiter
+# must get the slot within D + 7 s (the broker's expiry timer: 5 s for a
+# quorum lease).
+@test "someone looking at a dead holder's lease once a second does not keep its slot: free within D + 7 s" {
+    local D=5
+    as admin create "$n" 1
+    bg_as h client hold --lease "$D" --heartbeat 1 --grace 1 "$n" -- sh -c 'touch "$1/ready"; sleep 120' sh "$T"
+    local h=$BG keeper t0
+    wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    wait_until 10 eval 'keeper=$(pgrep -P "$h" -x "$KEEPER")' || fail "no keeper"
+    HOLDQ_USER=$PERM_TAG-inspector HOLDQ_PASS=$PERM_PW HOLDQ_VHOST=$PERM_VHOST \
+        perl "$H/looker.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n-1-L" 1 >"$T/looks" 2>"$T/looker.err" &
+    local looker=$!
+    sleep 1.5
+    t0=$(now)
+    kill -KILL "$h" "$keeper"
+    bg_as w client hold -w $((D + 20)) "$n" -- true
+    local w=$BG
+    wait_exit "$w" $((D + 25))
+    local took
+    took=$(since "$t0")
+    kill "$looker" 2>/dev/null || true
+    note "the slot went to a waiter $took s after the kill (lease $D s), the lease looked at every second: $(sort "$T/looks" | uniq -c | xargs)"
+    [ "$rc" -eq 0 ] || fail "the waiter exited $rc after $took s: $(cat "$T/w.err"); looks: $(sort "$T/looks" | uniq -c | xargs)"
+    at_most "$took" $((D + 7))
 }
 
 # A claim asks for its lease beside its holder queue, on a channel of its

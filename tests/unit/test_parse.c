@@ -59,10 +59,30 @@ static void quoting(void)
 	   "escapes never overflow");
 }
 
+static void versions(void)
+{
+	static const char *const bad[] = {"",      "4",    "4.2",      "4.2.",     ".2.6",
+					  "a.b.c", "4..6", "4.1000.0", "4.2.1000", "99999999.0.0"};
+	unsigned long v = 0;
+	size_t i;
+
+	ok(parse_version("3.10.8", 6, &v) == NULL && v == 3010008, "3.10.8");
+	ok(parse_version("4.2.6+1.g2f3c", 13, &v) == NULL && v == 4002006, "a suffix is ignored");
+	ok(parse_version("4.3.6-1", 7, &v) == NULL && v == 4003006, "a Debian revision is ignored");
+	ok(parse_version("4.2.6", 3, &v) != NULL, "only len bytes are read");
+	ok(parse_version("4.2.5", 5, &v) == NULL && v < 4002006 &&
+		   parse_version("4.10.0", 6, &v) == NULL && v > 4002006,
+	   "the number compares as versions do");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(parse_version(bad[i], strlen(bad[i]), &v) != NULL, "\"%s\" is not a version",
+		   bad[i]);
+}
+
 int main(void)
 {
 	whole_numbers();
 	durations();
 	quoting();
+	versions();
 	return done_testing();
 }
