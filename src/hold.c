@@ -855,14 +855,17 @@ static void end_lease_apart(void *arg)
 {
 	struct lease_end *e = arg;
 	struct sem s = *e->s;
+	enum al_status st = AL_CONNECTION;
 
-	/* The holder queue goes first, with the holding connection (the
-	 * keeper's copy of it keeps it alive until now): the waiter that
-	 * the lease's end wakes then finds the slot free. */
-	conn_hang_up(e->s->conn);
+	/* The holding connection (the keeper's copy of it keeps the holder
+	 * queue alive until now) is hung up as the lease ends, so that the
+	 * waiter the lease's end wakes finds the slot free. */
 	s.conn = &e->apart;
-	if ((e->apart_open || conn_open(&e->apart, e->o->conn_opts, deadline_never()) == AL_OK) &&
-	    sem_lease_end(&s, e->slot) == AL_OK)
+	if (e->apart_open || conn_open(&e->apart, e->o->conn_opts, deadline_never()) == AL_OK)
+		st = sem_lease_end_apart(&s, e->slot, e->s->conn);
+	else
+		conn_hang_up(e->s->conn);
+	if (st == AL_OK)
 		trace("ended the lease of slot %u", e->slot);
 	else
 		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", e->slot,

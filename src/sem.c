@@ -1432,7 +1432,9 @@ enum al_status sem_lease_keep(struct sem *s, unsigned slot)
 	return step_refused(s, slot, &steps[done], status_for_reply(refused));
 }
 
-enum al_status sem_lease_end(struct sem *s, unsigned slot)
+/* Deletes our lease of slot if it is still ours; *ended says whether it
+ * was. Gone (404) or another's (406): nothing of ours to end. */
+static enum al_status lease_drop(struct sem *s, unsigned slot, bool *ended)
 {
 	static const struct step steps[] = {
 		{DECLARE_PASSIVE, LEASE_QUEUE},
@@ -1443,15 +1445,52 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot)
 	uint16_t refused;
 	size_t done;
 
-	/* Gone (404) or another's (406): nothing of ours to end. */
+	*ended = false;
 	st = run_steps(s, slot, steps, 3, &done, &refused);
-	/* Ended: the slot is free now, and nobody else says so. */
 	if (st == AL_OK && refused == 0)
-		return sem_wake_line(s);
-	if (st != AL_OK || (done == 0 && refused == AMQP_NOT_FOUND) ||
+		*ended = true;
+	if (st != AL_OK || refused == 0 || (done == 0 && refused == AMQP_NOT_FOUND) ||
 	    (done == 1 && refused == AMQP_PRECONDITION_FAILED))
 		return st;
 	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+}
+
+enum al_status sem_lease_end(struct sem *s, unsigned slot)
+{
+	bool ended;
+	enum al_status st = lease_drop(s, slot, &ended);
+
+	/* Ended: the slot is free now, and nobody else says so. */
+	return st == AL_OK && ended ? sem_wake_line(s) : st;
+}
+
+/* How long sem_lease_end_apart waits for the broker to drop the holder
+ * queue of a hung-up connection before it wakes the line anyway (the
+ * first in line then finds the slot at its next look). */
+#define HOLDER_GONE_WAIT 1.0
+
+enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding)
+{
+	struct deadline gone_by;
+	enum al_status st;
+	bool ended, holder = true;
+
+	if (!s->lease.quorum) {
+		conn_hang_up(holding);
+		return sem_lease_end(s, slot);
+	}
+	/* A quorum lease goes first, while the holder queue still keeps the
+	 * slot held, for the reason sem_released gives. */
+	st = lease_drop(s, slot, &ended);
+	conn_hang_up(holding);
+	if (st != AL_OK || !ended)
+		return st;
+	gone_by = deadline_in(HOLDER_GONE_WAIT);
+	while ((st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, slot, 1, &holder, NULL)) ==
+		       AL_OK &&
+	       holder && !deadline_passed(gone_by))
+		sleep_seconds(0.005);
+	return st == AL_OK ? sem_wake_line(s) : st;
 }
 
 void sem_all_held(char *buf, size_t size, unsigned max, const char *label)

@@ -55,7 +55,7 @@ struct sem {
 		bool on;
 		unsigned ms;   /* x-expires: how long it outlives its holder */
 		int64_t token; /* x-max-length: whose it is (random, > 0) */
-		/* A quorum queue (see lease_type in sem.c): where the slots
+		/* A quorum queue (see lease_type_quorum in sem.c): where the slots
 		 * are quorum queues, and on brokers that let anyone look at
 		 * a queue (a look restarts a classic queue's expiry). */
 		bool quorum;
@@ -216,6 +216,14 @@ enum al_status sem_lease_keep(struct sem *s, unsigned slot);
  * or after a loss that left the lease ours). Waits for the answers, and
  * wakes the first in line if it ended one. */
 enum al_status sem_lease_end(struct sem *s, unsigned slot);
+
+/* sem_lease_end on a connection apart (s->conn) for the keeper, which
+ * also hangs up the holding connection (its holder queue then goes). A
+ * quorum lease is ended before the hang-up, and the line woken once the
+ * holder queue is gone (or after a second): a probe that meets a quorum
+ * queue being deleted crashes the prober's connection on RabbitMQ 3.10,
+ * and waiters probe a lease once they see no holder queue. */
+enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding);
 
 /* Waiting for a slot: joins the semaphore's line, last. The broker
  * gives each wake-up to the oldest waiter in it alone: conn_woken then
