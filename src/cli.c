@@ -500,3 +500,15 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struc
 		conn_close(c);
 	return st;
 }
+
+/* A broker that crashes every look is not racing a deletion. */
+#define LOOK_TRIES 3
+
+bool cli_look_again(const struct conn *c, enum al_status st, int *tries)
+{
+	if (st != AL_CONNECTION || c->close_code != AMQP_INTERNAL_ERROR || ++*tries > LOOK_TRIES)
+		return false;
+	trace("%s; looking again on a new connection", status_message());
+	status_clear();
+	return true;
+}

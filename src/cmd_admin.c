@@ -195,12 +195,19 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 	struct conn c;
 	struct sem s;
 	enum al_status st;
+	int tries = 0;
+	bool again;
 
 	(void)argc, (void)argv;
-	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
-		return st;
-	st = sem_status(&s, &ss);
-	conn_close(&c);
+	do {
+		if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
+			return st;
+		st = sem_status(&s, &ss);
+		conn_close(&c);
+		again = cli_look_again(&c, st, &tries);
+		if (again)
+			sem_status_free(&ss);
+	} while (again);
 	if (st == AL_OK) {
 		out_begin();
 		out_bool("ok", true);

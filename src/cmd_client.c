@@ -372,6 +372,7 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	struct sem s;
 	enum al_status st;
 	unsigned max;
+	int tries = 0;
 
 	(void)argc, (void)argv;
 	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
@@ -383,7 +384,14 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	 * that had holders above max is done once they are gone. */
 	if (st == AL_OK && max == 0 && orphans.len == 0)
 		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", cli->name);
-	for (; st == AL_OK && orphans.len > 0; st = sem_orphans(&s, &max, &orphans)) {
+	for (; orphans.len > 0 || st != AL_OK; st = sem_orphans(&s, &max, &orphans)) {
+		if (st != AL_OK) {
+			conn_close(&c);
+			if (!cli_look_again(&c, st, &tries) ||
+			    (st = cli_connect(cli, &c, &s, replies_end)) != AL_OK)
+				break;
+			continue;
+		}
 		if (deadline_passed(wait_end)) {
 			st = fail(AL_BUSY,
 				  "%zu holder(s) above max %u of %s remain (lowest: slot %u)",
