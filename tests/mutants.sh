@@ -31,6 +31,7 @@ no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline
 no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
 no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
+looked-at-lease-kept|src/sem.c|s/return s->slots_quorum \x7c\x7c s->conn->version < LOOKS_NEED_PERMISSION;/return s->slots_quorum;/|permissions.bats|^someone looking at a dead holder
 record-ignored|src/sem.c|s/cs->max = cs->recorded \? cs->recorded : top;/cs->max = top;/|check.bats|idle top slots
 held-stray-swept|src/sem.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
 holes-not-filled|src/sem.c|s/\tif \(\(st = fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \x7c\x7c/\tif (/|check.bats|idle slot below a live holder
