@@ -415,13 +415,14 @@ static enum al_status take_lease_answer(struct conn *c, const amqp_frame_t *f)
 	return st == AL_CONNECTION || c->dead ? st : AL_OK;
 }
 
-/* The next method for `channel`, waiting at most `wait` seconds in all
- * and never past the connection's limit (0: only what has already
- * arrived). *none is set if nothing came. */
-/* next_method_on's silence: whether a wait that runs out is the
- * connection's end (NO_REPLY_FAILS) or only *none (NO_REPLY_TOLD). */
+/* Whether a wait that runs out is the connection's end (NO_REPLY_FAILS)
+ * or only *none (NO_REPLY_TOLD). */
 enum silence { NO_REPLY_FAILS, NO_REPLY_TOLD };
 
+/* The next method for `channel`, waiting at most `wait` seconds in all
+ * and never past the connection's limit (0: only what has already
+ * arrived). *none is set if nothing came, or if the wait ran out and
+ * silence is NO_REPLY_TOLD. */
 static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, double wait,
 					enum silence silence, amqp_method_t *m, bool *none)
 {
