@@ -167,7 +167,7 @@ static void wait_deadlines(const struct hold_opts *o, struct deadline *wait_end,
 /* A connection lost to a lease in the way is a race lost, not a failure
  * of the connection: a claim that the broker refused by closing the
  * connection (the slot's last quorum lease still being deleted, see
- * claim in sem.c), or a lease that left a probe or a declare unanswered
+ * claim in claim.c), or a lease that left a probe or a declare unanswered
  * (a quorum queue without a leader; its slot now counts as held for a
  * while: see lease.stuck). Such losses are not counted as reconnects,
  * and the next try comes after a pause (0.1 s doubling to 1 s). But this

@@ -913,7 +913,7 @@ static struct super_opts keeper_opts(const struct hold_opts *o, int terminal, st
 	};
 }
 
-/* The claim of slot k has been sent (sem.c calls this before reading the
+/* The claim of slot k has been sent (claim.c calls this before reading the
  * answers): the command's keeper is forked now, while the broker works. */
 static void keeper_ready(void *arg, unsigned k)
 {

@@ -2,7 +2,7 @@
  *
  * The top floor: the commands, help about them, and turning a status into
  * an exit code. The options are in cli.c, the commands in cmd_*.c, the
- * algorithm in sem.c, the broker in conn.c. */
+ * algorithm in sem.h and its parts (sem_parts.h), the broker in conn.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -55,7 +55,7 @@ struct sem {
 		bool on;
 		unsigned ms;   /* x-expires: how long it outlives its holder */
 		int64_t token; /* x-max-length: whose it is (random, > 0) */
-		/* A quorum queue (see lease_type_quorum in sem.c): where the slots
+		/* A quorum queue (see lease_type_quorum in request.c): where the slots
 		 * are quorum queues, and on brokers that let anyone look at
 		 * a queue (a look restarts a classic queue's expiry). */
 		bool quorum;

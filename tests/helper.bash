@@ -31,7 +31,7 @@ queues_like() {
 }
 
 # queue_type QUEUE: "classic" or "quorum" (empty if there is no QUEUE).
-# Leases are quorum queues on RabbitMQ before 4.2.6 (sem.c,
+# Leases are quorum queues on RabbitMQ before 4.2.6 (request.c,
 # lease_type_quorum).
 queue_type() {
     rmqctl -q list_queues name type --no-table-headers 2>/dev/null | awk -v q="$1" '$1 == q { print $2 }'

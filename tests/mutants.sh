@@ -12,13 +12,13 @@ cd "$(dirname "$0")/.."
 # name | file | perl expression | bats file | test filter (regex)
 mutants() {
     cat <<'EOF'
-shared-slot|src/sem.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most (N: 50 hold|one: 20 hold)
+shared-slot|src/request.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most (N: 50 hold|one: 20 hold)
 no-keeper-kill|src/supervise.c|s/\t\t\t\tk->killing = k->orphaned = true;\n/\t\t\t\tk->orphaned = true;\n/|containment.bats|^kill -9 of the hold ends
 no-subreaper|src/supervise.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
 resume-unchecked|src/hold.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|a 5 s kill -STOP
 stop-without-command|src/hold.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
 no-parent-watch|src/supervise.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
-holder-queue-unchecked|src/sem.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
+holder-queue-unchecked|src/lease.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
 signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_interrupted\);//|containment.bats|^a signal while logging in
 inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.bats|^SIGCHLD ignored
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
@@ -30,37 +30,37 @@ wait-limit-kept|src/cmd_client.c|s/\tc->limit = deadline_never\(\);\n//|client.b
 no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_after\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
 no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
-no-admin-mutex|src/sem.c|s/(static enum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
-looked-at-lease-kept|src/sem.c|s/return s->slots_quorum \x7c\x7c s->conn->version < LOOKS_NEED_PERMISSION;/return s->slots_quorum;/|permissions.bats|^someone looking at a dead holder
-record-ignored|src/sem.c|s/cs->max = cs->recorded \? cs->recorded : top;/cs->max = top;/|check.bats|idle top slots
-held-stray-swept|src/sem.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
-holes-not-filled|src/sem.c|s/\tif \(\(st = fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \x7c\x7c/\tif (/|check.bats|idle slot below a live holder
-holders-taken-for-strays|src/sem.c|s/if \(answer\[i\] == 0\)\n\t\t\tst = append\(strays,/if (answer[i] != AMQP_NOT_FOUND)\n\t\t\tst = append(strays,/|check.bats|^real holders
-no-holder-sweep|src/sem.c|s/(static enum al_status sweep_holders\(struct sem \*s, unsigned max, struct sem_change \*out\)\n\{)/$1\n\treturn AL_OK;/|check.bats|swept_holders
-mutex-taken-for-stray|src/sem.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
+no-admin-mutex|src/admin.c|s/(\nenum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
+looked-at-lease-kept|src/request.c|s/return s->slots_quorum \x7c\x7c s->conn->version < LOOKS_NEED_PERMISSION;/return s->slots_quorum;/|permissions.bats|^someone looking at a dead holder
+record-ignored|src/admin.c|s/cs->max = cs->recorded \? cs->recorded : top;/cs->max = top;/|check.bats|idle top slots
+held-stray-swept|src/admin.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
+holes-not-filled|src/admin.c|s/\tif \(\(st = fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \x7c\x7c/\tif (/|check.bats|idle slot below a live holder
+holders-taken-for-strays|src/admin.c|s/if \(answer\[i\] == 0\)\n\t\t\tst = append\(strays,/if (answer[i] != AMQP_NOT_FOUND)\n\t\t\tst = append(strays,/|check.bats|^real holders
+no-holder-sweep|src/admin.c|s/(static enum al_status sweep_holders\(struct sem \*s, unsigned max, struct sem_change \*out\)\n\{)/$1\n\treturn AL_OK;/|check.bats|swept_holders
+mutex-taken-for-stray|src/admin.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
 lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\n\treturn NULL;/|hostile.bats|.
 leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
 password-shown|src/conn.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
-no-wakeup|src/sem.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
+no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
 barging|src/hold.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^a free slot is the first
 stuck-head-kept|src/hold.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|fifo.bats|^a first in line that never takes
 no-line|src/hold.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^(30 holds|a free slot is the first)
-no-added-wakeups|src/sem.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|fifo.bats|^add wakes
+no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|fifo.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
-no-lease-claim|src/sem.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
+no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
 no-keeper-lease-end|src/hold.c|s/\.last_act = o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
 late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
-no-holder-settle|src/sem.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
-quorum-lease-unread|src/sem.c|s/\tif \(s->lease\.on && s->lease\.quorum\)\n\t\ts->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
-quorum-slot-unread|src/sem.c|s/\tif \(s->lease\.quorum\)\n\t\ts->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
+no-holder-settle|src/lease.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
+quorum-lease-unread|src/lease.c|s/\tif \(s->lease\.on && s->lease\.quorum\)\n\t\ts->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
+quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
 zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
 unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/return h->killed_at/|supervisor.bats|remove says once
 keeper-lets-lease-go|src/hold.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
 keeper-named-amqplock|src/supervise.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
-late-claim-counts|src/sem.c|s/if \(s->claim_window > 0 && took > s->claim_window\) \{/if (0) {/|supervisor.bats|^a claim whose answers
+late-claim-counts|src/claim.c|s/if \(s->claim_window > 0 && took > s->claim_window\) \{/if (0) {/|supervisor.bats|^a claim whose answers
 leftover-stop-unseen|src/supervise.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
 continued-by-hand|src/supervise.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT

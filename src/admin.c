@@ -1,0 +1,505 @@
+/* Administration under the admin mutex: counting the slot queues against
+ * the size record, resizing, slot types and the quorum marker, and
+ * sweeping strays (create, destroy, add, remove, max N). */
+#include "sem_parts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "record.h"
+
+/* Administrators count the slot queues one by one from 1, in windows that
+ * double, on past holes, until past the record a window finds none: so a
+ * slot queue that an expires policy or a hand deleted leaves a hole, not a
+ * smaller semaphore. max is the record's; a semaphore without one (made by
+ * amqplock 0.2 or older) has the highest slot queue found for max, holes
+ * filled upward rather than the slots above them swept. Slot queues above
+ * a record are strays (sweep_strays). */
+enum al_status count_slots(struct sem *s, struct census *cs)
+{
+	bool exists[LARGEST_WINDOW], any = true, read = false;
+	unsigned first = 1, batch = FIRST_WINDOW, i, top = 0;
+	enum al_status st;
+
+	memset(cs, 0, sizeof(*cs));
+	while (first <= SLOTS_MAX) {
+		/* The record is asked for once the slot queues run out, near
+		 * the highest found, which is max when nothing is amiss: two
+		 * questions. Then on to its max, should that lie higher. */
+		if (!any && !read) {
+			read = true;
+			st = record_read(s->conn, &s->name, top, &cs->recorded);
+			if (st != AL_OK)
+				return st;
+		}
+		if (!any && first > cs->recorded)
+			break;
+		if (batch > SLOTS_MAX + 1 - first)
+			batch = SLOTS_MAX + 1 - first;
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
+		if (st != AL_OK)
+			return st;
+		any = false;
+		for (i = 0; i < batch; i++) {
+			if (!exists[i])
+				continue;
+			any = true;
+			top = first + i;
+		}
+		first += batch;
+		if (batch < LARGEST_WINDOW)
+			batch *= 2;
+	}
+	if (!read && (st = record_read(s->conn, &s->name, top, &cs->recorded)) != AL_OK)
+		return st;
+	cs->max = cs->recorded ? cs->recorded : top;
+	/* Slot queues right above the record, without a gap: slots an
+	 * amqplock older than the record added (or a remove stopped between
+	 * cutting the record and deleting them). They are taken for slots,
+	 * to be recorded, rather than swept as strays: that can leave a
+	 * semaphore larger than a stopped remove meant, never end a job. */
+	for (first = cs->max + 1; cs->recorded && first <= top; first += batch) {
+		batch = top - first + 1 < LARGEST_WINDOW ? top - first + 1 : LARGEST_WINDOW;
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
+		for (i = 0; st == AL_OK && i < batch && exists[i]; i++)
+			cs->max = first + i;
+		if (st != AL_OK || i < batch)
+			break;
+	}
+	if (st != AL_OK)
+		return st;
+	trace_max(s, cs->max);
+	/* The holes: asked again, slot by slot up to max. */
+	for (first = 1; st == AL_OK && first <= cs->max; first += batch) {
+		batch = cs->max - first + 1 < LARGEST_WINDOW ? cs->max - first + 1 : LARGEST_WINDOW;
+		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
+		for (i = 0; st == AL_OK && i < batch; i++) {
+			if (!exists[i]) {
+				st = append(&cs->missing, first + i);
+				continue;
+			}
+			if (!cs->lowest)
+				cs->lowest = first + i;
+			cs->highest = first + i;
+		}
+	}
+	if (st == AL_OK && cs->missing.len > 0)
+		trace("%zu slot queue(s) of %s missing, the first %u (an expires policy? deleted "
+		      "by "
+		      "hand?)",
+		      cs->missing.len, s->label, cs->missing.slot[0]);
+	return st;
+}
+
+static enum al_status delete_slots_down(struct sem *s, unsigned top, unsigned count)
+{
+	unsigned done;
+
+	trace("deleting slots %u..%u", top, top - count + 1);
+	return pipeline(s, DELETE_QUEUE, top, count, true, &done);
+}
+
+/* Declares slots from..from+count-1. If the broker refuses one, the ones
+ * this call made are deleted again: no half-made semaphore stays behind. */
+static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count)
+{
+	enum al_status st;
+	unsigned done;
+
+	trace("declaring slots %u..%u", from, from + count - 1);
+	st = pipeline(s, s->opts.slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT, from,
+		      count, false, &done);
+	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
+		delete_slots_down(s, from + done - 1, done);
+	return st;
+}
+
+/* The slot queues above max (an administrator stopped between cutting
+ * the record and deleting the slots, a foreign client), less those a
+ * holder holds: deleting one would end its job, and amqplock's own
+ * repairs never end a job. *kept counts those left. */
+enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept)
+{
+	enum al_status st = scan_above(s, SLOT_QUEUE, max, strays);
+	bool holder, lease;
+	size_t i, n = 0;
+
+	*kept = 0;
+	for (i = 0; st == AL_OK && i < strays->len; i++) {
+		st = probe_taken(s, strays->slot[i], 1, &holder, &lease, NULL);
+		if (st == AL_OK && (holder || lease)) {
+			trace("stray slot queue %u above max %u is held; kept", strays->slot[i],
+			      max);
+			++*kept;
+		} else {
+			strays->slot[n++] = strays->slot[i];
+		}
+	}
+	strays->len = n;
+	return st;
+}
+
+/* Deletes the stray slot queues above max that nobody holds, highest
+ * first like every delete. */
+static enum al_status sweep_strays(struct sem *s, unsigned max, struct sem_change *out)
+{
+	struct slot_list strays = {0};
+	enum al_status st = find_strays(s, max, &strays, &out->strays_kept);
+	size_t i;
+
+	for (i = strays.len; st == AL_OK && i > 0; i--) {
+		trace("deleting stray slot queue %u above max %u", strays.slot[i - 1], max);
+		st = delete_slots_down(s, strays.slot[i - 1], 1);
+	}
+	out->swept = (unsigned)strays.len;
+	free(strays.slot);
+	return st;
+}
+
+/* The holder queues that exist for slots 1..max and in the overshoot
+ * windows above, sorted: strays, which no connection holds (a passive
+ * declare of ours sees them, where a holder's exclusive queue gets 405),
+ * and, above max, orphans (the real holders of removed slots; orphans may
+ * be NULL). A queue we may not look at (RabbitMQ 4.2 and later check
+ * permissions on passive declares) is taken for a holder's. (Asking the
+ * holders' leases first would spare the broker those refusals, but a
+ * probe of a lease being deleted can crash the connection: see
+ * leases_of_free.) */
+enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
+			    struct slot_list *orphans)
+{
+	struct slot_list found = {0};
+	enum al_status st = AL_OK;
+	uint16_t *answer = NULL;
+	bool *exists;
+	size_t i;
+
+	if (max > 0) {
+		if (!(exists = calloc(max, sizeof(*exists))))
+			return fail(AL_INTERNAL, "out of memory");
+		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, exists, NULL);
+		for (i = 0; st == AL_OK && i < max; i++)
+			if (exists[i])
+				st = append(&found, (unsigned)i + 1);
+		free(exists);
+	}
+	if (st == AL_OK)
+		st = scan_above(s, HOLDER_QUEUE, max, &found);
+	if (st == AL_OK && found.len > 0 && !(answer = calloc(found.len, sizeof(*answer))))
+		st = fail(AL_INTERNAL, "out of memory");
+	if (st == AL_OK)
+		st = ask_each(s, DECLARE_PASSIVE, HOLDER_QUEUE, found.slot, found.len,
+			      REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
+	for (i = 0; st == AL_OK && i < found.len; i++) {
+		if (answer[i] == 0)
+			st = append(strays, found.slot[i]);
+		else if (answer[i] != AMQP_NOT_FOUND && found.slot[i] > max && orphans)
+			st = append(orphans, found.slot[i]);
+		if (answer[i] == AMQP_ACCESS_REFUSED)
+			trace("holder queue %u may not be looked at; taken as held", found.slot[i]);
+	}
+	free(answer);
+	free(found.slot);
+	return st;
+}
+
+/* Deletes stray holder queues, each answer as ask_each gives it. A holder
+ * that has taken the slot since the queue was found owns the queue now,
+ * exclusively, and the broker refuses to delete it (405). */
+enum al_status delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
+			      uint16_t **answer)
+{
+	size_t i;
+
+	*answer = NULL;
+	if (strays->len == 0)
+		return AL_OK;
+	if (!(*answer = calloc(strays->len, sizeof(**answer))))
+		return fail(AL_INTERNAL, "out of memory");
+	for (i = 0; i < strays->len; i++)
+		trace("deleting stray holder queue %u (held by no connection)", strays->slot[i]);
+	return ask_each(s, DELETE_QUEUE, HOLDER_QUEUE, strays->slot, strays->len,
+			REFUSED_LOCKED | accept, *answer);
+}
+
+/* What administrators do on their way: a stray holder queue makes its
+ * slot read as held for ever, and outlives a destroy. A user who may not
+ * delete holder queues leaves them (counted in holders_kept) rather than
+ * fail the change it came for. */
+static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_change *out)
+{
+	struct slot_list strays = {0};
+	uint16_t *answer = NULL;
+	enum al_status st = find_holders(s, max, &strays, NULL);
+	size_t i;
+
+	if (st == AL_OK)
+		st = delete_holders(s, &strays, REFUSED_ACCESS, &answer);
+	for (i = 0; st == AL_OK && i < strays.len; i++) {
+		if (answer[i] == 0)
+			out->swept_holders++;
+		else if (answer[i] == AMQP_ACCESS_REFUSED)
+			out->holders_kept++;
+	}
+	free(answer);
+	free(strays.slot);
+	return st;
+}
+
+/* Takes the admin mutex, an exclusive queue: a crashed administrator's
+ * goes with its connection. A shared queue of that name (declared by hand
+ * or by a foreign client) would keep every administrator waiting for
+ * ever, as the exclusive declare is refused for it (405) just as for a
+ * real mutex; but a passive declare, refused for another connection's
+ * exclusive queue, sees it. With `repair` such a leftover is deleted and
+ * the mutex taken; without, lock_admin returns at once with *locked
+ * false. *stray says whether there was one. */
+enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
+{
+	struct deadline given_up = deadline_in(s->opts.admin_wait);
+	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
+	const char *mutex = s->name.base;
+	double pause;
+	unsigned quick = 0;
+	enum al_status st;
+	uint16_t answer;
+
+	*locked = *stray = false;
+	for (;;) {
+		if ((st = ask_one(s, DECLARE_EXCLUSIVE, mutex, REFUSED_LOCKED, &answer)) != AL_OK)
+			return st;
+		if (answer == 0) {
+			trace("holding admin mutex %s", mutex);
+			*locked = true;
+			return AL_OK;
+		}
+		st = ask_one(s, DECLARE_PASSIVE, mutex, REFUSED_LOCKED | REFUSED_NOT_FOUND,
+			     &answer);
+		if (st != AL_OK)
+			return st;
+		if (answer == 0) {
+			*stray = true;
+			if (!repair) {
+				trace("admin mutex %s is a leftover shared queue; not taken",
+				      mutex);
+				return AL_OK;
+			}
+			/* Refused (405) only if another administrator deleted it
+			 * first and holds the mutex now. */
+			st = ask_one(s, DELETE_QUEUE, mutex, REFUSED_LOCKED, &answer);
+			if (st != AL_OK)
+				return st;
+			if (answer == 0)
+				trace("deleted the leftover admin mutex %s (a shared queue; a real "
+				      "one is exclusive)",
+				      mutex);
+		}
+		/* Deleted, or gone meanwhile: try again at once (even past the
+		 * deadline), but not for ever should it keep coming back. */
+		if (answer != AMQP_RESOURCE_LOCKED && quick++ < 10)
+			continue;
+		if (deadline_passed(given_up))
+			return fail(AL_BUSY,
+				    "another administrator is changing %s (waited %g s for %s)",
+				    s->label, s->opts.admin_wait, mutex);
+		/* The last pause ends at the deadline, for one more try. */
+		pause = backoff_next(&pauses, given_up);
+		trace("admin mutex %s is busy; retrying in %.0f ms", mutex, pause * 1000);
+		sleep_seconds(pause);
+	}
+}
+
+const char *sem_slot_type_name(enum slot_type t)
+{
+	return t == SLOT_QUORUM ? "quorum" : "classic";
+}
+
+/* The type of existing slot k, found by declaring it again as a quorum
+ * queue: the broker accepts that for a quorum queue and refuses it (406,
+ * inequivalent arguments) for a classic one. Only under the admin mutex,
+ * where slot k cannot go away meanwhile. */
+enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	struct queue_request r;
+	void *method;
+	enum al_status st;
+	uint16_t refused;
+
+	sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
+	method = queue_request(s, &r, DECLARE_QUORUM, queue);
+	st = conn_call(s->conn, r.id, method, r.ok, REFUSED_MISMATCH, &refused,
+		       "checking the type of", queue);
+	*type = refused ? SLOT_CLASSIC : SLOT_QUORUM;
+	return st;
+}
+
+/* The slots' type as the quorum marker tells it, for a semaphore none of
+ * whose slot queues is left to tell it. */
+enum al_status marked_type(struct sem *s, enum slot_type *type)
+{
+	bool quorum;
+	enum al_status st =
+		probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &quorum, NULL);
+
+	*type = quorum ? SLOT_QUORUM : SLOT_CLASSIC;
+	return st;
+}
+
+/* New slots take the type of the slots there are (the lowest and highest
+ * slot queues must agree; slot queues that are gone have none to tell: the
+ * quorum marker does then); a --slot-type that says otherwise is refused,
+ * as is a semaphore whose slots were mixed by hand. */
+static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
+{
+	enum slot_type first, last;
+	enum al_status st;
+
+	if ((st = cs->lowest ? slot_type_of(s, cs->lowest, &first) : marked_type(s, &first)) !=
+	    AL_OK)
+		return st;
+	last = first;
+	if (cs->highest > cs->lowest && (st = slot_type_of(s, cs->highest, &last)) != AL_OK)
+		return st;
+	if (first != last)
+		return fail(AL_BROKER,
+			    "the slots of %s are of mixed types (slot %u %s, slot %u %s); "
+			    "recreate it",
+			    s->label, cs->lowest, sem_slot_type_name(first), cs->highest,
+			    sem_slot_type_name(last));
+	trace("%s has %s slots", s->name.base, sem_slot_type_name(first));
+	if (s->opts.slot_type_given && s->opts.slot_type != first)
+		return fail(AL_USAGE, "%s has %s slots: %s ones would mix types", s->label,
+			    sem_slot_type_name(first), sem_slot_type_name(s->opts.slot_type));
+	s->opts.slot_type = first;
+	return AL_OK;
+}
+
+/* Makes again the slot queues missing at or below `upto`, ascending. */
+enum al_status fill_holes(struct sem *s, const struct census *cs, unsigned upto, unsigned *filled)
+{
+	enum al_status st = AL_OK;
+	size_t i;
+
+	*filled = 0;
+	for (i = 0; st == AL_OK && i < cs->missing.len && cs->missing.slot[i] <= upto; i++) {
+		trace("making slot queue %u again (it was gone)", cs->missing.slot[i]);
+		if ((st = declare_slots(s, cs->missing.slot[i], 1)) == AL_OK)
+			++*filled;
+	}
+	return st;
+}
+
+static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max, unsigned *target)
+{
+	unsigned long t = n;
+
+	if (op == SEM_ADD)
+		t = (unsigned long)max + n;
+	else if (op == SEM_REMOVE)
+		t = n >= max ? 0 : max - n;
+	else if (op == SEM_DESTROY)
+		t = 0;
+	if (t > SLOTS_MAX)
+		return fail(AL_USAGE, "that would make %lu slots; at most %u are allowed", t,
+			    SLOTS_MAX);
+	*target = (unsigned)t;
+	return AL_OK;
+}
+
+/* Makes or deletes the semaphore's quorum marker, a quorum queue itself
+ * (so that it survives the loss of a node, as the slots do). */
+enum al_status set_marker(struct sem *s, bool quorum)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+
+	sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, queue);
+	return ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
+}
+
+/* The record goes up after the slot queues and down before them: it
+ * never says more than the slots amqplock has made (record.h). Holes below
+ * what stays are filled first; a semaphore without a record gets one. */
+static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
+				    struct sem_change *out)
+{
+	struct census cs;
+	enum al_status st;
+	unsigned max, keep, target = 0;
+
+	if ((st = count_slots(s, &cs)) != AL_OK)
+		goto out;
+	max = cs.max;
+	if ((st = sweep_strays(s, max, out)) != AL_OK || (st = sweep_holders(s, max, out)) != AL_OK)
+		goto out;
+	/* A record without a single slot queue left (every slot expired
+	 * while idle, or an amqplock older than the record destroyed it):
+	 * create makes the semaphore anew, as it would have without one. */
+	if (op == SEM_CREATE && max > 0 && cs.lowest == 0) {
+		trace("the record of %s says %u slots, but none is left; making it anew", s->label,
+		      max);
+		if ((st = record_cut(s->conn, &s->name, cs.recorded, 1)) != AL_OK)
+			goto out;
+		max = cs.recorded = 0;
+		cs.missing.len = 0;
+	}
+	out->previous = out->max = max;
+	if (op == SEM_CREATE && max > 0) {
+		st = fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label, max);
+		goto out;
+	}
+	if (op != SEM_CREATE && max == 0) {
+		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+		goto out;
+	}
+	if ((st = target_max(op, n, max, &target)) != AL_OK)
+		goto out;
+	if (max > 0 && (target > max || s->opts.slot_type_given || cs.missing.len > 0) &&
+	    (st = keep_slot_type(s, &cs)) != AL_OK)
+		goto out;
+	keep = target < max ? target : max;
+	if ((st = fill_holes(s, &cs, keep, &out->filled)) != AL_OK ||
+	    (st = record_write(s->conn, &s->name, cs.recorded + 1, keep)) != AL_OK)
+		goto out;
+	if (target > max) {
+		if ((st = declare_slots(s, max + 1, target - max)) == AL_OK)
+			st = record_write(s->conn, &s->name, max + 1, target);
+	} else if (target < max) {
+		if ((st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
+				     target + 1)) == AL_OK)
+			st = delete_slots_down(s, max, max - target);
+	}
+	if (st == AL_OK)
+		out->max = target;
+	/* Quorum slots get quorum leases: the marker tells holders so. Its
+	 * type is known here when slots were made (or --slot-type said). */
+	if (st == AL_OK && target == 0)
+		st = set_marker(s, false);
+	else if (st == AL_OK && (target > max || s->opts.slot_type_given))
+		st = set_marker(s, s->opts.slot_type == SLOT_QUORUM);
+out:
+	free(cs.missing.slot);
+	return st;
+}
+
+enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct sem_change *out)
+{
+	enum al_status st;
+	bool locked, stray;
+
+	memset(out, 0, sizeof(*out));
+	st = lock_admin(s, true, &locked, &stray);
+	if (st != AL_OK)
+		return st;
+	st = change_locked(s, op, n, out);
+	/* After a failure the connection may be gone; closing it releases the
+	 * mutex just the same. */
+	if (st == AL_OK)
+		st = ask_ok(s, DELETE_QUEUE, s->name.base);
+	/* Each slot added wakes one waiter, the next in line: nobody else
+	 * says that a slot is free (waiters would find it by polling). */
+	if (st == AL_OK && out->max > out->previous)
+		st = sem_wake_added(s, out->max - out->previous);
+	return st;
+}

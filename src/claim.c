@@ -1,0 +1,253 @@
+/* Claiming a slot: the holder queue, the slot check and the lease in one
+ * round trip, and the acquire loop around it (sem_acquire). */
+#include "sem_parts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "record.h"
+
+/* How often a claim that got the lease asks again for a holder queue that
+ * another has (pauses of about 2, 4, 6 and 8 ms). */
+#define HOLDER_RETRIES 4
+
+/* Deletes the lease of slot k that a failed claim made. */
+static enum al_status drop_lease(struct sem *s, unsigned k)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st = lease_send(s, DELETE_QUEUE, k);
+	uint16_t refused;
+
+	if (st == AL_OK)
+		st = lease_answer(s, DELETE_QUEUE, &refused);
+	if (st == AL_OK)
+		return AL_OK;
+	sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
+	return conn_refused(s->conn, st, "deleting", queue);
+}
+
+/* A claim answered within s->claim_window of its sending counts; one
+ * answered later is void, and so is one whose connection the broker has
+ * closed by the time its answers are read (a close that came with them):
+ * the connection is dropped, which takes the holder queue with it, and
+ * the caller connects again (s->claim_late), ends the lease the claim may
+ * have made (s->late_slot), and tries again. */
+static enum al_status claim_fresh(struct sem *s, unsigned k)
+{
+	double took = boot_seconds() - s->lease.renewed;
+
+	if (s->claim_window > 0 && took > s->claim_window) {
+		conn_abort(s->conn);
+		s->claim_late = true;
+		s->late_slot = k;
+		return fail(
+			AL_CONNECTION,
+			"the claim of slot %u was answered %.1f s after it was sent, too late to "
+			"count (was amqplock stopped?); trying again",
+			k, took);
+	}
+	/* Anything the broker sent after the answers, already here. */
+	if (conn_buffered(s->conn) || conn_readable(s->conn)) {
+		conn_drain(s->conn);
+		if (s->conn->dead) {
+			s->claim_late = true;
+			s->late_slot = k;
+			return fail_context(AL_CONNECTION,
+					    "the claim of slot %u came with its end: ", k);
+		}
+	}
+	return AL_OK;
+}
+
+/* Claims slot k: declares its holder queue exclusive and, in the same
+ * round trip, checks that the slot still exists (a remove may have taken
+ * it since it was probed) and, with a lease, declares the lease: that
+ * declare is refused (406) if any lease of the slot exists, since its
+ * token differs. The check is a passive declare, which works under a
+ * broker alarm; a probe would not. The lease goes on a channel of its
+ * own, so that the broker makes it while it makes the holder queue; the
+ * slot is ours only if both are, and whichever of the two we got from a
+ * claim that failed is deleted again. AL_BUSY if another client was
+ * first, the slot is gone or leased. */
+static enum al_status claim(struct sem *s, unsigned k)
+{
+	static const struct step steps[] = {
+		{DECLARE_EXCLUSIVE, HOLDER_QUEUE},
+		{DECLARE_PASSIVE, SLOT_QUEUE},
+	};
+	char queue[QUEUE_NAME_MAX + 1], text[sizeof(s->conn->reply_text)];
+	char lease_text[sizeof(text)];
+	enum al_status st, lease_st = AL_OK;
+	unsigned tries;
+	uint16_t refused, lease_refused = 0;
+	bool leased;
+	size_t done;
+
+	s->lease.claim_closed = false;
+	done = 0, refused = 0;
+	/* A lease claimed now lasts from before the claim was sent. */
+	s->lease.renewed = boot_seconds();
+	st = s->lease.on ? lease_send(s, DECLARE_LEASE, k) : AL_OK;
+	if (st == AL_OK)
+		st = send_steps(s, k, steps, 2);
+	/* The broker's work takes a few milliseconds: the caller's meanwhile. */
+	if (st == AL_OK && s->claim_sent)
+		s->claim_sent(s->claim_arg, k);
+	if (st == AL_OK)
+		st = await_steps(s, steps, 2, &done, &refused);
+	memcpy(text, s->conn->reply_text, sizeof(text));
+	if (st == AL_OK && s->lease.on)
+		lease_st = lease_answer(s, DECLARE_LEASE, &lease_refused);
+	/* Answered on the main channel, not on the lease's: a lease
+	 * without a leader (section 7 of docs/internals.md). */
+	if (st == AL_OK && refused == 0 && lease_st == AL_CONNECTION && s->conn->no_reply) {
+		note_stuck(s, k);
+		s->lease.stalled = true;
+	}
+	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) &&
+	    s->conn->close_code == AMQP_INTERNAL_ERROR && s->lease.quorum) {
+		s->lease.claim_closed = true;
+		return fail_context(
+			AL_CONNECTION,
+			"slot %u's last lease is still being deleted (a node down?): ", k);
+	}
+	if (st != AL_OK)
+		return st;
+	if (lease_st != AL_OK && s->conn->dead)
+		return lease_st;
+	memcpy(lease_text, s->conn->reply_text, sizeof(lease_text));
+	/* The lease ours, the holder queue another's: most often another
+	 * claimer's, refused the lease (ours) and deleting its holder queue
+	 * now. The lease decides between claimers, so we ask again rather
+	 * than both letting go. */
+	for (tries = 0; s->lease.on && lease_st == AL_OK && done == 0 &&
+			refused == AMQP_RESOURCE_LOCKED && tries < HOLDER_RETRIES;
+	     tries++) {
+		sleep_seconds(jitter(0.002 * (tries + 1)));
+		if ((st = run_steps(s, k, steps, 2, &done, &refused)) != AL_OK)
+			return st;
+		memcpy(text, s->conn->reply_text, sizeof(text));
+	}
+	if (refused == 0 && lease_st == AL_OK) {
+		if (s->lease.on) {
+			trace("slot %u leased for %u ms (a %s queue)", k, s->lease.ms,
+			      s->lease.quorum ? "quorum" : "classic");
+			return claim_fresh(s, k);
+		}
+		/* Without a lease of our own, someone else's is looked for
+		 * once the holder queue is ours: its holder may have gone
+		 * away since the slot was probed. */
+		if ((st = probe_slots(s->conn, &s->name, LEASE_QUEUE, k, 1, &leased, NULL)) !=
+		    AL_OK)
+			return st;
+		if (!leased)
+			return claim_fresh(s, k);
+	}
+	/* Lost, or half won: a lease made for a claim that failed goes at
+	 * once (it would block the slot for its length). */
+	if (s->lease.on && lease_st == AL_OK && (st = drop_lease(s, k)) != AL_OK)
+		return st;
+	if (done == 0 && refused == AMQP_RESOURCE_LOCKED)
+		return AL_BUSY;
+	/* Removed (404 on the slot queue) or leased by another: a race
+	 * lost; anything else is a failure, the holder queue's told first,
+	 * as when the lease was asked for only after it. */
+	if (refused != 0 && !(done == 1 && refused == AMQP_NOT_FOUND)) {
+		memcpy(s->conn->reply_text, text, sizeof(text));
+		return step_refused(s, k, &steps[done], status_for_reply(refused));
+	}
+	if (lease_st != AL_OK && lease_refused != AMQP_PRECONDITION_FAILED) {
+		memcpy(s->conn->reply_text, lease_text, sizeof(lease_text));
+		sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
+		return conn_refused(s->conn, lease_st, "declaring", queue);
+	}
+	trace("slot %u was %s meanwhile", k,
+	      refused != 0 ? "removed" : "leased by a holder that is away");
+	/* Our holder queue goes, so that the slot does not read as held. */
+	sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
+	if (ask_ok(s, DELETE_QUEUE, queue) != AL_OK)
+		return AL_CONNECTION;
+	return AL_BUSY;
+}
+
+/* No slot queue: the semaphore does not exist, unless its record says it
+ * does, its slot queues gone behind amqplock's back. */
+static enum al_status no_slots(struct sem *s)
+{
+	enum al_status st;
+	unsigned recorded;
+
+	if ((st = record_read(s->conn, &s->name, 0, &recorded)) != AL_OK)
+		return st;
+	if (recorded == 0)
+		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	return fail(AL_DAMAGED,
+		    "the slot queues of %s are gone, its %u slot%s all missing (an expires "
+		    "policy? deleted by hand?): amqplock check --repair %s makes them again",
+		    s->label, recorded, recorded == 1 ? "" : "s", s->label);
+}
+
+enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max)
+{
+	struct slot_list candidates = {0};
+	char held[NAME_MAX_BYTES + 64];
+	enum al_status st;
+	unsigned races = 0, k;
+	bool ahead;
+
+	*slot = 0;
+	s->lease.stalled = false;
+	s->claim_late = false;
+	s->behind_line = false;
+	for (;;) {
+		/* Woken, the slot is known to be free but for a race: the
+		 * claim's lease declare sees a lease if one is there. */
+		if ((st = find_free(s, max, &candidates, how != SEM_TAKE_WOKEN || races > 0)) !=
+		    AL_OK)
+			break;
+		if (*max == 0) {
+			st = no_slots(s);
+			break;
+		}
+		if (candidates.len == 0) {
+			sem_all_held(held, sizeof(held), *max, s->label);
+			st = fail(AL_BUSY, "%s", held);
+			break;
+		}
+		if (how == SEM_LOOK) {
+			*slot = candidates.slot[0];
+			break;
+		}
+		if (how == SEM_TAKE_UNLESS_LINE && races == 0 &&
+		    ((st = line_ahead(s, &ahead)) != AL_OK || ahead)) {
+			if (st == AL_OK)
+				st = fail(AL_BUSY, "others are already waiting for a slot of %s",
+					  s->label);
+			break;
+		}
+		/* The lowest free slot keeps a lone client on slot 1, as a flock
+		 * user expects; after a lost race a random one keeps the
+		 * losers from colliding again. */
+		k = candidates.slot[races ? (size_t)rand() % candidates.len : 0];
+		trace("claiming slot %u of %u", k, *max);
+		if ((st = claim(s, k)) == AL_OK) {
+			*slot = k;
+			break;
+		}
+		if (st != AL_BUSY)
+			break;
+		if (++races > SEM_RACE_LIMIT) {
+			st = fail(AL_BUSY, "lost %u races for a slot of %s", races - 1, s->label);
+			break;
+		}
+		trace("slot %u was taken first; retrying", k);
+		/* The winner's claim came a round trip (a millisecond or two)
+		 * before ours: a pause of about that per race lost so far
+		 * spreads the losers apart, and the 20 allowed cost 0.4 s
+		 * at most on average. */
+		sleep_seconds(jitter(0.002 * races));
+	}
+	free(candidates.slot);
+	return st;
+}

@@ -1,0 +1,321 @@
+/* The holder's side of a held slot: its lease (token, renewal, re-attach,
+ * keeping and ending it), the verification every second, and the
+ * release. */
+#include "sem_parts.h"
+
+#include <stdlib.h>
+#include <sys/random.h>
+
+#include "clock.h"
+
+int64_t sem_lease_token(void)
+{
+	uint64_t t = 0;
+
+	/* Unpredictable and unique enough: 63 random bits. rand() would
+	 * repeat for two clients started in the same second. */
+	if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t))
+		t = (uint64_t)now_seconds() * 1000003u ^ (uint64_t)rand() << 20;
+	t &= INT64_MAX;
+	return t ? (int64_t)t : 1;
+}
+
+/* The steps that renew our lease, into step (room for 2); their number.
+ * A declare with our token is refused (406) if the lease is another's,
+ * and restarts a classic queue's expiry. It does not restart a quorum
+ * queue's: RabbitMQ (3.10 to 4.3) counts only reads and consumers as a
+ * quorum queue's use, so a quorum lease renewed by declares alone ran out
+ * 5-10 s after it was made (--lease 5) under a holder renewing it every
+ * second; a quorum lease is read too (basic.get: the lease holds no
+ * message, so the read takes nothing). */
+static size_t renewal_steps(const struct sem *s, struct step *step)
+{
+	step[0] = (struct step){DECLARE_LEASE, LEASE_QUEUE};
+	step[1] = (struct step){READ_QUEUE, LEASE_QUEUE};
+	return s->lease.quorum ? 2 : 1;
+}
+
+enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
+{
+	/* Passive first: a re-attach never makes a lease, it only renews
+	 * one that still exists, and only if the token is ours; then the
+	 * slot queue and the holder queue. */
+	struct step steps[5] = {{DECLARE_PASSIVE, LEASE_QUEUE}};
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	uint16_t refused;
+	size_t done, renewed = 1 + renewal_steps(s, &steps[1]), n = renewed + 2;
+
+	steps[renewed] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
+	steps[renewed + 1] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
+	*lease_ours = false;
+	st = run_steps(s, slot, steps, n, &done, &refused);
+	*lease_ours = done >= 2;
+	if (st != AL_OK)
+		return st;
+	sem_name_slot(&s->name, slot, steps[done < n ? done : n - 1].kind, queue);
+	s->lease.need_holder = false;
+	if (done >= 2)
+		s->lease.reattached = now_seconds();
+	if (refused == 0)
+		return AL_OK;
+	if (done == 0 && refused == AMQP_NOT_FOUND)
+		return fail(AL_LOST, "its lease %s ran out before amqplock could reconnect", queue);
+	if (done == 1 && refused == AMQP_PRECONDITION_FAILED)
+		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
+	if (done == renewed && refused == AMQP_NOT_FOUND)
+		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+	if (done == renewed + 1 && refused == AMQP_RESOURCE_LOCKED) {
+		/* The broker has not yet dropped our old connection, whose
+		 * holder queue it is; the lease keeps the slot meanwhile. */
+		trace("holder queue %s is still the old connection's; taking it later", queue);
+		s->lease.need_holder = true;
+		return AL_OK;
+	}
+	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+}
+
+enum al_status sem_lease_keep(struct sem *s, unsigned slot)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	struct step steps[2];
+	enum al_status st;
+	uint16_t refused;
+	size_t done;
+
+	st = run_steps(s, slot, steps, renewal_steps(s, steps), &done, &refused);
+	if (st != AL_OK || refused == 0)
+		return st;
+	sem_name_slot(&s->name, slot, LEASE_QUEUE, queue);
+	if (done == 0 && refused == AMQP_PRECONDITION_FAILED)
+		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
+	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+}
+
+/* Deletes our lease of slot if it is still ours; *ended says whether it
+ * was. Gone (404) or another's (406): nothing of ours to end. */
+static enum al_status lease_drop(struct sem *s, unsigned slot, bool *ended)
+{
+	static const struct step steps[] = {
+		{DECLARE_PASSIVE, LEASE_QUEUE},
+		{DECLARE_LEASE, LEASE_QUEUE},
+		{DELETE_QUEUE, LEASE_QUEUE},
+	};
+	enum al_status st;
+	uint16_t refused;
+	size_t done;
+
+	*ended = false;
+	st = run_steps(s, slot, steps, 3, &done, &refused);
+	if (st == AL_OK && refused == 0)
+		*ended = true;
+	if (st != AL_OK || refused == 0 || (done == 0 && refused == AMQP_NOT_FOUND) ||
+	    (done == 1 && refused == AMQP_PRECONDITION_FAILED))
+		return st;
+	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+}
+
+enum al_status sem_lease_end(struct sem *s, unsigned slot)
+{
+	bool ended;
+	enum al_status st = lease_drop(s, slot, &ended);
+
+	/* Ended: the slot is free now, and nobody else says so. */
+	return st == AL_OK && ended ? sem_wake_line(s) : st;
+}
+
+/* How long sem_lease_end_apart waits for the broker to drop the holder
+ * queue of a hung-up connection before it wakes the line anyway (the
+ * first in line then finds the slot at its next look). It asks every
+ * millisecond: the broker takes one or two. */
+#define HOLDER_GONE_WAIT 1.0
+
+enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding)
+{
+	struct deadline gone_by;
+	enum al_status st;
+	bool ended, holder = true;
+
+	if (!s->lease.quorum) {
+		conn_hang_up(holding);
+		return sem_lease_end(s, slot);
+	}
+	/* A quorum lease goes first, while the holder queue still keeps the
+	 * slot held, for the reason sem_released gives. */
+	st = lease_drop(s, slot, &ended);
+	conn_hang_up(holding);
+	if (st != AL_OK || !ended)
+		return st;
+	gone_by = deadline_in(HOLDER_GONE_WAIT);
+	while ((st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, slot, 1, &holder, NULL)) ==
+		       AL_OK &&
+	       holder && !deadline_passed(gone_by))
+		sleep_seconds(0.001);
+	return st == AL_OK ? sem_wake_line(s) : st;
+}
+
+/* The holder queue is deleted before the wake-up is published, so that
+ * the waiter the broker wakes finds the slot free: a channel's methods
+ * are handled in order. Nothing asks first whether anyone waits: a
+ * wake-up to a line that does not exist is dropped, one to an empty line
+ * expires within a second, and a question to a line whose node is down
+ * may never be answered. Only the lease's deletion is waited for (it is
+ * not exclusive: a close would leave it blocking the slot for its whole
+ * length); the connection's close waits for the rest. */
+enum al_status sem_released(struct sem *s, unsigned slot)
+{
+	char lease[QUEUE_NAME_MAX + 1];
+	enum al_status st = AL_OK, lease_st = AL_OK;
+	uint16_t refused;
+
+	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
+	/* The lease and the holder queue are deleted side by side (two
+	 * channels); the wake-up follows the holder queue's deletion on its
+	 * channel, and is sent once the lease's is answered: the slot is
+	 * free when the first in line hears of it. A quorum lease goes
+	 * first, alone: on RabbitMQ 3.10 a probe that reaches a quorum queue
+	 * while it is being deleted crashes the prober's connection (6 in
+	 * 147 probes of a queue made and deleted in a loop; passive declares
+	 * never did), and waiters probe a slot's lease once they see no
+	 * holder queue. A waiter that lost its connection so lost its place
+	 * in line (3 of 30 holds 50 ms apart on one slot). */
+	if (s->lease.on)
+		st = lease_send(s, DELETE_QUEUE, slot);
+	if (st == AL_OK && s->lease.on && s->lease.quorum)
+		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
+	if (st == AL_OK)
+		st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+	if (st == AL_OK && s->lease.on && !s->lease.quorum)
+		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
+	if (st == AL_OK && !s->conn->dead) {
+		trace("released slot %u of %s; waking the first in line, if anyone waits", slot,
+		      s->label);
+		st = sem_wake_line(s);
+	}
+	if (st == AL_OK && lease_st != AL_OK)
+		return conn_refused(s->conn, lease_st, "deleting", lease);
+	return st;
+}
+
+/* A verification asks, in one pipelined round trip: the lease declared
+ * again (renewed, and refused if it is not ours), the slot queue (the
+ * slot may have been removed) and our holder queue (deleted behind our
+ * back: rabbitmqctl delete_queue, an `expires` policy) declared passively.
+ * The broker answers in order and drops what follows a refusal, so the
+ * number of answers already in says which one failed. (A passive declare
+ * also counts as use of the queue: an `expires` policy never fires on a
+ * holder queue checked every second.) After a reconnect the holder queue
+ * may still be the old connection's: it is declared, not checked, until
+ * it is ours again. */
+/* The request that verification question i (s->verify_kind) makes: our
+ * lease declared with our token (406 if it is another's); the slot queue
+ * checked; the holder queue checked, or declared again while need_holder.
+ * A kind asked twice in a row is read the second time: a quorum queue's
+ * expiry restarts only then (see renewal_steps), so that neither the
+ * lease nor the slot queue of a quorum semaphore runs out under its
+ * holder, nor goes to an expires policy while held. */
+static enum queue_op verify_op(const struct sem *s, unsigned i)
+{
+	if (i > 0 && s->verify_kind[i - 1] == s->verify_kind[i])
+		return READ_QUEUE;
+	if (s->verify_kind[i] == LEASE_QUEUE)
+		return DECLARE_LEASE;
+	if (s->verify_kind[i] == HOLDER_QUEUE && s->lease.need_holder)
+		return DECLARE_EXCLUSIVE;
+	return DECLARE_PASSIVE;
+}
+
+enum al_status sem_verify_send(struct sem *s, unsigned slot)
+{
+	enum al_status st = AL_OK;
+	unsigned i, n = 0;
+
+	if (s->lease.on)
+		s->verify_kind[n++] = LEASE_QUEUE;
+	if (s->lease.on && s->lease.quorum)
+		s->verify_kind[n++] = LEASE_QUEUE;
+	s->verify_kind[n++] = SLOT_QUEUE;
+	if (s->slots_quorum)
+		s->verify_kind[n++] = SLOT_QUEUE;
+	s->verify_kind[n++] = HOLDER_QUEUE;
+	s->verify_asked = n;
+	s->verify_answers = 0;
+	for (i = 0; i < n && st == AL_OK; i++)
+		st = slot_send(s, verify_op(s, i), slot, s->verify_kind[i]);
+	return st;
+}
+
+/* How long after a re-attach a deleted holder queue is not a loss. When a
+ * cluster node dies, RabbitMQ 4.0 removes its connections' exclusive
+ * queues a few seconds later, by name: a holder that has re-attached
+ * through a survivor meanwhile can see its new holder queue go (measured:
+ * 1 s after the kill). Its lease, renewed in the same round trip, still
+ * keeps the slot, so it declares the holder queue again. */
+#define HOLDER_SETTLE 15.0
+
+/* The refusal that ended a verification, as a loss; AL_OK if it is none
+ * (our old holder queue not yet dropped, or dropped late by the broker
+ * after a re-attach: the lease keeps the slot). */
+static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_status st)
+{
+	enum slot_kind kind = s->verify_kind[s->verify_answers];
+	char queue[QUEUE_NAME_MAX + 1];
+
+	sem_name_slot(&s->name, slot, kind, queue);
+	if (kind == HOLDER_QUEUE && st == AL_NOT_FOUND && s->lease.on && !s->lease.need_holder &&
+	    s->lease.reattached && now_seconds() - s->lease.reattached < HOLDER_SETTLE) {
+		/* The lease was renewed just before, in this round trip. */
+		trace("holder queue %s gone soon after a re-attach; declaring it again", queue);
+		s->lease.need_holder = true;
+	}
+	if (kind == HOLDER_QUEUE && s->lease.need_holder && (st == AL_BUSY || st == AL_NOT_FOUND)) {
+		s->verify_answers = s->verify_asked;
+		return conn_reset_channel(s->conn) == AL_OK
+			       ? AL_OK
+			       : fail(AL_LOST, "the connection failed");
+	}
+	if (kind == SLOT_QUEUE && st == AL_NOT_FOUND)
+		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+	if (kind == HOLDER_QUEUE && (st == AL_NOT_FOUND || st == AL_BUSY))
+		return fail(AL_LOST, "its holder queue %s was %s", queue,
+			    st == AL_BUSY ? "taken by another connection" : "deleted");
+	if (kind == LEASE_QUEUE && s->conn->reply_code == AMQP_PRECONDITION_FAILED)
+		return fail(AL_LOST, "its lease %s was taken by another holder", queue);
+	conn_refused(s->conn, st, verb(verify_op(s, s->verify_answers)), queue);
+	return AL_LOST;
+}
+
+/* Whether a method is the answer to a verification's question. */
+static bool is_answer(amqp_method_number_t id)
+{
+	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
+	       id == AMQP_BASIC_GET_OK_METHOD;
+}
+
+enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool got;
+
+	*verified = false;
+	do {
+		st = conn_poll(s->conn, &m, &got);
+		if (st != AL_OK && !s->conn->dead && s->verify_answers < s->verify_asked) {
+			if ((st = verify_refused(s, slot, st)) != AL_OK)
+				return st;
+			*verified = got = true;
+			continue;
+		}
+		if (st != AL_OK)
+			return fail(AL_LOST, "the connection failed");
+		if (!got || !is_answer(m.id) || ++s->verify_answers != s->verify_asked)
+			continue;
+		*verified = true;
+		if (s->lease.need_holder) {
+			trace("holder queue of slot %u is ours again", slot);
+			s->lease.need_holder = false;
+		}
+	} while (got);
+	return AL_OK;
+}

@@ -1,0 +1,115 @@
+/* What the parts of the semaphore algorithm share (sem.h is what the rest
+ * of amqplock sees): request.c builds and sends the queue requests, look.c
+ * reads, admin.c and check.c administer, claim.c claims, lease.c holds and
+ * releases, line.c runs the line of waiters. For those files only. */
+#ifndef AMQPLOCK_SEM_PARTS_H
+#define AMQPLOCK_SEM_PARTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "names.h"
+#include "probe.h"
+#include "sem.h"
+
+/* Reading max starts by probing this many slots: a small semaphore is
+ * answered in one round trip. Holder queues are then scanned in windows
+ * that double, up to the largest. */
+#define FIRST_WINDOW   16u
+#define LARGEST_WINDOW 1024u
+
+/* A semaphore's size as administrators see it, under their mutex. */
+struct census {
+	unsigned max;      /* the record's, or the highest slot queue there is */
+	unsigned recorded; /* the record's max; 0: none (or not readable) */
+	/* Slot queues missing at or below max (ascending), and the lowest
+	 * and highest there are (0: none). */
+	struct slot_list missing;
+	unsigned lowest, highest;
+};
+
+/* The queue requests amqplock makes, each with the reply it expects. */
+enum queue_op {
+	DECLARE_SLOT,   /* durable, shared: classic */
+	DECLARE_QUORUM, /* durable, shared: quorum */
+	/* The same as DECLARE_SLOT with x-queue-type classic said, which a
+	 * quorum queue refuses (406): for checking types only. */
+	DECLARE_CLASSIC,
+	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
+	DECLARE_PASSIVE,   /* does it exist? */
+	DECLARE_LEASE,     /* durable, x-expires, our token (s->lease) */
+	/* basic.get without ack, answered get-empty (or get-ok): what
+	 * restarts a quorum queue's expiry, which a declare does not (see
+	 * renewal_steps). */
+	READ_QUEUE,
+	DELETE_QUEUE,
+};
+
+struct queue_request {
+	amqp_method_number_t id, ok;
+	amqp_queue_declare_t declare;
+	amqp_queue_delete_t del;
+	amqp_basic_get_t get;
+	amqp_table_entry_t lease_args[3];
+};
+
+/* One request in a pipelined sequence about the queues of one slot. */
+struct step {
+	enum queue_op op;
+	enum slot_kind kind;
+};
+
+/* request.c */
+bool lease_type_quorum(const struct sem *s);
+void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op op,
+		    const char *queue);
+const char *verb(enum queue_op op);
+enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned tolerated,
+		       uint16_t *refused);
+enum al_status ask_ok(struct sem *s, enum queue_op op, const char *queue);
+enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, const unsigned *slot,
+			size_t n, unsigned accept, uint16_t *answer);
+enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,
+			bool descending, unsigned *done);
+void *make_room(void *array, size_t len, size_t *cap, size_t size);
+enum al_status append(struct slot_list *l, unsigned slot);
+enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind);
+enum al_status send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n);
+enum al_status await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,
+			   uint16_t *refused);
+enum al_status run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
+			 size_t *done, uint16_t *refused);
+enum al_status step_refused(struct sem *s, unsigned slot, const struct step *step,
+			    enum al_status st);
+enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k);
+enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
+
+/* look.c */
+void trace_max(struct sem *s, unsigned max);
+void note_stuck(struct sem *s, unsigned slot);
+enum al_status probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder, bool *lease,
+			   bool *refused);
+enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max,
+			  struct slot_list *found);
+void note_line(struct sem *s, const struct probe *line);
+enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list, bool leases);
+
+/* admin.c */
+enum al_status count_slots(struct sem *s, struct census *cs);
+enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept);
+enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
+			    struct slot_list *orphans);
+enum al_status delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
+			      uint16_t **answer);
+enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray);
+enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type);
+enum al_status marked_type(struct sem *s, enum slot_type *type);
+enum al_status fill_holes(struct sem *s, const struct census *cs, unsigned upto, unsigned *filled);
+enum al_status set_marker(struct sem *s, bool quorum);
+
+/* line.c */
+enum al_status line_ahead(struct sem *s, bool *ahead);
+
+#endif
