@@ -572,6 +572,13 @@ bool conn_buffered(const struct conn *c)
 	return !c->dead && (amqp_frames_enqueued(c->amqp) || amqp_data_in_buffer(c->amqp));
 }
 
+bool conn_wait_readable(const struct conn *c, struct deadline until)
+{
+	struct pollfd fd = {conn_fd(c), POLLIN, 0};
+
+	return conn_buffered(c) || (poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents);
+}
+
 bool conn_readable(const struct conn *c)
 {
 	struct pollfd fd = {conn_fd(c), POLLIN, 0};

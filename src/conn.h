@@ -169,6 +169,10 @@ int conn_fd(const struct conn *c);
  * would not say so. */
 bool conn_buffered(const struct conn *c);
 
+/* Sleeps until `until` or data from the broker, already read or not;
+ * whether there is some. */
+bool conn_wait_readable(const struct conn *c, struct deadline until);
+
 /* Whether the socket has something to read now (poll(2), no wait). */
 bool conn_readable(const struct conn *c);
 

@@ -88,6 +88,11 @@ void hold_keeper_init(struct hold_keeper *kp);
  * run) exits; kp may be NULL. */
 void hold_keeper_abandon(struct hold_keeper *kp);
 
+/* The claim of slot k has been sent (sem.h's claim_sent, which take.c
+ * sets with the hold_keeper as arg): the command's keeper is forked now,
+ * while the broker works. */
+void hold_keeper_ready(void *arg, unsigned k);
+
 /* Waits for a slot until `until` (o->nonblock: tries once). AL_OK with
  * *slot and *max; AL_BUSY if none was obtained in time. A signal
  * meanwhile ends amqplock (see signals_exit_on_interrupt). */

@@ -1,0 +1,188 @@
+/* Waiting for a slot (hold_take): a claim at once, or a place in the line
+ * (or polling) until a claim succeeds, the wait ends or the line stalls;
+ * the command's keeper is readied while a claim is answered. Holding the
+ * slot once it is ours is hold.c's. */
+#include "hold.h"
+
+#include "clock.h"
+#include "conn.h"
+#include "signals.h"
+#include "supervise.h"
+
+/* In line, but not known to be first: the first and longest pauses
+ * between looks for a free slot that nobody announced (a holder killed,
+ * a lease run out). The first in line looks as often as any waiter did
+ * before the line (RETRY_FIRST to RETRY_LONGEST). */
+#define LINE_FIRST   0.25
+#define LINE_LONGEST 2.0
+/* In line: how long a waiter sees a slot free, look after look, before it
+ * asks whether the first in line is stuck (sem_unstick_line). A live
+ * first in line takes a free slot within milliseconds of its wake-up. */
+#define LINE_STALL 5.0
+/* Waiting for a slot: the waiting callback is first called after this
+ * long (a wait that ends sooner is no news). */
+#define WAITING_NEWS 1.0
+
+/* A pause between tries, cut short by a wake-up; takes heartbeats
+ * meanwhile, which keeps the connection alive. */
+static enum al_status pause_for_wake(struct sem *s, struct deadline next)
+{
+	enum al_status st;
+
+	while (!conn_woken(s->conn) && !deadline_passed(next) && !signals_stop_asked())
+		if (conn_wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
+			return st;
+	return AL_OK;
+}
+
+/* Whether we wait in the line: joined, and neither refused (permissions,
+ * a queue an older amqplock declared otherwise) nor cancelled (the line
+ * deleted behind our back), in which case we take what is free. */
+static bool in_line(const struct sem *s)
+{
+	return s->conn->notify_channel != 0;
+}
+
+/* One try while waiting. In line, only a wake-up lets a waiter take a
+ * slot: it is then the oldest waiter. Otherwise it looks, and a free slot
+ * wakes the oldest (itself, maybe): holders that die and leases that run
+ * out say nothing, so every waiter looks now and then. Outside the line
+ * (it refused us) a waiter takes what it finds. *free_since: since when
+ * (now_seconds()) every look has found a slot free, 0 if the last did
+ * not; after LINE_STALL of that the first in line may be stuck. */
+static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, double *free_since)
+{
+	enum al_status st;
+	bool restarted;
+
+	if (!in_line(s))
+		return sem_acquire(s, SEM_TAKE, slot, max);
+	if (conn_woken(s->conn)) {
+		trace("woken: first in line for a slot of %s", s->label);
+		*free_since = 0;
+		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
+		/* Taken or not, this wake-up is spent; unacknowledged, it
+		 * would go to the next in line when we leave. */
+		if (st == AL_OK || st == AL_BUSY)
+			conn_wake_done(s->conn);
+		return st;
+	}
+	st = sem_acquire(s, SEM_LOOK, slot, max);
+	if (st != AL_OK) {
+		*free_since = 0;
+		return st;
+	}
+	*slot = 0;
+	if (!*free_since)
+		*free_since = now_seconds();
+	if (now_seconds() - *free_since >= LINE_STALL) {
+		*free_since = 0;
+		if ((st = sem_unstick_line(s, &restarted)) != AL_OK)
+			return st;
+		if (restarted)
+			return sem_acquire(s, SEM_TAKE, slot, max);
+	} else if (!conn_woken(s->conn)) {
+		/* Woken meanwhile (a release's wake-up, most likely): the
+		 * next try takes it; another wake-up would only make work. */
+		trace("a slot of %s is free; waking the first in line", s->label);
+		if ((st = sem_wake_line(s)) != AL_OK)
+			return st;
+	}
+	return fail(AL_BUSY, "a slot of %s is free for the first in line", s->label);
+}
+
+/* How long after it was sent a claim may be answered and still count
+ * (sem.h, claim_window): within the reply timeout, and before the command
+ * would get --lost-signal for want of a renewal (a lease's arithmetic, as
+ * kill_deadline has it) or, without a lease, before the silence that
+ * tells a lost connection (the broker drops one only later). */
+static double claim_window(const struct hold_opts *o, const struct conn *c)
+{
+	double bound = o->lease ? o->lease - lease_margin(o->lease) - o->grace
+				: hold_silence(c->heartbeat, c->rpc_timeout);
+
+	return sooner(bound, c->rpc_timeout);
+}
+
+enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
+			 unsigned *slot, unsigned *max)
+{
+	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
+	double start = now_seconds(), free_since = 0;
+	enum al_status st;
+	bool watching = false, told = false, restarted = false;
+
+	/* A waiter that is stopped keeps its place and would hold back all
+	 * behind it: on Ctrl-Z it leaves the line first, and joins it again,
+	 * last, once continued. Where the kernel would discard the stop,
+	 * leaving would only lose our place: SIGTSTP is left to it. */
+	if (super_can_stop())
+		signals_note_stops(true);
+	if (o->keeper) {
+		o->keeper->end = (struct lease_end){.s = s, .o = o};
+		s->claim_sent = hold_keeper_ready;
+		s->claim_arg = o->keeper;
+	}
+	s->claim_window = claim_window(o, s->conn);
+	for (;;) {
+		status_clear();
+		st = watching ? try_in_line(s, slot, max, &free_since)
+			      : sem_acquire(s, SEM_TAKE_UNLESS_LINE, slot, max);
+		if (st != AL_OK)
+			hold_keeper_abandon(o->keeper);
+		/* -n cannot wait to see a stuck first in line lose its
+		 * turn: it asks at once, once. */
+		if (st == AL_BUSY && o->nonblock && s->behind_line && !restarted &&
+		    sem_unstick_line(s, &restarted) == AL_OK && restarted)
+			continue;
+		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
+			break;
+		/* Waiting: "all slots are held" is not a failure (yet), and must
+		 * not hide the cause of one while waiting. */
+		status_clear();
+		/* Into the line, last. A slot freed between the try above and
+		 * joining woke nobody: a look straight after joining finds it. */
+		if (!watching) {
+			watching = true;
+			if (sem_watch_releases(s) != AL_OK && s->conn->dead) {
+				st = AL_CONNECTION;
+				break;
+			}
+			if (in_line(s))
+				continue;
+		}
+		/* Only the first in line takes a slot, so the others look
+		 * less often: a long line does not load the broker. */
+		if (!in_line(s) || s->conn->first_in_line) {
+			pauses.longest = RETRY_LONGEST;
+			pauses.pause = sooner(pauses.pause, RETRY_LONGEST);
+		} else {
+			pauses.longest = LINE_LONGEST;
+			pauses.pause = pauses.pause < LINE_FIRST ? LINE_FIRST : pauses.pause;
+		}
+		if (o->waiting && now_seconds() - start >= WAITING_NEWS) {
+			told = true;
+			o->waiting(o->arg, *max, now_seconds() - start);
+		}
+		if ((st = pause_for_wake(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
+			break;
+		if (signals_stop_asked()) {
+			trace("stopped: leaving the line of %s", s->label);
+			sem_leave_line(s);
+			watching = false;
+			signals_stop_now();
+			trace("continued: joining the line of %s again, last", s->label);
+			continue;
+		}
+	}
+	signals_note_stops(false);
+	s->claim_sent = NULL;
+	if (told)
+		o->waiting(o->arg, *max, -1);
+	/* Out of the line: the next in it is the oldest now. A wake-up
+	 * not acknowledged (we are leaving without a slot) goes to it. */
+	sem_leave_line(s);
+	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
+		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
+	return st;
+}
