@@ -69,7 +69,7 @@ struct lease_end {
 	bool apart_open;
 };
 
-/* The command's keeper (supervise.c) is forked while each claim is under
+/* The command's keeper (keeper.c) is forked while each claim is under
  * way, in the milliseconds the broker takes to answer: once the slot is
  * ours the command starts without a fork of amqplock in the way, and
  * amqplock killed at any moment after the claim was sent leaves the

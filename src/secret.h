@@ -26,7 +26,7 @@ void secret_mask_urls(char *list);
 /* What ps shows of this process from now on: its command line and its
  * name (comm) become `name` (at most 15 bytes), the original argument
  * strings overwritten. For the keeper, which must not answer to
- * `pkill amqplock` (supervise.c). */
+ * `pkill amqplock` (keeper.c). */
 void secret_show_as(const char *name);
 
 #endif
