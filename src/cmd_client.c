@@ -210,9 +210,10 @@ static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct dea
 /* A claim answered too late to count (sem.h, claim_window) may have left
  * a lease of ours: it is ended on the new connection, or it would keep
  * the slot from us (and everyone) for its length. */
-static void end_late_lease(struct sem *s, unsigned slot, bool quorum)
+static void end_late_lease(struct sem *s, unsigned slot, bool quorum, bool slots_quorum)
 {
 	s->lease.quorum = quorum;
+	s->slots_quorum = slots_quorum;
 	if (s->lease.on && sem_lease_end(s, slot) != AL_OK)
 		trace("could not end the lease of slot %u that a late claim left: %s", slot,
 		      status_message());
@@ -237,7 +238,7 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 		return st;
 	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION &&
 	       may_go_on(s, o, wait_end, &retries)) {
-		bool late = s->claim_late, quorum = s->lease.quorum;
+		bool late = s->claim_late, quorum = s->lease.quorum, slots_quorum = s->slots_quorum;
 		unsigned late_slot = s->late_slot;
 
 		trace("%s; connecting again to go on waiting", status_message());
@@ -250,7 +251,7 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 			return st;
 		memcpy(s->lease.stuck, stuck, sizeof(stuck));
 		if (late)
-			end_late_lease(s, late_slot, quorum);
+			end_late_lease(s, late_slot, quorum, slots_quorum);
 	}
 	/* -n: the slot is not free yet, whatever it cost. */
 	if (st == AL_CONNECTION && s->lease.claim_closed && o->nonblock) {

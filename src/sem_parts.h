@@ -52,7 +52,7 @@ struct queue_request {
 	amqp_queue_declare_t declare;
 	amqp_queue_delete_t del;
 	amqp_basic_get_t get;
-	amqp_table_entry_t lease_args[3];
+	amqp_table_entry_t lease_args[4];
 };
 
 /* One request in a pipelined sequence about the queues of one slot. */
