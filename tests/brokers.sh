@@ -394,7 +394,7 @@ run() {
     if [ -n "$left" ]; then
         say "$name left processes behind:"
         # shellcheck disable=SC2086
-        ps -o pid=,args= -p ${left// /,} 2>/dev/null | cut -c1-200 | sed 's/^/#   /'
+        { ps -o pid=,args= -p ${left// /,} 2>/dev/null || true; } | cut -c1-200 | sed 's/^/#   /'
         kill_ours || true
     fi
     count "$log"

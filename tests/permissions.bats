@@ -344,9 +344,12 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
 @test "someone looking at a dead holder's lease once a second does not keep its slot: free within D + 7 s" {
     local D=5
     as admin create "$n" 1
-    bg_as h client hold --lease "$D" --heartbeat 1 --grace 1 "$n" -- sh -c 'touch "$1/ready"; sleep 120' sh "$T"
+    bg_as h client hold --lease "$D" --heartbeat 1 --grace 1 "$n" -- \
+        sh -c 'echo $$ >"$1/cmd.pid"; touch "$1/ready"; exec sleep 120' sh "$T"
     local h=$BG keeper t0
     wait_until 10 test -e "$T/ready" || fail "CMD did not start: $(cat "$T/h.err")"
+    # killed with its keeper, CMD may outlive both: teardown ends it
+    keep "$(cat "$T/cmd.pid")"
     wait_until 10 eval 'keeper=$(pgrep -P "$h" -x "$KEEPER")' || fail "no keeper"
     HOLDQ_USER=$PERM_TAG-inspector HOLDQ_PASS=$PERM_PW HOLDQ_VHOST=$PERM_VHOST \
         perl "$H/looker.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n-1-L" 1 >"$T/looks" 2>"$T/looker.err" &
