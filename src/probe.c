@@ -41,9 +41,10 @@ static struct probe *returned(const struct sem_name *sn, struct probe *p, size_t
 #define NACK_PATIENCE      2.0
 
 /* Marks probes first..last (delivery tags, base + 1 + index) that the
- * broker nacked and had not acked singly. */
+ * broker had not acked singly as refused: nacked, or (unanswered) not
+ * answered at all. */
 static void mark_refused(struct probe *p, uint64_t base, uint64_t first, uint64_t last,
-			 const bool *single_acks)
+			 const bool *single_acks, bool unanswered)
 {
 	uint64_t tag;
 
@@ -51,6 +52,7 @@ static void mark_refused(struct probe *p, uint64_t base, uint64_t first, uint64_
 		if (!single_acks[tag - base - 1]) {
 			p[tag - base - 1].refused = true;
 			p[tag - base - 1].exists = true;
+			p[tag - base - 1].unanswered = unanswered;
 		}
 	}
 }
@@ -67,25 +69,6 @@ static bool may_go_unanswered(const struct probe *p, size_t n)
 		if (p[i].kind != LEASE_QUEUE)
 			return false;
 	return true;
-}
-
-/* After a silence: probes first..last (delivery tags) that no ack, nack
- * or return has answered are unanswered; the channel they stalled is left
- * for a fresh one, whose opening shows whether the broker still answers
- * at all. */
-static enum al_status mark_unanswered(struct conn *c, struct probe *p, uint64_t base,
-				      uint64_t first, uint64_t last, const bool *single_acks)
-{
-	uint64_t tag;
-
-	for (tag = first; tag <= last; tag++) {
-		if (!single_acks[tag - base - 1]) {
-			p[tag - base - 1].unanswered = true;
-			p[tag - base - 1].refused = true;
-			p[tag - base - 1].exists = true;
-		}
-	}
-	return conn_reset_channel(c);
 }
 
 static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, struct probe *p,
@@ -118,8 +101,13 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 		st = silence_ok ? conn_recv_or_silence(c, &m, &silence) : conn_recv(c, &m);
 		if (st != AL_OK)
 			return conn_refused(c, st, "publishing probes through", "amq.default");
-		if (silence)
-			return mark_unanswered(c, p, base, confirmed + 1, last, single_acks);
+		/* The probes left unanswered are marked so; the channel they
+		 * stalled is left for a fresh one, whose opening shows whether
+		 * the broker still answers at all. */
+		if (silence) {
+			mark_refused(p, base, confirmed + 1, last, single_acks, true);
+			return conn_reset_channel(c);
+		}
 		if (m.id == AMQP_BASIC_RETURN_METHOD) {
 			if ((answered = returned(sn, p, n, &next, m.decoded)) != NULL)
 				answered->exists = false;
@@ -131,7 +119,7 @@ static enum al_status probe_batch(struct conn *c, const struct sem_name *sn, str
 				continue;
 			if (m.id == AMQP_BASIC_NACK_METHOD)
 				mark_refused(p, base, a->multiple ? confirmed + 1 : a->delivery_tag,
-					     a->delivery_tag, single_acks);
+					     a->delivery_tag, single_acks, false);
 			if (a->multiple)
 				confirmed = a->delivery_tag;
 			else
