@@ -22,11 +22,11 @@ rmqctl() {
     "$TOP/tests/broker.sh" ctl "$AMQPLOCK_TEST_BROKER_DIR" "$@"
 }
 
-# "name durable exclusive" for every queue whose name starts with $1,
-# sorted, one per line (a quorum queue, which has no exclusive flag, as
-# "false").
+# queues_like PREFIX [VHOST]: "name durable exclusive" for every queue of
+# VHOST (default /) whose name starts with PREFIX, sorted, one per line (a
+# quorum queue, which has no exclusive flag, as "false").
 queues_like() {
-    rmqctl -q list_queues name durable exclusive --no-table-headers 2>/dev/null |
+    rmqctl -q list_queues -p "${2:-/}" name durable exclusive --no-table-headers 2>/dev/null |
         awk -F '\t' -v p="$1" 'index($1, p) == 1 { print $1, $2, ($3 == "" ? "false" : $3) }' | sort -V
 }
 

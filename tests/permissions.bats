@@ -145,10 +145,7 @@ await_slot() {
 
 # vhost_queues PREFIX: "name durable exclusive" of each queue of the test
 # vhost whose name starts with PREFIX, sorted, one per line.
-vhost_queues() {
-    rmqctl -q list_queues -p "$PERM_VHOST" name durable exclusive --no-table-headers 2>/dev/null |
-        awk -F '\t' -v p="$1" 'index($1, p) == 1 { print $1, $2, ($3 == "" ? "false" : $3) }' | sort -V
-}
+vhost_queues() { queues_like "$1" "$PERM_VHOST"; }
 
 # connection_of USER: the pid of the one connection of USER (a role's
 # user name), empty unless there is exactly one.
