@@ -695,13 +695,20 @@ cmd_through() {
     # While node 1 is down, RabbitMQ deletes a quorum queue (a lease, at
     # each release) only after waiting 5 s for its member there, and the
     # slot is held meanwhile: a slot changes hands about every 5.5 s,
-    # some 130 turns a minute on three slots. 60 leave room for a slow
-    # machine. (The release waits for the deletion past these holds'
+    # some 130 turns a minute on three slots when all goes well; a hold
+    # that lost its connection with node 1 reconnects and keeps its slot
+    # on its lease, and CI machines saw 46 in a minute. 20 in 90 s only
+    # says that nothing hangs: what this test checks is the count inside.
+    # (The release waits for the deletion past these holds'
     # --rpc-timeout 5: given up on, the lease blocked its slot for 32 s,
     # and the slot's next claims met it being deleted; see "a node down:
     # a quorum lease takes 5 s to delete".)
-    wait_until 60 turns_at_least "$d" $((before + 60)) ||
-        fail "only $(($(turns "$d") - before)) turns after node 1 died: $(tail -5 "$d/err")"
+    local t_more
+    t_more=$(now)
+    wait_until 90 turns_at_least "$d" $((before + 20)) ||
+        fail "only $(($(turns "$d") - before)) turns in 90 s after node 1 died: $(tail -5 "$d/err")"
+    wait_until 30 turns_at_least "$d" $((before + 60)) || true
+    note "node 1 down: $(($(turns "$d") - before)) turns in $(since "$t_more") s"
     touch "$d/stop"
     finish_contention 90
     note "slot leaders before the kill: $leaders"
@@ -715,7 +722,7 @@ cmd_through() {
     done
     # never more than 3 inside, never two on one slot, and 3 inside at
     # once at some point (real contention); no command left running
-    check_contention "$d" $((before + 60)) 3
+    check_contention "$d" $((before + 20)) 3
     note "hold exits: $(exit_counts "$d")"
     # a hold that lost its node may exit 4 (it held a slot there) or 6 (it
     # was waiting there); nothing else
