@@ -150,63 +150,6 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     check_contention "$d" 10 1
 }
 
-# linger_hold DIR: one `hold -w 30 $n -- crit.pl DIR linger` (the command
-# leaves a setsid child inside for a while), one time in two with
-# --heartbeat 1.
-linger_hold() {
-    local hb=()
-    [ $((RANDOM % 2)) -eq 0 ] && hb=(--heartbeat 1)
-    timeout -k 5 60 "$AMQPLOCK_BIN" "${hb[@]}" hold -w 30 "$n" -- perl "$H/crit.pl" "$1" linger
-}
-
-# Job control in the contention loop: a stopped hold stops its command's
-# processes, a continued one lets them go on only once its slot is checked,
-# and one stopped past the broker's eviction time (with --heartbeat 1 the
-# broker drops it 2.5-3 s in; stops last up to 3 s) loses its slot and
-# exits 4, its command killed before it runs again (crit.pl checks every
-# command that runs again after a stop). Some stops are by name, as
-# `pkill -STOP amqplock` would stop a hold (its keeper spared). Each
-# command also leaves a setsid child inside for a while, which keeps the
-# slot; one in three of those is a program whose main thread has exited
-# (tools/oddjob.c: a zombie leader that runs on). About 35 s.
-@test "at most N under job control: kill -TSTP/-CONT, stops by name and kill -9 of random holds, setsid and zombie-leader children outliving CMD" {
-    al create "$n" 3
-    local d
-    d=$(critical_dir 3)
-    : >"$d/stops"
-    : >"$d/killed"
-    : >"$d/odd"
-    cc -O -pthread -o "$T/oddjob" "$H/oddjob.c" || fail "cannot build oddjob.c"
-    # 20 loops of linger_hold, until $d/stop exists
-    CRIT_ODDJOB=$T/oddjob client_loops "$d" 20 0 linger_hold "$d"
-    perl "$H/stopper.pl" "$d" 2>"$d/stopper.err" 3>&- &
-    local stopper=$!
-    PIDS+=("$stopper")
-    wait_until 35 turns_at_least "$d" 400 || true
-    touch "$d/stop"
-    wait_until 10 ended "$stopper" || fail "the stopper did not stop"
-    finish_contention 60
-    [ ! -s "$d/stopper.err" ] || fail "stopper: $(cat "$d/stopper.err")"
-    local stops long kills named odd
-    stops=$(wc -l <"$d/stops")
-    long=$(awk '$2 > 2.5' "$d/stops" | wc -l)
-    kills=$(wc -l <"$d/killed")
-    named=$(wc -l <"$d/named")
-    odd=$(wc -l <"$d/odd")
-    note "$stops holds stopped for 0.05-3 s ($long for more than 2.5 s, $named by name), $kills killed, $odd zombie-leader children; hold exits: $(exit_counts "$d")"
-    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
-    # lost while stopped (4) and killed (137) are the only failures; a
-    # hold that stays stopped after CONT shows as 1 (others waited 30 s
-    # in vain) or 124 (timeout)
-    [ -z "$(grep -vxE '0|4|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
-    check_contention "$d" 100 3
-    [ "$stops" -ge 20 ] || fail "only $stops stops"
-    [ "$named" -ge 2 ] || fail "only $named stops by name"
-    [ "$odd" -ge 20 ] || fail "only $odd zombie-leader children"
-    [ "$kills" -ge 2 ] || fail "only $kills kills"
-    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
-}
-
 # start_trappers N [OPTIONS...]: N holds hi of $n (i = 1..N) with OPTIONS
 # (after "hold"), each running trapper.pl, which writes the signals it gets
 # to $T/sigi; their pids in hs (hs[i-1]). Returns once every command runs.
