@@ -69,6 +69,17 @@ int poll_ms(double seconds)
 	return whole < ms ? whole + 1 : whole;
 }
 
+struct timeval timeval_of(double seconds)
+{
+	struct timeval tv;
+
+	if (seconds < 0.001)
+		seconds = 0.001;
+	tv.tv_sec = (time_t)seconds;
+	tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+	return tv;
+}
+
 struct deadline deadline_in(double seconds)
 {
 	return (struct deadline){seconds < 0 ? INFINITY : now_seconds() + seconds};

@@ -3,6 +3,7 @@
 #define AMQPLOCK_CLOCK_H
 
 #include <stdbool.h>
+#include <sys/time.h>
 
 /* Monotonic seconds. */
 double now_seconds(void);
@@ -25,6 +26,10 @@ double sooner(double a, double b);
 /* Seconds as whole milliseconds for poll(2), rounded up so that a wait
  * never ends just before its deadline; 0 for none left, at most an hour. */
 int poll_ms(double seconds);
+
+/* Seconds as a struct timeval for rabbitmq-c's waits: at least a
+ * millisecond, since the library takes a zero as "do not wait at all". */
+struct timeval timeval_of(double seconds);
 
 /* The moment a wait must end, on the monotonic clock: the one type that
  * every wait takes (connecting, each reply, each pause, each poll), so

@@ -1,48 +1,17 @@
+/* Using the one connection: requests on the main channel and their
+ * replies, each wait bounded by a deadline; every frame read goes to the
+ * channel it belongs to (channels.c takes the parallel and consumer
+ * channels'); broker refusals turned into statuses; closing. Opening it
+ * is connect.c's. */
 #include "conn.h"
+#include "conn_parts.h"
 
 #include "clock.h"
 #include "parse.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-/* rabbitmq-c 0.11 loads no trust store of its own for amqps. */
-#define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
-#define FRAME_MAX        131072
-
-static struct timeval to_timeval(double seconds)
-{
-	struct timeval tv;
-
-	if (seconds < 0.001)
-		seconds = 0.001;
-	tv.tv_sec = (time_t)seconds;
-	tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
-	return tv;
-}
-
-/* Copies text from the broker or the user into a message buffer with
- * anything but printable ASCII replaced by '?': an error stays one line
- * and valid JSON. */
-static char *printable(char *dst, size_t size, const void *src, size_t len)
-{
-	const unsigned char *p = src;
-	size_t i;
-
-	if (len >= size)
-		len = size - 1;
-	for (i = 0; i < len; i++)
-		dst[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
-	dst[len] = '\0';
-	return dst;
-}
 
 enum al_status status_for_reply(uint16_t code)
 {
@@ -61,130 +30,9 @@ enum al_status status_for_reply(uint16_t code)
 	}
 }
 
-static enum al_status not_private(const char *what, const char *shown)
-{
-	return fail(AL_USAGE, "%s %s is accessible by group or others; chmod 600 it", what, shown);
-}
-
-/* Like ssh with its keys: a secret that others can read is refused. The
- * same rule holds for a named FIFO, which has the mode it was made with,
- * and a pipe (<(...), /dev/stdin) always passes it: the kernel makes it
- * 0600, and only its user's processes (through /proc/PID/fd) and root
- * can open it. */
-static enum al_status check_private(int fd, const char *what, const char *shown)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) == 0 && (st.st_mode & 077))
-		return not_private(what, shown);
-	return AL_OK;
-}
-
-/* The first line of path into buf (size bytes), without its line end; a
- * NUL ends it too. */
-static enum al_status read_password_file(const char *path, char *buf, size_t size)
-{
-	char shown[64];
-	struct stat st;
-	size_t len = 0;
-	ssize_t r = 0;
-	int fd, e;
-
-	quote_arg(path, shown, sizeof(shown));
-	/* Opening a FIFO waits for a writer: one that fstat would refuse
-	 * below is refused now. */
-	if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode) && (st.st_mode & 077))
-		return not_private("password file", shown);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(errno));
-	/* Read from a terminal the password would be echoed. */
-	if (isatty(fd)) {
-		close(fd);
-		return fail(AL_USAGE,
-			    "password file %s is a terminal (give a file, a pipe or a FIFO)",
-			    shown);
-	}
-	if (check_private(fd, "password file", shown) != AL_OK) {
-		close(fd);
-		return AL_USAGE;
-	}
-	/* A byte at a time up to the line end: from a pipe (/dev/stdin)
-	 * nothing past the first line is taken, and the rest is left for
-	 * CMD. */
-	while (len < size - 1 && (r = read(fd, buf + len, 1)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		if (buf[len++] == '\n')
-			break;
-	}
-	e = errno;
-	close(fd);
-	buf[len] = '\0';
-	if (r < 0) {
-		explicit_bzero(buf, size);
-		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(e));
-	}
-	len = strcspn(buf, "\r\n");
-	if (buf[len] == '\0' && len == size - 1) {
-		explicit_bzero(buf, size);
-		return fail(AL_USAGE, "password in %s is longer than %zu bytes", shown, size - 2);
-	}
-	explicit_bzero(buf + len, size - len);
-	return AL_OK;
-}
-
-/* The client's private key (in --key, or with the certificate in --cert)
- * is a secret like the password. */
-static enum al_status check_key_file(const char *path)
-{
-	char shown[64];
-	enum al_status st;
-	int fd;
-
-	quote_arg(path, shown, sizeof(shown));
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return fail(AL_USAGE, "cannot read private key %s: %s", shown, strerror(errno));
-	st = check_private(fd, "private key", shown);
-	close(fd);
-	return st;
-}
-
-enum al_status conn_check_opts(struct conn_opts *o)
-{
-	bool tls_options = o->cacert || o->cert || o->key || o->insecure;
-	enum al_status st;
-	unsigned i;
-
-	/* Every URL of the list, before anything is read: a typo in the last
-	 * one is a usage error even while the first one answers, and is not
-	 * left waiting for a FIFO's writer. */
-	st = url_check_list(o->url, tls_options, o->broker, URL_BROKERS_MAX, &o->brokers);
-	if (st == AL_OK && o->key && !o->cert)
-		st = fail(AL_USAGE, "--key needs --cert");
-	if (st == AL_OK && o->cert)
-		st = check_key_file(o->key ? o->key : o->cert);
-	if (st == AL_OK && o->password_file && !o->password_read) {
-		st = read_password_file(o->password_file, o->password, sizeof(o->password));
-		o->password_read = st == AL_OK;
-	}
-	if (st != AL_OK) {
-		explicit_bzero(o->broker, o->brokers * sizeof(o->broker[0]));
-		o->brokers = 0;
-		return st;
-	}
-	if (o->password_read)
-		for (i = 0; i < o->brokers; i++)
-			o->broker[i].info.password = o->password;
-	return AL_OK;
-}
-
 /* The connection is unusable from now on: records why (a rabbitmq-c
  * status while `doing` something). */
-static enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing)
+enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing)
 {
 	c->dead = true;
 	c->no_reply = amqp_status == AMQP_STATUS_TIMEOUT;
@@ -221,7 +69,7 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	    m->reply_code == AMQP_RESOURCE_ERROR)
 		st = AL_CONNECTION;
 	return fail(st, "the broker at %s closed the connection: %s", c->where,
-		    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
+		    printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
 }
 
 /* Sent only after we published during a resource alarm: the broker reads
@@ -236,23 +84,23 @@ static enum al_status connection_blocked(struct conn *c, const amqp_connection_b
 	return fail(AL_BROKER,
 		    "the broker at %s is refusing work: %s (a resource alarm; try again once it "
 		    "clears)",
-		    c->where, printable(text, sizeof(text), m->reason.bytes, m->reason.len));
+		    c->where, printable_copy(text, sizeof(text), m->reason.bytes, m->reason.len));
 }
 
-static enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
-				     const amqp_channel_close_t *close)
+enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
+			      const amqp_channel_close_t *close)
 {
 	amqp_channel_close_ok_t ok = {0};
 	int r;
 
 	c->reply_code = close->reply_code;
-	printable(c->reply_text, sizeof(c->reply_text), close->reply_text.bytes,
-		  close->reply_text.len);
+	printable_copy(c->reply_text, sizeof(c->reply_text), close->reply_text.bytes,
+		       close->reply_text.len);
 	/* Without close-ok, reusing the channel id would make the broker close
 	 * the whole connection. */
 	r = amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-	if (channel == c->lease_channel)
-		c->lease_channel = 0;
+	if (channel == c->parallel_channel)
+		c->parallel_channel = 0;
 	else if (channel == c->channel)
 		c->channel = 0;
 	if (r != AMQP_STATUS_OK)
@@ -276,9 +124,8 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
  * expiration (milliseconds, as text) rather than a queue argument, so that
  * it does not stay in a queue and the queues keep having no arguments.
  * Mandatory: the broker returns it if the queue is missing. */
-static enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *queue,
-				 bool mandatory, const char *expiration, const char *type,
-				 const char *doing)
+enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *queue, bool mandatory,
+			  const char *expiration, const char *type, const char *doing)
 {
 	amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_EXPIRATION_FLAG | (type ? AMQP_BASIC_TYPE_FLAG : 0),
@@ -311,110 +158,6 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue)
 	return publish_expiring(c, queue, true, "0", "probing a queue");
 }
 
-/* The next method for the channel, waiting at most `wait` seconds
- * (0: only what has already arrived). *none is set if nothing came. */
-/* Far from the ids conn_reset_channel cycles through (1..1000). */
-#define NOTIFY_CHANNEL 1001
-
-static void ack_delivery(struct conn *c, uint64_t tag)
-{
-	amqp_basic_ack_t ack = {.delivery_tag = tag};
-
-	amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_ACK_METHOD, &ack);
-}
-
-/* Not "0": RabbitMQ 4.3 drops such a message even with a consumer ready
- * (3.10 and 4.0 hand it over). A second is long enough to reach a waiter,
- * short enough that one arriving later wakes for nothing at most once. */
-#define NOTICE_EXPIRATION "1000"
-
-/* The type of conn_unsubscribe's message that passes the turn. */
-#define TURN_TYPE "amqplock.turn"
-
-/* A probe's expiration: "0" (conn_publish_probe). */
-static bool is_probe(const amqp_basic_properties_t *p)
-{
-	return (p->_flags & AMQP_BASIC_EXPIRATION_FLAG) && p->expiration.len == 1 &&
-	       *(const char *)p->expiration.bytes == '0';
-}
-
-static bool is_turn(const amqp_basic_properties_t *p)
-{
-	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && p->type.len == strlen(TURN_TYPE) &&
-	       memcmp(p->type.bytes, TURN_TYPE, p->type.len) == 0;
-}
-
-/* A frame on the notification channel, read while waiting for another.
- * Whatever is delivered says that we are first in line. A delivery is a
- * wake-up unless its header says it is a newcomer's probe of the line
- * (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready consumer) or
- * the turn passed on: those are acknowledged at once, so that they hold
- * nothing up. */
-static void take_notification(struct conn *c, const amqp_frame_t *f)
-{
-	amqp_channel_close_ok_t ok = {0};
-
-	if (f->frame_type == AMQP_FRAME_HEADER && c->delivering) {
-		const amqp_basic_properties_t *p = f->payload.properties.decoded;
-
-		c->first_in_line = true;
-		if (is_probe(p) || is_turn(p)) {
-			ack_delivery(c, c->delivering);
-		} else {
-			c->wake_tag = c->delivering;
-		}
-		c->delivering = 0;
-	}
-	if (f->frame_type != AMQP_FRAME_METHOD)
-		return;
-	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
-		c->delivering = ((amqp_basic_deliver_t *)f->payload.method.decoded)->delivery_tag;
-	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
-		/* Refused (say, by permissions): waiting falls back to polling. */
-		amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-		c->notify_channel = 0;
-		trace("notifications refused; polling instead");
-	} else if (f->payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
-		/* The line was deleted under us: no wake-up will come. */
-		trace("the line was deleted; polling instead");
-		conn_unsubscribe(c, NULL);
-	}
-}
-
-/* Far from the main channel's ids and the line's. */
-#define LEASE_CHANNEL 1002
-
-/* A frame on the lease channel, read while waiting on the main channel:
- * its open-ok is dropped, its answer kept for conn_lease_expect. */
-static enum al_status take_lease_answer(struct conn *c, const amqp_frame_t *f)
-{
-	enum al_status st;
-
-	if (f->frame_type != AMQP_FRAME_METHOD)
-		return AL_OK;
-	if (f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->lease_opening) {
-		c->lease_opening = false;
-		return AL_OK;
-	}
-	c->lease_answer.id = f->payload.method.id;
-	if (f->payload.method.id != AMQP_CHANNEL_CLOSE_METHOD)
-		return AL_OK;
-	/* The main channel's reply code is not ours to change: it may
-	 * hold a refusal read just before. */
-	{
-		uint16_t code = c->reply_code;
-		char text[sizeof(c->reply_text)];
-
-		memcpy(text, c->reply_text, sizeof(text));
-		st = channel_closed(c, c->lease_channel, f->payload.method.decoded);
-		c->lease_answer.code = c->reply_code;
-		memcpy(c->lease_answer.text, c->reply_text, sizeof(text));
-		c->reply_code = code;
-		memcpy(c->reply_text, text, sizeof(text));
-	}
-	return st == AL_CONNECTION || c->dead ? st : AL_OK;
-}
-
 /* Whether a wait that runs out is the connection's end (NO_REPLY_FAILS)
  * or only *none (NO_REPLY_TOLD). */
 enum silence { NO_REPLY_FAILS, NO_REPLY_TOLD };
@@ -438,7 +181,7 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 	for (;;) {
 		/* Waiting inside the library also sends our heartbeats. Late
 		 * frames of other channels do not extend the wait. */
-		tv = wait > 0 ? to_timeval(deadline_left(by)) : (struct timeval){0, 0};
+		tv = wait > 0 ? timeval_of(deadline_left(by)) : (struct timeval){0, 0};
 		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &tv);
 		if (r == AMQP_STATUS_TIMEOUT && wait <= 0) {
 			*none = true;
@@ -454,14 +197,14 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 		}
 		if (r != AMQP_STATUS_OK)
 			return connection_failed(c, r, "waiting for a reply");
-		if (c->notify_channel && f.channel == c->notify_channel &&
-		    channel != c->notify_channel) {
-			take_notification(c, &f);
+		if (c->consumer_channel && f.channel == c->consumer_channel &&
+		    channel != c->consumer_channel) {
+			take_consumed(c, &f);
 			continue;
 		}
-		if (c->lease_channel && f.channel == c->lease_channel &&
-		    channel != c->lease_channel) {
-			if (take_lease_answer(c, &f) != AL_OK)
+		if (c->parallel_channel && f.channel == c->parallel_channel &&
+		    channel != c->parallel_channel) {
+			if (take_parallel_answer(c, &f) != AL_OK)
 				return AL_CONNECTION;
 			continue;
 		}
@@ -479,15 +222,15 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 		if (f.channel != channel)
 			continue; /* late frames of a channel we gave up */
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD &&
-		    channel == c->notify_channel) {
-			take_notification(c, &f);
+		    channel == c->consumer_channel) {
+			take_consumed(c, &f);
 			return AL_BROKER;
 		}
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
 			return channel_closed(c, channel, f.payload.method.decoded);
 		if (f.payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD &&
-		    channel == c->lease_channel && c->lease_opening) {
-			c->lease_opening = false;
+		    channel == c->parallel_channel && c->parallel_opening) {
+			c->parallel_opening = false;
 			continue;
 		}
 		*m = f.payload.method;
@@ -495,8 +238,8 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 	}
 }
 
-static enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait,
-				     amqp_method_t *m, bool *none)
+enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait, amqp_method_t *m,
+			      bool *none)
 {
 	return next_method_after(c, channel, wait, NO_REPLY_FAILS, m, none);
 }
@@ -610,142 +353,9 @@ enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, d
 	return AL_OK;
 }
 
-enum al_status conn_lease_send(struct conn *c, amqp_method_number_t id, void *decoded)
+enum al_status conn_publish_expiring(struct conn *c, const char *queue, const char *expiration)
 {
-	amqp_channel_open_t open = {0};
-	int r;
-
-	if (c->dead)
-		return fail(AL_INTERNAL, "internal error: connection is closed");
-	c->lease_answer.id = 0;
-	/* Opened and used in one go: the broker takes the channel's frames
-	 * in order, the open first. */
-	if (!c->lease_channel) {
-		c->lease_channel = LEASE_CHANNEL;
-		c->lease_opening = true;
-		if ((r = amqp_send_method(c->amqp, c->lease_channel, AMQP_CHANNEL_OPEN_METHOD,
-					  &open)) != AMQP_STATUS_OK)
-			return connection_failed(c, r, "opening the lease's channel");
-	}
-	if ((r = amqp_send_method(c->amqp, c->lease_channel, id, decoded)) != AMQP_STATUS_OK)
-		return connection_failed(c, r, "sending a request");
-	return AL_OK;
-}
-
-enum al_status conn_lease_expect(struct conn *c, amqp_method_number_t expect, double wait)
-{
-	enum al_status st;
-	amqp_method_t m;
-	bool none;
-
-	if (c->lease_answer.id == 0 && c->lease_channel && !c->dead) {
-		st = next_method_on(c, c->lease_channel, wait, &m, &none);
-		if (st != AL_OK)
-			return st; /* refused: reply_code is set, the channel closed */
-		c->lease_answer.id = m.id;
-	} else if (c->lease_answer.id == AMQP_CHANNEL_CLOSE_METHOD) {
-		c->reply_code = c->lease_answer.code;
-		memcpy(c->reply_text, c->lease_answer.text, sizeof(c->reply_text));
-		c->lease_answer.id = 0;
-		return status_for_reply(c->reply_code);
-	} else if (c->lease_answer.id == 0) {
-		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
-	}
-	if (c->lease_answer.id != expect) {
-		c->dead = true;
-		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
-			    c->where, (unsigned)c->lease_answer.id);
-	}
-	c->lease_answer.id = 0;
-	return AL_OK;
-}
-
-enum al_status conn_subscribe(struct conn *c, const char *queue)
-{
-	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), gone
-	 * a minute after its last consumer, and a line: the broker gives
-	 * its messages to one consumer at a time, the oldest, and passes
-	 * them on to the next when that one leaves (in the order they came)
-	 * or dies, unacknowledged ones included. */
-	amqp_table_entry_t arguments[] = {
-		{.key = amqp_cstring_bytes("x-expires"),
-		 .value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000}},
-		{.key = amqp_cstring_bytes("x-single-active-consumer"),
-		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
-	};
-	amqp_channel_open_t open = {0};
-	/* One wake-up at a time: the next waits for this one's answer. */
-	amqp_basic_qos_t qos = {.prefetch_count = 1};
-	amqp_queue_declare_t declare = {.queue = amqp_cstring_bytes(queue),
-					.durable = 1,
-					.arguments = {.num_entries = 2, .entries = arguments}};
-	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue)};
-	static const amqp_method_number_t replies[] = {
-		AMQP_CHANNEL_OPEN_OK_METHOD, AMQP_BASIC_QOS_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
-		AMQP_BASIC_CONSUME_OK_METHOD};
-	amqp_method_t m;
-	bool none;
-	size_t i;
-	int r;
-
-	if (c->dead)
-		return AL_CONNECTION;
-	if (c->notify_channel)
-		return AL_OK;
-	c->notify_channel = NOTIFY_CHANNEL;
-	c->first_in_line = false;
-	c->delivering = c->wake_tag = 0;
-	/* One round trip for the four. */
-	if ((r = amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
-	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
-	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_QUEUE_DECLARE_METHOD,
-				  &declare)) ||
-	    (r = amqp_send_method(c->amqp, c->notify_channel, AMQP_BASIC_CONSUME_METHOD, &consume)))
-		return connection_failed(c, r, "subscribing to releases");
-	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		enum al_status st = next_method_on(c, c->notify_channel, c->rpc_timeout, &m, &none);
-
-		if (st != AL_OK || m.id != replies[i])
-			return c->dead ? st : AL_BROKER; /* polling will do */
-		/* Nobody consumed before us: we are first. */
-		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
-			c->first_in_line =
-				((amqp_queue_declare_ok_t *)m.decoded)->consumer_count == 0;
-	}
-	trace("waiting on %s", queue);
-	return AL_OK;
-}
-
-void conn_wake_done(struct conn *c)
-{
-	if (!c->dead && c->notify_channel && c->wake_tag)
-		ack_delivery(c, c->wake_tag);
-	c->wake_tag = 0;
-}
-
-void conn_unsubscribe(struct conn *c, const char *turn_to)
-{
-	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
-	bool first = c->first_in_line;
-
-	c->first_in_line = false;
-	c->delivering = c->wake_tag = 0;
-	if (c->dead || !c->notify_channel)
-		return;
-	/* On this channel, which is not in confirm mode: no answer comes
-	 * to be read later. Delivered to us before the close, it goes back
-	 * to the line with it. */
-	if (first && turn_to)
-		publish_on(c, c->notify_channel, turn_to, false, NOTICE_EXPIRATION, TURN_TYPE,
-			   "passing the turn");
-	/* Its close-ok, like any late frame, is skipped by next_method_on. */
-	amqp_send_method(c->amqp, c->notify_channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
-	c->notify_channel = 0;
-}
-
-enum al_status conn_notify(struct conn *c, const char *queue)
-{
-	return publish_expiring(c, queue, false, NOTICE_EXPIRATION, "waking a waiter");
+	return publish_expiring(c, queue, false, expiration, "publishing");
 }
 
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue)
@@ -798,51 +408,6 @@ enum al_status conn_call(struct conn *c, amqp_method_number_t id, void *decoded,
 	return conn_answer(c, st, tolerated, refused, doing, queue);
 }
 
-/* conn_side_call's channel ids: above the line's and the lease's, and
- * cycled, so that none is opened again before the broker has closed it. */
-#define SIDE_CHANNEL_FIRST 1100
-#define SIDE_CHANNELS      900
-
-enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *decoded,
-			      amqp_method_number_t ok, uint16_t *refused, const char *doing,
-			      const char *what)
-{
-	amqp_channel_t side =
-		(amqp_channel_t)(SIDE_CHANNEL_FIRST + c->side_calls++ % SIDE_CHANNELS);
-	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
-	amqp_channel_open_t open = {0};
-	enum al_status st;
-	amqp_method_t m;
-	bool none;
-	int r;
-
-	*refused = 0;
-	if (c->dead)
-		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
-	if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
-	    (r = amqp_send_method(c->amqp, side, id, decoded)))
-		return connection_failed(c, r, doing);
-	c->reply_code = 0;
-	st = next_method_on(c, side, c->rpc_timeout, &m, &none);
-	if (st == AL_OK && m.id == AMQP_CHANNEL_OPEN_OK_METHOD)
-		st = next_method_on(c, side, c->rpc_timeout, &m, &none);
-	if (st == AL_OK && m.id == ok) {
-		/* Its close-ok, like any late frame, is skipped. */
-		if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_CLOSE_METHOD, &close)))
-			return connection_failed(c, r, doing);
-		return AL_OK;
-	}
-	if (st == AL_OK) {
-		c->dead = true;
-		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
-			    c->where, (unsigned)m.id);
-	}
-	if (c->dead || c->reply_code == 0)
-		return conn_refused(c, st, doing, what);
-	*refused = c->reply_code;
-	return AL_OK;
-}
-
 enum al_status conn_reset_channel(struct conn *c)
 {
 	amqp_channel_open_t open = {0};
@@ -878,261 +443,6 @@ enum al_status conn_reset_channel(struct conn *c)
 	return AL_OK;
 }
 
-/* A TLS socket that checks the broker's certificate against the CA
- * bundle and its host name, unless the user said --insecure. */
-static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp_socket_t **out)
-{
-	const char *ca = o->cacert;
-	amqp_socket_t *sock = amqp_ssl_socket_new(c->amqp);
-	char shown[64];
-
-	if (!sock)
-		return fail(AL_CONNECTION, "cannot set up TLS");
-	amqp_ssl_socket_set_verify_peer(sock, !o->insecure);
-	amqp_ssl_socket_set_verify_hostname(sock, !o->insecure);
-	if (!ca && access(SYSTEM_CA_BUNDLE, R_OK) == 0)
-		ca = SYSTEM_CA_BUNDLE;
-	if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
-		return fail(AL_USAGE, "cannot load CA certificates from %s",
-			    quote_arg(ca, shown, sizeof(shown)));
-	if (o->cert &&
-	    amqp_ssl_socket_set_key(sock, o->cert, o->key ? o->key : o->cert) != AMQP_STATUS_OK)
-		return fail(AL_USAGE, "cannot load the client certificate %s and its key",
-			    quote_arg(o->cert, shown, sizeof(shown)));
-	*out = sock;
-	return AL_OK;
-}
-
-/* How a connect or login timed out, for its message: the connect timeout
- * ran out, or the caller's whole wait did. */
-static const char *timed_out_after(const struct conn *c, const struct conn_opts *o, char *buf,
-				   size_t size)
-{
-	if (deadline_passed(c->limit))
-		return ", and the time to wait is up";
-	snprintf(buf, size, " (waited %g s)", o->connect_timeout);
-	return buf;
-}
-
-static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
-				  const struct amqp_connection_info *info, struct deadline by)
-{
-	amqp_socket_t *sock = NULL;
-	struct timeval tv;
-	char shown[64], text[64];
-	int r;
-
-	if (info->ssl) {
-		enum al_status st = tls_socket(c, o, &sock);
-		if (st != AL_OK)
-			return st;
-	} else {
-		sock = amqp_tcp_socket_new(c->amqp);
-		if (!sock)
-			return fail(AL_CONNECTION, "cannot create a socket");
-	}
-	tv = to_timeval(deadline_left(by));
-	errno = 0;
-	r = amqp_socket_open_noblock(sock, info->host, info->port, &tv);
-	if (r == AMQP_STATUS_OK)
-		return AL_OK;
-	if (r == AMQP_STATUS_TIMEOUT)
-		return fail(AL_CONNECTION, "cannot connect to %s: timed out%s", c->where,
-			    timed_out_after(c, o, text, sizeof(text)));
-	if (r == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
-		return fail(AL_CONNECTION,
-			    "TLS with %s failed: its certificate is not signed by a trusted CA "
-			    "(see --cacert)",
-			    c->where);
-	if (r == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)
-		return fail(AL_CONNECTION,
-			    "TLS with %s failed: its certificate does not name the host %s",
-			    c->where, quote_arg(info->host, shown, sizeof(shown)));
-	if (r == AMQP_STATUS_SSL_ERROR || r == AMQP_STATUS_SSL_CONNECTION_FAILED)
-		return fail(AL_CONNECTION,
-			    "TLS with %s failed (not a TLS port, or the broker refused the "
-			    "client certificate?)",
-			    c->where);
-	/* rabbitmq-c leaves errno at EINPROGRESS when the non-blocking
-	 * connect itself failed; it did not keep the real reason. */
-	if (r == AMQP_STATUS_SOCKET_ERROR && errno && errno != EINPROGRESS)
-		return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, strerror(errno));
-	if (r == AMQP_STATUS_SOCKET_ERROR)
-		return fail(AL_CONNECTION,
-			    "cannot connect to %s: connection refused or unreachable", c->where);
-	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
-}
-
-static amqp_table_entry_t utf8_entry(const char *key, const char *value)
-{
-	return (amqp_table_entry_t){
-		.key = amqp_cstring_bytes(key),
-		.value = {.kind = AMQP_FIELD_KIND_UTF8,
-			  .value.bytes = amqp_cstring_bytes(value ? value : "")}};
-}
-
-static enum al_status login(struct conn *c, const struct conn_opts *o,
-			    const struct amqp_connection_info *info, struct deadline by)
-{
-	struct timeval tv = to_timeval(deadline_left(by));
-	amqp_rpc_reply_t r;
-	char user[64], vhost[64], waited[64];
-
-	/* With the connection.blocked capability a broker under a resource
-	 * alarm says so when we publish, instead of going silent; with
-	 * consumer_cancel_notify it says so when the line we wait in is
-	 * deleted, instead of leaving us in no line at all. The library
-	 * merges these with its own capabilities. */
-	amqp_table_entry_t capability[] = {
-		{.key = amqp_cstring_bytes("connection.blocked"),
-		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
-		{.key = amqp_cstring_bytes("consumer_cancel_notify"),
-		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
-	};
-	/* Ours win over the library's own (its "version" is its own). */
-	amqp_table_entry_t props[] = {
-		utf8_entry("product", "amqplock"),
-		{.key = amqp_cstring_bytes("capabilities"),
-		 .value = {.kind = AMQP_FIELD_KIND_TABLE,
-			   .value.table = {.num_entries = 2, .entries = capability}}},
-		utf8_entry("connection_name", o->who.name),
-		utf8_entry("version", o->who.version),
-		utf8_entry("host", o->who.host),
-		utf8_entry("user", o->who.user),
-		{.key = amqp_cstring_bytes("pid"),
-		 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = o->who.pid}},
-	};
-	/* Without an identity (no name given), product and capabilities. */
-	amqp_table_t table = {.num_entries =
-				      o->who.name[0] ? (int)(sizeof(props) / sizeof(props[0])) : 2,
-			      .entries = props};
-
-	quote_arg(info->user, user, sizeof(user));
-	amqp_set_handshake_timeout(c->amqp, &tv);
-	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
-				       &table, AMQP_SASL_METHOD_PLAIN, info->user, info->password);
-	if (r.reply_type == AMQP_RESPONSE_NORMAL)
-		return AL_OK;
-	c->dead = true;
-	if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
-	    r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-		amqp_connection_close_t *m = r.reply.decoded;
-		char text[128];
-
-		return fail(status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
-			    "login to %s as %s (vhost %s) refused: %s", c->where, user,
-			    quote_arg(info->vhost, vhost, sizeof(vhost)),
-			    printable(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
-	}
-	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-		if (r.library_error == AMQP_STATUS_TIMEOUT)
-			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
-				    timed_out_after(c, o, waited, sizeof(waited)));
-		/* RabbitMQ drops the socket on a bad password unless the client
-		 * asked for a close method; either way it is a refusal. */
-		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
-		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
-			return fail(AL_ACCESS,
-				    "login to %s as %s refused (wrong user or password?)", c->where,
-				    user);
-		/* With TLS 1.3 the broker checks a client certificate after
-		 * the handshake, so its refusal arrives here. */
-		if (r.library_error == AMQP_STATUS_SSL_ERROR)
-			return fail(AL_CONNECTION,
-				    "TLS with %s failed while logging in (client certificate "
-				    "refused?)",
-				    c->where);
-		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
-			    amqp_error_string2(r.library_error));
-	}
-	return fail(AL_BROKER, "cannot log in to %s", c->where);
-}
-
-/* The broker's version as parse_version gives it, from the "version"
- * of its connection.start; 0 if it has none we can read. */
-static unsigned long server_version(const struct conn *c)
-{
-	amqp_table_t *props = amqp_get_server_properties(c->amqp);
-	unsigned long version;
-	int i;
-
-	for (i = 0; props && i < props->num_entries; i++) {
-		const amqp_table_entry_t *e = &props->entries[i];
-
-		if (e->key.len == strlen("version") &&
-		    memcmp(e->key.bytes, "version", e->key.len) == 0 &&
-		    (e->value.kind == AMQP_FIELD_KIND_UTF8 ||
-		     e->value.kind == AMQP_FIELD_KIND_BYTES) &&
-		    !parse_version(e->value.value.bytes.bytes, e->value.value.bytes.len, &version))
-			return version;
-	}
-	return 0;
-}
-
-/* One try: the nth broker of the list, as conn_check_opts resolved it,
- * within the connect timeout and before `by`. */
-static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth,
-			       struct deadline by)
-{
-	struct deadline connected = deadline_within(by, o->connect_timeout);
-	const struct amqp_connection_info *info;
-	struct timeval rpc;
-	char host[128];
-	enum al_status st;
-
-	memset(c, 0, sizeof(*c));
-	c->rpc_timeout = o->rpc_timeout;
-	c->limit = by;
-	if (nth >= o->brokers)
-		return fail(AL_INTERNAL, "internal error: the broker URLs were not checked");
-	if (o->password_file && !o->password_read)
-		return fail(AL_INTERNAL, "internal error: the password file was not read");
-	info = &o->broker[nth].info;
-	printable(host, sizeof(host), info->host, strlen(info->host));
-	snprintf(c->where, sizeof(c->where), "%s:%d", host, info->port);
-	c->amqp = amqp_new_connection();
-	if (!c->amqp)
-		return fail(AL_INTERNAL, "out of memory");
-	trace("connecting to %s", c->where);
-	st = open_socket(c, o, info, connected);
-	if (st == AL_OK)
-		st = login(c, o, info, connected);
-	if (st == AL_OK) {
-		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
-		c->version = server_version(c);
-		rpc = to_timeval(o->rpc_timeout);
-		amqp_set_rpc_timeout(c->amqp, &rpc);
-		st = conn_reset_channel(c);
-	}
-	if (st != AL_OK)
-		c->dead = true;
-	else
-		trace("connected, heartbeat %u s", c->heartbeat);
-	return st;
-}
-
-/* The brokers are tried in the order given (a cluster's clients then
- * agree on a first choice), each within its own --connect-timeout. */
-enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by)
-{
-	unsigned n = o->brokers, i;
-	enum al_status st;
-
-	for (i = 0;; i++) {
-		st = open_one(c, o, i, by);
-		/* Only a broker that cannot be reached sends us on to the next:
-		 * a login refused by one would be refused by the others. */
-		if (st != AL_CONNECTION || i + 1 >= n || deadline_passed(by))
-			break;
-		trace("%s; trying the next broker", status_message());
-		status_clear();
-		conn_close(c);
-	}
-	if (st == AL_CONNECTION && n > 1)
-		fail_context(AL_CONNECTION, "none of the %u brokers answered; the last: ", n);
-	return st;
-}
-
 void conn_close(struct conn *c)
 {
 	if (!c->amqp)
@@ -1141,7 +451,7 @@ void conn_close(struct conn *c)
 		/* Polite but brief: a broker that blocks us for a resource
 		 * alarm (after a release's notification) would not answer,
 		 * and closing the socket ends the connection anyway. */
-		struct timeval bye = to_timeval(c->rpc_timeout < 1 ? c->rpc_timeout : 1);
+		struct timeval bye = timeval_of(c->rpc_timeout < 1 ? c->rpc_timeout : 1);
 
 		amqp_set_rpc_timeout(c->amqp, &bye);
 		amqp_connection_close(c->amqp, AMQP_REPLY_SUCCESS);

@@ -1,6 +1,9 @@
-/* The one connection to the broker: URL, password file, TLS, login,
- * heartbeats, deadlines on every wait, and broker reply codes turned into
- * statuses. Never prints (except -v traces) and never exits. */
+/* The one connection to the broker, transport only: opened by connect.c
+ * (URL list, password file, TLS, login), used by conn.c (requests and
+ * replies on the main channel, a parallel channel, a consumer channel;
+ * heartbeats; a deadline on every wait; broker reply codes turned into
+ * statuses). It knows queues and messages, not what the semaphore makes
+ * of them. Never prints (except -v traces) and never exits. */
 #ifndef AMQPLOCK_CONN_H
 #define AMQPLOCK_CONN_H
 
@@ -49,34 +52,46 @@ struct conn_opts {
 	char password[CONN_PASSWORD_MAX + 2];
 };
 
+/* Who takes a consumer's deliveries (conn_consume). The hooks run inside
+ * whatever conn_* call is reading when a delivery comes. */
+struct conn_consumer {
+	/* A message delivered, with its tag (for conn_ack) and header. */
+	void (*delivered)(void *owner, uint64_t tag, const amqp_basic_properties_t *props);
+	/* No more deliveries will come: why is "refused" (the broker closed
+	 * the consumer's channel), "cancelled" (its queue was deleted), or
+	 * NULL (conn_consume_end). */
+	void (*ended)(void *owner, const char *why);
+	void *owner;
+};
+
+/* An empty message to publish through the default exchange: to `queue`,
+ * expiring after `expiration` milliseconds (text), of `type` (or NULL). */
+struct conn_message {
+	const char *queue, *expiration, *type;
+};
+
 struct conn {
 	amqp_connection_state_t amqp;
 	amqp_channel_t channel; /* open channel, 0 if none */
 	uint64_t published;     /* last publisher-confirm tag on channel */
-	/* The channel of conn_subscribe's consumer (0: none). */
-	amqp_channel_t notify_channel;
-	/* The lease channel (conn_lease_send; 0: not open), whether its
-	 * open-ok is still to come, and its one answer when it came while
-	 * we waited on the main channel (id 0: none yet; a refusal as
+	/* The channel of conn_consume's consumer (0: none), the delivery
+	 * whose header is still to come (0: none), and its owner's hooks. */
+	amqp_channel_t consumer_channel;
+	uint64_t delivering;
+	struct conn_consumer consumer;
+	/* The parallel channel (conn_parallel_send; 0: not open), whether
+	 * its open-ok is still to come, and its one answer when it came
+	 * while we waited on the main channel (id 0: none yet; a refusal as
 	 * AMQP_CHANNEL_CLOSE_METHOD with its reply code). */
-	amqp_channel_t lease_channel;
-	bool lease_opening;
-	/* How many channels conn_side_call has used (their ids cycle). */
-	unsigned side_calls;
+	amqp_channel_t parallel_channel;
+	bool parallel_opening;
 	struct {
 		amqp_method_number_t id;
 		uint16_t code;
 		char text[128];
-	} lease_answer;
-	/* The delivery whose header is still to come (0: none), and the
-	 * wake-up delivered and not yet acknowledged (0: none; see
-	 * conn_woken): while it is held, the broker gives the line's next
-	 * message to nobody else. */
-	uint64_t delivering, wake_tag;
-	/* The broker has shown that we are first in line: we joined an empty
-	 * line, or something was delivered to us (only the first gets
-	 * anything). We stay first until we leave. */
-	bool first_in_line;
+	} parallel_answer;
+	/* How many channels conn_side_call has used (their ids cycle). */
+	unsigned side_calls;
 	unsigned heartbeat; /* as negotiated */
 	/* The broker's version (parse.h, parse_version); 0: unknown. */
 	unsigned long version;
@@ -183,57 +198,50 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
 enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, double wait,
 				  amqp_method_t *m);
 
-/* The lease's declare (a claim) and delete (a release) go on a channel of
- * their own, opened on first use without a round trip of its own: the
- * broker then creates or deletes the lease while it creates or deletes
- * the holder queue on the main channel, rather than after it (a durable
- * queue and an exclusive one: 2 ms each on a quiet 3.10, the slowest
- * work of a hand-off). One request at a time: send it, then read the
- * main channel's replies, then conn_lease_expect its answer. */
-enum al_status conn_lease_send(struct conn *c, amqp_method_number_t id, void *decoded);
-/* The answer to the request conn_lease_send sent, waiting at most `wait`
- * seconds: AL_OK if it is `expect`; a refusal as conn_recv returns one on
- * the main channel (reply_code and reply_text set; the lease channel is
- * then closed, and reopened by the next conn_lease_send). */
-enum al_status conn_lease_expect(struct conn *c, amqp_method_number_t expect, double wait);
+/* One request at a time on a channel of its own, opened on first use
+ * without a round trip of its own: the broker then works on it while it
+ * works on the main channel's requests, rather than after them (the lease
+ * is declared beside the holder queue: see lease.c). Send it, read the
+ * main channel's replies, then conn_parallel_expect its answer. */
+enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void *decoded);
+/* The answer to the request conn_parallel_send sent, waiting at most
+ * `wait` seconds: AL_OK if it is `expect`; a refusal as conn_recv returns
+ * one on the main channel (reply_code and reply_text set; the channel is
+ * then closed, and reopened by the next conn_parallel_send). */
+enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect, double wait);
 
 /* Publishes an empty, mandatory, immediately expiring message to queue
  * through the default exchange: the broker answers basic.return (no such
  * queue) then basic.ack, or basic.ack alone. Tag: ++c->published. */
 enum al_status conn_publish_probe(struct conn *c, const char *queue);
 
-/* Joins the line `queue` (declared if need be: durable, a single active
- * consumer) on a channel of its own, as its last consumer. The broker
- * gives the line's messages to its oldest consumer alone, one at a time:
- * from then on every conn_* call that reads takes a wake-up
- * (conn_notify's message) when one comes, and keeps it unacknowledged
- * (conn_woken) until conn_wake_done. A probe (conn_publish_probe) that reaches the
- * consumer is acknowledged and is not a wake-up. On failure (no
- * permission, a queue declared otherwise by an older amqplock) the
- * connection is still usable; only a dead connection matters to the
- * caller. */
-enum al_status conn_subscribe(struct conn *c, const char *queue);
+/* Publishes an empty message to queue through the default exchange,
+ * expiring after `expiration` milliseconds (text) unless a consumer takes
+ * it; not mandatory, and nothing is waited for (its confirm comes with
+ * the next reply read). */
+enum al_status conn_publish_expiring(struct conn *c, const char *queue, const char *expiration);
 
-/* Whether a wake-up has come and is not yet done with. */
-static inline bool conn_woken(const struct conn *c)
-{
-	return c->wake_tag != 0;
-}
+/* Consumes from queue (declared if need be: durable, with `arguments`)
+ * on a channel of its own, one unacknowledged delivery at a time, all in
+ * one round trip. From then on every conn_* call that reads hands each
+ * delivery to hooks->delivered; *alone says whether nobody consumed from
+ * the queue before us. On failure (no permission, a queue declared
+ * otherwise) the connection is still usable; only a dead connection
+ * matters to the caller. */
+enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_t *arguments,
+			    const struct conn_consumer *hooks, bool *alone);
 
-/* Acknowledges the wake-up, if any: the line's next message may then be
- * delivered. */
-void conn_wake_done(struct conn *c);
+/* Whether conn_consume's consumer is still there. */
+bool conn_consuming(const struct conn *c);
 
-/* Leaves the line without waiting. A wake-up not yet acknowledged goes
- * back to the line, to the next consumer. If we were first in line and
- * turn_to names the line, a message tells the next that it is first now
- * (it is no wake-up). */
-void conn_unsubscribe(struct conn *c, const char *turn_to);
+/* Acknowledges delivery `tag`: the queue's next message may then come. */
+void conn_ack(struct conn *c, uint64_t tag);
 
-/* Publishes an empty message (a wake-up) to `queue` through the default
- * exchange, expiring after a second unless a consumer takes it; waits
- * for nothing. */
-enum al_status conn_notify(struct conn *c, const char *queue);
+/* Ends the consumer without waiting: `last` (if not NULL) is published on
+ * its channel first, so that it goes out before what the close gives back
+ * (a delivery not acknowledged returns to the queue). hooks->ended is
+ * told, with why NULL. */
+void conn_consume_end(struct conn *c, const struct conn_message *last);
 
 /* Records a message for the channel refusal in reply_code, e.g.
  * "declaring amqplock.jobs-1-A: ACCESS_REFUSED - ...", and returns st. */

@@ -5,7 +5,9 @@
 
 #include "clock.h"
 
-/* The waiters queue of the semaphore: its line (see sem_watch_releases). */
+#include <string.h>
+
+/* The waiters queue of the semaphore: its line (see sem_join_line). */
 static void waiters_queue(const struct sem *s, char *buf)
 {
 	sem_name_slot(&s->name, 1, WAITERS_QUEUE, buf);
@@ -57,19 +59,116 @@ enum al_status line_ahead(struct sem *s, bool *ahead)
 	return st;
 }
 
+/* Not "0": RabbitMQ 4.3 drops such a message even with a consumer ready
+ * (3.10 and 4.0 hand it over). A second is long enough to reach a waiter,
+ * short enough that one arriving later wakes for nothing at most once. */
+#define NOTICE_EXPIRATION "1000"
+
+/* The type of the message that passes the turn (sem_leave_line). */
+#define TURN_TYPE "amqplock.turn"
+
+/* A probe's expiration: "0" (conn_publish_probe). */
+static bool is_probe(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_EXPIRATION_FLAG) && p->expiration.len == 1 &&
+	       *(const char *)p->expiration.bytes == '0';
+}
+
+static bool is_turn(const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && p->type.len == strlen(TURN_TYPE) &&
+	       memcmp(p->type.bytes, TURN_TYPE, p->type.len) == 0;
+}
+
+/* Something delivered from the line, whatever was being read: it says
+ * that we are first in line (only the first gets anything). It is a
+ * wake-up unless its header says it is a newcomer's probe of the line
+ * (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready consumer) or
+ * the turn passed on: those are acknowledged at once, so that they hold
+ * nothing up. */
+static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *props)
+{
+	struct sem *s = owner;
+
+	s->place.first = true;
+	if (is_probe(props) || is_turn(props))
+		conn_ack(s->conn, tag);
+	else
+		s->place.wake_tag = tag;
+}
+
+static void left_line(void *owner, const char *why)
+{
+	struct sem *s = owner;
+
+	s->place.first = false;
+	s->place.wake_tag = 0;
+	if (why && strcmp(why, "cancelled") == 0)
+		trace("the line was deleted; polling instead");
+	else if (why)
+		trace("notifications refused; polling instead");
+}
+
 /* The line: one queue per semaphore that its waiters consume from, with
  * a single active consumer, so that the broker keeps them in the order
  * they joined and gives every wake-up (a release's, a poller's) to the
  * oldest alone. docs/design.md, "Waiters in line", says why it cannot
  * stall. */
-enum al_status sem_watch_releases(struct sem *s)
+enum al_status sem_join_line(struct sem *s)
 {
+	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), gone
+	 * a minute after its last consumer, and a line: the broker gives
+	 * its messages to one consumer at a time, the oldest, and passes
+	 * them on to the next when that one leaves (in the order they came)
+	 * or dies, unacknowledged ones included. */
+	amqp_table_entry_t arguments[] = {
+		{.key = amqp_cstring_bytes("x-expires"),
+		 .value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000}},
+		{.key = amqp_cstring_bytes("x-single-active-consumer"),
+		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
+	};
+	amqp_table_t table = {.num_entries = 2, .entries = arguments};
+	struct conn_consumer hooks = {.delivered = delivered, .ended = left_line, .owner = s};
 	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	bool alone;
 
 	if (s->line == LINE_DOWN)
 		return AL_BROKER;
+	if (conn_consuming(s->conn))
+		return AL_OK;
+	s->place.first = false;
+	s->place.wake_tag = 0;
 	waiters_queue(s, queue);
-	return conn_subscribe(s->conn, queue);
+	st = conn_consume(s->conn, queue, &table, &hooks, &alone);
+	/* Nobody consumed before us: we are first. */
+	if (st == AL_OK && alone)
+		s->place.first = true;
+	if (st == AL_OK)
+		trace("waiting on %s", queue);
+	return st;
+}
+
+bool sem_in_line(const struct sem *s)
+{
+	return conn_consuming(s->conn);
+}
+
+bool sem_first_in_line(const struct sem *s)
+{
+	return s->place.first;
+}
+
+bool sem_woken(const struct sem *s)
+{
+	return s->place.wake_tag != 0;
+}
+
+void sem_wake_done(struct sem *s)
+{
+	if (s->place.wake_tag && conn_consuming(s->conn))
+		conn_ack(s->conn, s->place.wake_tag);
+	s->place.wake_tag = 0;
 }
 
 enum al_status sem_wake_line(struct sem *s)
@@ -77,15 +176,22 @@ enum al_status sem_wake_line(struct sem *s)
 	char queue[QUEUE_NAME_MAX + 1];
 
 	waiters_queue(s, queue);
-	return conn_notify(s->conn, queue);
+	return conn_publish_expiring(s->conn, queue, NOTICE_EXPIRATION);
 }
 
 void sem_leave_line(struct sem *s)
 {
 	char queue[QUEUE_NAME_MAX + 1];
+	struct conn_message turn = {
+		.queue = queue, .expiration = NOTICE_EXPIRATION, .type = TURN_TYPE};
+	bool first = s->place.first;
 
 	waiters_queue(s, queue);
-	conn_unsubscribe(s->conn, queue);
+	/* If we were first in line, the next is told that it is first now
+	 * (the message is no wake-up). */
+	conn_consume_end(s->conn, first ? &turn : NULL);
+	s->place.first = false;
+	s->place.wake_tag = 0;
 }
 
 /* How long a wake-up may wait undelivered before the first in line counts

@@ -124,3 +124,16 @@ const char *parse_version(const char *s, size_t len, unsigned long *out)
 	*out = part[0] * 1000000 + part[1] * 1000 + part[2];
 	return NULL;
 }
+
+char *printable_copy(char *dst, size_t size, const void *src, size_t len)
+{
+	const unsigned char *p = src;
+	size_t i;
+
+	if (len >= size)
+		len = size - 1;
+	for (i = 0; i < len; i++)
+		dst[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
+	dst[len] = '\0';
+	return dst;
+}

@@ -237,7 +237,7 @@ enum al_status append(struct slot_list *l, unsigned slot)
 }
 
 /* Sends one request about a queue of slot k with `send` (conn_send: the
- * main channel; conn_lease_send: the lease's) without waiting for the
+ * main channel; conn_parallel_send: the lease's) without waiting for the
  * reply. */
 static enum al_status send_request(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind,
 				   enum al_status (*send)(struct conn *, amqp_method_number_t,
@@ -335,7 +335,7 @@ enum al_status step_refused(struct sem *s, unsigned slot, const struct step *ste
 /* Sends op on slot k's lease, on the lease channel. */
 enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k)
 {
-	return send_request(s, op, k, LEASE_QUEUE, conn_lease_send);
+	return send_request(s, op, k, LEASE_QUEUE, conn_parallel_send);
 }
 
 /* The answer to lease_send(op); a refusal's code in *refused (0: none). */
@@ -344,7 +344,7 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
 	enum al_status st;
 
 	s->conn->reply_code = 0;
-	st = conn_lease_expect(s->conn, reply_to(op), reply_wait(s, op, LEASE_QUEUE));
+	st = conn_parallel_expect(s->conn, reply_to(op), reply_wait(s, op, LEASE_QUEUE));
 	*refused = st != AL_OK && !s->conn->dead ? s->conn->reply_code : 0;
 	return st;
 }

@@ -91,6 +91,17 @@ struct sem {
 	 * there but refusing messages (its node is down: then no declare of
 	 * it may be answered, and nothing waits on it), or taking them. */
 	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
+	/* Our place in the line, while we are in it (sem_join_line). */
+	struct {
+		/* The broker has shown that we are first: we joined an empty
+		 * line, or something was delivered to us (only the first gets
+		 * anything). We stay first until we leave. */
+		bool first;
+		/* The wake-up delivered and not yet acknowledged (0: none; see
+		 * sem_woken): while we hold it, the broker gives the line's
+		 * next message to nobody else. */
+		uint64_t wake_tag;
+	} place;
 	/* The last sem_acquire (SEM_TAKE_UNLESS_LINE) left a free slot to
 	 * others in line. */
 	bool behind_line;
@@ -226,16 +237,29 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot);
 enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding);
 
 /* Waiting for a slot: joins the semaphore's line, last. The broker
- * gives each wake-up to the oldest waiter in it alone: conn_woken then
- * says so (see conn_subscribe). Without it (refused, say), waiting still
- * polls, and takes what it finds free. */
-enum al_status sem_watch_releases(struct sem *s);
+ * gives each wake-up to the oldest waiter in it alone: sem_woken then
+ * says so. Without it (refused, say), waiting still polls, and takes
+ * what it finds free. */
+enum al_status sem_join_line(struct sem *s);
+
+/* Whether we are in the line (joined, and neither refused nor left). */
+bool sem_in_line(const struct sem *s);
+
+/* Whether the broker has shown that we are first in line. */
+bool sem_first_in_line(const struct sem *s);
+
+/* Whether a wake-up has come and is not yet done with. */
+bool sem_woken(const struct sem *s);
+
+/* Acknowledges the wake-up, if any: the line's next message may then be
+ * delivered. */
+void sem_wake_done(struct sem *s);
 
 /* Wakes the head of the line: the slot it was woken for may be free
  * (sem_released, a waiter that saw one free, an added slot). */
 enum al_status sem_wake_line(struct sem *s);
 
-/* Leaves the line (sem_watch_releases) without waiting. If we were first
+/* Leaves the line (sem_join_line) without waiting. If we were first
  * in line, the next is told that it is first now: it then looks for free
  * slots as often as the first does. */
 void sem_leave_line(struct sem *s);

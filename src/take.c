@@ -29,7 +29,7 @@ static enum al_status pause_for_wake(struct sem *s, struct deadline next)
 {
 	enum al_status st;
 
-	while (!conn_woken(s->conn) && !deadline_passed(next) && !signals_stop_asked())
+	while (!sem_woken(s) && !deadline_passed(next) && !signals_stop_asked())
 		if (conn_wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
 			return st;
 	return AL_OK;
@@ -40,7 +40,7 @@ static enum al_status pause_for_wake(struct sem *s, struct deadline next)
  * deleted behind our back), in which case we take what is free. */
 static bool in_line(const struct sem *s)
 {
-	return s->conn->notify_channel != 0;
+	return sem_in_line(s);
 }
 
 /* One try while waiting. In line, only a wake-up lets a waiter take a
@@ -57,14 +57,14 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 
 	if (!in_line(s))
 		return sem_acquire(s, SEM_TAKE, slot, max);
-	if (conn_woken(s->conn)) {
+	if (sem_woken(s)) {
 		trace("woken: first in line for a slot of %s", s->label);
 		*free_since = 0;
 		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
 		/* Taken or not, this wake-up is spent; unacknowledged, it
 		 * would go to the next in line when we leave. */
 		if (st == AL_OK || st == AL_BUSY)
-			conn_wake_done(s->conn);
+			sem_wake_done(s);
 		return st;
 	}
 	st = sem_acquire(s, SEM_LOOK, slot, max);
@@ -81,7 +81,7 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 			return st;
 		if (restarted)
 			return sem_acquire(s, SEM_TAKE, slot, max);
-	} else if (!conn_woken(s->conn)) {
+	} else if (!sem_woken(s)) {
 		/* Woken meanwhile (a release's wake-up, most likely): the
 		 * next try takes it; another wake-up would only make work. */
 		trace("a slot of %s is free; waking the first in line", s->label);
@@ -144,7 +144,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		 * joining woke nobody: a look straight after joining finds it. */
 		if (!watching) {
 			watching = true;
-			if (sem_watch_releases(s) != AL_OK && s->conn->dead) {
+			if (sem_join_line(s) != AL_OK && s->conn->dead) {
 				st = AL_CONNECTION;
 				break;
 			}
@@ -153,7 +153,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		}
 		/* Only the first in line takes a slot, so the others look
 		 * less often: a long line does not load the broker. */
-		if (!in_line(s) || s->conn->first_in_line) {
+		if (!in_line(s) || sem_first_in_line(s)) {
 			pauses.longest = RETRY_LONGEST;
 			pauses.pause = sooner(pauses.pause, RETRY_LONGEST);
 		} else {

@@ -25,10 +25,10 @@ dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^
 url-in-ps|src/cli.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
 late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
 lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* A verification/\t}\n\t\/* A verification/|faults.bats|the broker.s app stopped
-no-connect-deadline|src/conn.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
+no-connect-deadline|src/connect.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
 wait-limit-kept|src/cmd_client.c|s/\tc->limit = deadline_never\(\);\n//|client.bats|^-w bounds only the wait
 no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_after\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
-no-rpc-deadline|src/conn.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
+no-rpc-deadline|src/connect.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
 no-admin-mutex|src/admin.c|s/(\nenum al_status lock_admin\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
 looked-at-lease-kept|src/request.c|s/return s->slots_quorum \x7c\x7c s->conn->version < LOOKS_NEED_PERMISSION;/return s->slots_quorum;/|permissions.bats|^someone looking at a dead holder
@@ -40,7 +40,7 @@ no-holder-sweep|src/admin.c|s/(static enum al_status sweep_holders\(struct sem \
 mutex-taken-for-stray|src/admin.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
 lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\n\treturn NULL;/|hostile.bats|.
 leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
-password-shown|src/conn.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
+password-shown|src/connect.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
 no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
 barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^a free slot is the first
@@ -65,7 +65,7 @@ leftover-stop-unseen|src/keeper.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) ==
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
 continued-by-hand|src/keeper.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT
 stopped-left-stopped|src/hold.c|s/super_signal_all_awake\(&h->sv, sig\);/super_signal_all(\&h->sv, sig);/|supervisor.bats|^TERM to amqplock ends a job
-no-host-check|src/conn.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
+no-host-check|src/connect.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
 EOF
 }
 

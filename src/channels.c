@@ -1,0 +1,259 @@
+/* The channels beside the main one: the parallel channel (one request
+ * answered while the main channel is read), the consumer channel (its
+ * deliveries handed to its owner's hooks whatever is being read), and
+ * side calls (one request on a channel of its own, opened and closed for
+ * it). conn.c reads every channel's frames and hands these their own. */
+#include "conn.h"
+#include "conn_parts.h"
+
+#include <string.h>
+
+/* The consumer channel and the parallel channel: far from the ids that
+ * conn_reset_channel cycles through (1..1000). */
+#define CONSUMER_CHANNEL 1001
+#define PARALLEL_CHANNEL 1002
+
+/* Ends the consumer: publishes `last` on its channel if asked, closes
+ * the channel (unless the broker has: closed), and tells the owner why
+ * (NULL: it asked). */
+static void end_consumer(struct conn *c, const struct conn_message *last, bool closed,
+			 const char *why)
+{
+	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
+	amqp_channel_t channel = c->consumer_channel;
+	struct conn_consumer hooks = c->consumer;
+
+	c->consumer_channel = 0;
+	c->delivering = 0;
+	memset(&c->consumer, 0, sizeof(c->consumer));
+	if (!c->dead && channel && !closed) {
+		/* On this channel, which is not in confirm mode: no answer
+		 * comes to be read later. What was delivered to us and not
+		 * acknowledged goes back to the queue with the close. */
+		if (last)
+			publish_on(c, channel, last->queue, false, last->expiration, last->type,
+				   "publishing");
+		/* Its close-ok, like any late frame, is skipped by
+		 * next_method_on. */
+		amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
+	}
+	if (hooks.ended)
+		hooks.ended(hooks.owner, why);
+}
+
+/* A frame on the consumer channel, read while waiting for another. A
+ * delivery goes to the owner's hook once its header has come. */
+void take_consumed(struct conn *c, const amqp_frame_t *f)
+{
+	amqp_channel_close_ok_t ok = {0};
+
+	if (f->frame_type == AMQP_FRAME_HEADER && c->delivering) {
+		uint64_t tag = c->delivering;
+
+		c->delivering = 0;
+		if (c->consumer.delivered)
+			c->consumer.delivered(c->consumer.owner, tag,
+					      f->payload.properties.decoded);
+	}
+	if (f->frame_type != AMQP_FRAME_METHOD)
+		return;
+	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
+		c->delivering = ((amqp_basic_deliver_t *)f->payload.method.decoded)->delivery_tag;
+	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+		amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+		end_consumer(c, NULL, true, "refused");
+	} else if (f->payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
+		/* Its queue was deleted: nothing more will come. */
+		end_consumer(c, NULL, false, "cancelled");
+	}
+}
+
+/* A frame on the parallel channel, read while waiting on the main
+ * channel: its open-ok is dropped, its answer kept for
+ * conn_parallel_expect. */
+enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f)
+{
+	enum al_status st;
+
+	if (f->frame_type != AMQP_FRAME_METHOD)
+		return AL_OK;
+	if (f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->parallel_opening) {
+		c->parallel_opening = false;
+		return AL_OK;
+	}
+	c->parallel_answer.id = f->payload.method.id;
+	if (f->payload.method.id != AMQP_CHANNEL_CLOSE_METHOD)
+		return AL_OK;
+	/* The main channel's reply code is not ours to change: it may
+	 * hold a refusal read just before. */
+	{
+		uint16_t code = c->reply_code;
+		char text[sizeof(c->reply_text)];
+
+		memcpy(text, c->reply_text, sizeof(text));
+		st = channel_closed(c, c->parallel_channel, f->payload.method.decoded);
+		c->parallel_answer.code = c->reply_code;
+		memcpy(c->parallel_answer.text, c->reply_text, sizeof(text));
+		c->reply_code = code;
+		memcpy(c->reply_text, text, sizeof(text));
+	}
+	return st == AL_CONNECTION || c->dead ? st : AL_OK;
+}
+
+enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void *decoded)
+{
+	amqp_channel_open_t open = {0};
+	int r;
+
+	if (c->dead)
+		return fail(AL_INTERNAL, "internal error: connection is closed");
+	c->parallel_answer.id = 0;
+	/* Opened and used in one go: the broker takes the channel's frames
+	 * in order, the open first. */
+	if (!c->parallel_channel) {
+		c->parallel_channel = PARALLEL_CHANNEL;
+		c->parallel_opening = true;
+		if ((r = amqp_send_method(c->amqp, c->parallel_channel, AMQP_CHANNEL_OPEN_METHOD,
+					  &open)) != AMQP_STATUS_OK)
+			return connection_failed(c, r, "opening a second channel");
+	}
+	if ((r = amqp_send_method(c->amqp, c->parallel_channel, id, decoded)) != AMQP_STATUS_OK)
+		return connection_failed(c, r, "sending a request");
+	return AL_OK;
+}
+
+enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect, double wait)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool none;
+
+	if (c->parallel_answer.id == 0 && c->parallel_channel && !c->dead) {
+		st = next_method_on(c, c->parallel_channel, wait, &m, &none);
+		if (st != AL_OK)
+			return st; /* refused: reply_code is set, the channel closed */
+		c->parallel_answer.id = m.id;
+	} else if (c->parallel_answer.id == AMQP_CHANNEL_CLOSE_METHOD) {
+		c->reply_code = c->parallel_answer.code;
+		memcpy(c->reply_text, c->parallel_answer.text, sizeof(c->reply_text));
+		c->parallel_answer.id = 0;
+		return status_for_reply(c->reply_code);
+	} else if (c->parallel_answer.id == 0) {
+		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+	}
+	if (c->parallel_answer.id != expect) {
+		c->dead = true;
+		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
+			    c->where, (unsigned)c->parallel_answer.id);
+	}
+	c->parallel_answer.id = 0;
+	return AL_OK;
+}
+
+enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_t *arguments,
+			    const struct conn_consumer *hooks, bool *alone)
+{
+	amqp_channel_open_t open = {0};
+	/* One delivery at a time: the next waits for this one's ack. */
+	amqp_basic_qos_t qos = {.prefetch_count = 1};
+	amqp_queue_declare_t declare = {
+		.queue = amqp_cstring_bytes(queue), .durable = 1, .arguments = *arguments};
+	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue)};
+	static const amqp_method_number_t replies[] = {
+		AMQP_CHANNEL_OPEN_OK_METHOD, AMQP_BASIC_QOS_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
+		AMQP_BASIC_CONSUME_OK_METHOD};
+	amqp_method_t m;
+	bool none;
+	size_t i;
+	int r;
+
+	*alone = false;
+	if (c->dead)
+		return AL_CONNECTION;
+	if (c->consumer_channel)
+		return fail(AL_INTERNAL, "internal error: already consuming");
+	c->consumer_channel = CONSUMER_CHANNEL;
+	c->consumer = *hooks;
+	c->delivering = 0;
+	/* One round trip for the four. */
+	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD,
+				  &declare)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
+				  &consume)))
+		return connection_failed(c, r, "subscribing to a queue");
+	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		enum al_status st =
+			next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
+
+		if (st != AL_OK || m.id != replies[i])
+			return c->dead ? st : AL_BROKER;
+		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
+			*alone = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count == 0;
+	}
+	return AL_OK;
+}
+
+bool conn_consuming(const struct conn *c)
+{
+	return c->consumer_channel != 0;
+}
+
+void conn_ack(struct conn *c, uint64_t tag)
+{
+	amqp_basic_ack_t ack = {.delivery_tag = tag};
+
+	if (!c->dead && c->consumer_channel)
+		amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_ACK_METHOD, &ack);
+}
+
+void conn_consume_end(struct conn *c, const struct conn_message *last)
+{
+	end_consumer(c, last, false, NULL);
+}
+
+/* conn_side_call's channel ids: above the line's and the lease's, and
+ * cycled, so that none is opened again before the broker has closed it. */
+#define SIDE_CHANNEL_FIRST 1100
+#define SIDE_CHANNELS      900
+
+enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *decoded,
+			      amqp_method_number_t ok, uint16_t *refused, const char *doing,
+			      const char *what)
+{
+	amqp_channel_t side =
+		(amqp_channel_t)(SIDE_CHANNEL_FIRST + c->side_calls++ % SIDE_CHANNELS);
+	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
+	amqp_channel_open_t open = {0};
+	enum al_status st;
+	amqp_method_t m;
+	bool none;
+	int r;
+
+	*refused = 0;
+	if (c->dead)
+		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+	if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, side, id, decoded)))
+		return connection_failed(c, r, doing);
+	c->reply_code = 0;
+	st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+	if (st == AL_OK && m.id == AMQP_CHANNEL_OPEN_OK_METHOD)
+		st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+	if (st == AL_OK && m.id == ok) {
+		/* Its close-ok, like any late frame, is skipped. */
+		if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_CLOSE_METHOD, &close)))
+			return connection_failed(c, r, doing);
+		return AL_OK;
+	}
+	if (st == AL_OK) {
+		c->dead = true;
+		return fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
+			    c->where, (unsigned)m.id);
+	}
+	if (c->dead || c->reply_code == 0)
+		return conn_refused(c, st, doing, what);
+	*refused = c->reply_code;
+	return AL_OK;
+}

@@ -1,0 +1,38 @@
+/* What conn.c, connect.c and channels.c share about a connection's
+ * insides; nothing else includes this (the rest of amqplock sees conn.h).
+ */
+#ifndef AMQPLOCK_CONN_PARTS_H
+#define AMQPLOCK_CONN_PARTS_H
+
+#include "conn.h"
+
+/* conn.c */
+
+/* The connection is unusable from now on: records why (a rabbitmq-c
+ * status while `doing` something) and returns AL_CONNECTION. */
+enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing);
+
+/* The broker closed `channel`: sends close-ok, marks the channel closed,
+ * sets reply_code/reply_text, and returns the status for the code. */
+enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
+			      const amqp_channel_close_t *close);
+
+/* An empty message for queue through the default exchange on `channel`,
+ * expiring after `expiration` ms (text), of `type` (or NULL); mandatory:
+ * the broker returns it if the queue is missing. */
+enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *queue, bool mandatory,
+			  const char *expiration, const char *type, const char *doing);
+
+/* The next method for `channel`, waiting at most `wait` seconds (0: only
+ * what has already arrived; never past the connection's limit); *none is
+ * set if nothing came. Frames of the other channels go where they
+ * belong meanwhile. */
+enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait, amqp_method_t *m,
+			      bool *none);
+
+/* channels.c: a frame of the consumer or parallel channel that came
+ * while another channel was read. */
+void take_consumed(struct conn *c, const amqp_frame_t *f);
+enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f);
+
+#endif

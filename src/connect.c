@@ -1,0 +1,398 @@
+/* Getting a connection: the options that say how, checked and resolved
+ * once per run (the URL list, the TLS files, the password file: secrets
+ * that others can read are refused), then the socket, TLS, the login with
+ * the identity the broker shows, and the first channel. What is done
+ * with a connection once open is conn.c's. */
+#include "conn.h"
+
+#include "clock.h"
+#include "parse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* rabbitmq-c 0.11 loads no trust store of its own for amqps. */
+#define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define FRAME_MAX        131072
+
+static enum al_status not_private(const char *what, const char *shown)
+{
+	return fail(AL_USAGE, "%s %s is accessible by group or others; chmod 600 it", what, shown);
+}
+
+/* Like ssh with its keys: a secret that others can read is refused. The
+ * same rule holds for a named FIFO, which has the mode it was made with,
+ * and a pipe (<(...), /dev/stdin) always passes it: the kernel makes it
+ * 0600, and only its user's processes (through /proc/PID/fd) and root
+ * can open it. */
+static enum al_status check_private(int fd, const char *what, const char *shown)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && (st.st_mode & 077))
+		return not_private(what, shown);
+	return AL_OK;
+}
+
+/* The first line of path into buf (size bytes), without its line end; a
+ * NUL ends it too. */
+static enum al_status read_password_file(const char *path, char *buf, size_t size)
+{
+	char shown[64];
+	struct stat st;
+	size_t len = 0;
+	ssize_t r = 0;
+	int fd, e;
+
+	quote_arg(path, shown, sizeof(shown));
+	/* Opening a FIFO waits for a writer: one that fstat would refuse
+	 * below is refused now. */
+	if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode) && (st.st_mode & 077))
+		return not_private("password file", shown);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(errno));
+	/* Read from a terminal the password would be echoed. */
+	if (isatty(fd)) {
+		close(fd);
+		return fail(AL_USAGE,
+			    "password file %s is a terminal (give a file, a pipe or a FIFO)",
+			    shown);
+	}
+	if (check_private(fd, "password file", shown) != AL_OK) {
+		close(fd);
+		return AL_USAGE;
+	}
+	/* A byte at a time up to the line end: from a pipe (/dev/stdin)
+	 * nothing past the first line is taken, and the rest is left for
+	 * CMD. */
+	while (len < size - 1 && (r = read(fd, buf + len, 1)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (buf[len++] == '\n')
+			break;
+	}
+	e = errno;
+	close(fd);
+	buf[len] = '\0';
+	if (r < 0) {
+		explicit_bzero(buf, size);
+		return fail(AL_USAGE, "cannot read password file %s: %s", shown, strerror(e));
+	}
+	len = strcspn(buf, "\r\n");
+	if (buf[len] == '\0' && len == size - 1) {
+		explicit_bzero(buf, size);
+		return fail(AL_USAGE, "password in %s is longer than %zu bytes", shown, size - 2);
+	}
+	explicit_bzero(buf + len, size - len);
+	return AL_OK;
+}
+
+/* The client's private key (in --key, or with the certificate in --cert)
+ * is a secret like the password. */
+static enum al_status check_key_file(const char *path)
+{
+	char shown[64];
+	enum al_status st;
+	int fd;
+
+	quote_arg(path, shown, sizeof(shown));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return fail(AL_USAGE, "cannot read private key %s: %s", shown, strerror(errno));
+	st = check_private(fd, "private key", shown);
+	close(fd);
+	return st;
+}
+
+enum al_status conn_check_opts(struct conn_opts *o)
+{
+	bool tls_options = o->cacert || o->cert || o->key || o->insecure;
+	enum al_status st;
+	unsigned i;
+
+	/* Every URL of the list, before anything is read: a typo in the last
+	 * one is a usage error even while the first one answers, and is not
+	 * left waiting for a FIFO's writer. */
+	st = url_check_list(o->url, tls_options, o->broker, URL_BROKERS_MAX, &o->brokers);
+	if (st == AL_OK && o->key && !o->cert)
+		st = fail(AL_USAGE, "--key needs --cert");
+	if (st == AL_OK && o->cert)
+		st = check_key_file(o->key ? o->key : o->cert);
+	if (st == AL_OK && o->password_file && !o->password_read) {
+		st = read_password_file(o->password_file, o->password, sizeof(o->password));
+		o->password_read = st == AL_OK;
+	}
+	if (st != AL_OK) {
+		explicit_bzero(o->broker, o->brokers * sizeof(o->broker[0]));
+		o->brokers = 0;
+		return st;
+	}
+	if (o->password_read)
+		for (i = 0; i < o->brokers; i++)
+			o->broker[i].info.password = o->password;
+	return AL_OK;
+}
+
+/* A TLS socket that checks the broker's certificate against the CA
+ * bundle and its host name, unless the user said --insecure. */
+static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp_socket_t **out)
+{
+	const char *ca = o->cacert;
+	amqp_socket_t *sock = amqp_ssl_socket_new(c->amqp);
+	char shown[64];
+
+	if (!sock)
+		return fail(AL_CONNECTION, "cannot set up TLS");
+	amqp_ssl_socket_set_verify_peer(sock, !o->insecure);
+	amqp_ssl_socket_set_verify_hostname(sock, !o->insecure);
+	if (!ca && access(SYSTEM_CA_BUNDLE, R_OK) == 0)
+		ca = SYSTEM_CA_BUNDLE;
+	if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
+		return fail(AL_USAGE, "cannot load CA certificates from %s",
+			    quote_arg(ca, shown, sizeof(shown)));
+	if (o->cert &&
+	    amqp_ssl_socket_set_key(sock, o->cert, o->key ? o->key : o->cert) != AMQP_STATUS_OK)
+		return fail(AL_USAGE, "cannot load the client certificate %s and its key",
+			    quote_arg(o->cert, shown, sizeof(shown)));
+	*out = sock;
+	return AL_OK;
+}
+
+/* How a connect or login timed out, for its message: the connect timeout
+ * ran out, or the caller's whole wait did. */
+static const char *timed_out_after(const struct conn *c, const struct conn_opts *o, char *buf,
+				   size_t size)
+{
+	if (deadline_passed(c->limit))
+		return ", and the time to wait is up";
+	snprintf(buf, size, " (waited %g s)", o->connect_timeout);
+	return buf;
+}
+
+static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
+				  const struct amqp_connection_info *info, struct deadline by)
+{
+	amqp_socket_t *sock = NULL;
+	struct timeval tv;
+	char shown[64], text[64];
+	int r;
+
+	if (info->ssl) {
+		enum al_status st = tls_socket(c, o, &sock);
+		if (st != AL_OK)
+			return st;
+	} else {
+		sock = amqp_tcp_socket_new(c->amqp);
+		if (!sock)
+			return fail(AL_CONNECTION, "cannot create a socket");
+	}
+	tv = timeval_of(deadline_left(by));
+	errno = 0;
+	r = amqp_socket_open_noblock(sock, info->host, info->port, &tv);
+	if (r == AMQP_STATUS_OK)
+		return AL_OK;
+	if (r == AMQP_STATUS_TIMEOUT)
+		return fail(AL_CONNECTION, "cannot connect to %s: timed out%s", c->where,
+			    timed_out_after(c, o, text, sizeof(text)));
+	if (r == AMQP_STATUS_SSL_PEER_VERIFY_FAILED)
+		return fail(AL_CONNECTION,
+			    "TLS with %s failed: its certificate is not signed by a trusted CA "
+			    "(see --cacert)",
+			    c->where);
+	if (r == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)
+		return fail(AL_CONNECTION,
+			    "TLS with %s failed: its certificate does not name the host %s",
+			    c->where, quote_arg(info->host, shown, sizeof(shown)));
+	if (r == AMQP_STATUS_SSL_ERROR || r == AMQP_STATUS_SSL_CONNECTION_FAILED)
+		return fail(AL_CONNECTION,
+			    "TLS with %s failed (not a TLS port, or the broker refused the "
+			    "client certificate?)",
+			    c->where);
+	/* rabbitmq-c leaves errno at EINPROGRESS when the non-blocking
+	 * connect itself failed; it did not keep the real reason. */
+	if (r == AMQP_STATUS_SOCKET_ERROR && errno && errno != EINPROGRESS)
+		return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, strerror(errno));
+	if (r == AMQP_STATUS_SOCKET_ERROR)
+		return fail(AL_CONNECTION,
+			    "cannot connect to %s: connection refused or unreachable", c->where);
+	return fail(AL_CONNECTION, "cannot connect to %s: %s", c->where, amqp_error_string2(r));
+}
+
+static amqp_table_entry_t utf8_entry(const char *key, const char *value)
+{
+	return (amqp_table_entry_t){
+		.key = amqp_cstring_bytes(key),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8,
+			  .value.bytes = amqp_cstring_bytes(value ? value : "")}};
+}
+
+static enum al_status login(struct conn *c, const struct conn_opts *o,
+			    const struct amqp_connection_info *info, struct deadline by)
+{
+	struct timeval tv = timeval_of(deadline_left(by));
+	amqp_rpc_reply_t r;
+	char user[64], vhost[64], waited[64];
+
+	/* With the connection.blocked capability a broker under a resource
+	 * alarm says so when we publish, instead of going silent; with
+	 * consumer_cancel_notify it says so when the line we wait in is
+	 * deleted, instead of leaving us in no line at all. The library
+	 * merges these with its own capabilities. */
+	amqp_table_entry_t capability[] = {
+		{.key = amqp_cstring_bytes("connection.blocked"),
+		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
+		{.key = amqp_cstring_bytes("consumer_cancel_notify"),
+		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
+	};
+	/* Ours win over the library's own (its "version" is its own). */
+	amqp_table_entry_t props[] = {
+		utf8_entry("product", "amqplock"),
+		{.key = amqp_cstring_bytes("capabilities"),
+		 .value = {.kind = AMQP_FIELD_KIND_TABLE,
+			   .value.table = {.num_entries = 2, .entries = capability}}},
+		utf8_entry("connection_name", o->who.name),
+		utf8_entry("version", o->who.version),
+		utf8_entry("host", o->who.host),
+		utf8_entry("user", o->who.user),
+		{.key = amqp_cstring_bytes("pid"),
+		 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = o->who.pid}},
+	};
+	/* Without an identity (no name given), product and capabilities. */
+	amqp_table_t table = {.num_entries =
+				      o->who.name[0] ? (int)(sizeof(props) / sizeof(props[0])) : 2,
+			      .entries = props};
+
+	quote_arg(info->user, user, sizeof(user));
+	amqp_set_handshake_timeout(c->amqp, &tv);
+	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
+				       &table, AMQP_SASL_METHOD_PLAIN, info->user, info->password);
+	if (r.reply_type == AMQP_RESPONSE_NORMAL)
+		return AL_OK;
+	c->dead = true;
+	if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+	    r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+		amqp_connection_close_t *m = r.reply.decoded;
+		char text[128];
+
+		return fail(
+			status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
+			"login to %s as %s (vhost %s) refused: %s", c->where, user,
+			quote_arg(info->vhost, vhost, sizeof(vhost)),
+			printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
+	}
+	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+		if (r.library_error == AMQP_STATUS_TIMEOUT)
+			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
+				    timed_out_after(c, o, waited, sizeof(waited)));
+		/* RabbitMQ drops the socket on a bad password unless the client
+		 * asked for a close method; either way it is a refusal. */
+		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
+		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
+			return fail(AL_ACCESS,
+				    "login to %s as %s refused (wrong user or password?)", c->where,
+				    user);
+		/* With TLS 1.3 the broker checks a client certificate after
+		 * the handshake, so its refusal arrives here. */
+		if (r.library_error == AMQP_STATUS_SSL_ERROR)
+			return fail(AL_CONNECTION,
+				    "TLS with %s failed while logging in (client certificate "
+				    "refused?)",
+				    c->where);
+		return fail(AL_CONNECTION, "cannot log in to %s: %s", c->where,
+			    amqp_error_string2(r.library_error));
+	}
+	return fail(AL_BROKER, "cannot log in to %s", c->where);
+}
+
+/* The broker's version as parse_version gives it, from the "version"
+ * of its connection.start; 0 if it has none we can read. */
+static unsigned long server_version(const struct conn *c)
+{
+	amqp_table_t *props = amqp_get_server_properties(c->amqp);
+	unsigned long version;
+	int i;
+
+	for (i = 0; props && i < props->num_entries; i++) {
+		const amqp_table_entry_t *e = &props->entries[i];
+
+		if (e->key.len == strlen("version") &&
+		    memcmp(e->key.bytes, "version", e->key.len) == 0 &&
+		    (e->value.kind == AMQP_FIELD_KIND_UTF8 ||
+		     e->value.kind == AMQP_FIELD_KIND_BYTES) &&
+		    !parse_version(e->value.value.bytes.bytes, e->value.value.bytes.len, &version))
+			return version;
+	}
+	return 0;
+}
+
+/* One try: the nth broker of the list, as conn_check_opts resolved it,
+ * within the connect timeout and before `by`. */
+static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth,
+			       struct deadline by)
+{
+	struct deadline connected = deadline_within(by, o->connect_timeout);
+	const struct amqp_connection_info *info;
+	struct timeval rpc;
+	char host[128];
+	enum al_status st;
+
+	memset(c, 0, sizeof(*c));
+	c->rpc_timeout = o->rpc_timeout;
+	c->limit = by;
+	if (nth >= o->brokers)
+		return fail(AL_INTERNAL, "internal error: the broker URLs were not checked");
+	if (o->password_file && !o->password_read)
+		return fail(AL_INTERNAL, "internal error: the password file was not read");
+	info = &o->broker[nth].info;
+	printable_copy(host, sizeof(host), info->host, strlen(info->host));
+	snprintf(c->where, sizeof(c->where), "%s:%d", host, info->port);
+	c->amqp = amqp_new_connection();
+	if (!c->amqp)
+		return fail(AL_INTERNAL, "out of memory");
+	trace("connecting to %s", c->where);
+	st = open_socket(c, o, info, connected);
+	if (st == AL_OK)
+		st = login(c, o, info, connected);
+	if (st == AL_OK) {
+		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
+		c->version = server_version(c);
+		rpc = timeval_of(o->rpc_timeout);
+		amqp_set_rpc_timeout(c->amqp, &rpc);
+		st = conn_reset_channel(c);
+	}
+	if (st != AL_OK)
+		c->dead = true;
+	else
+		trace("connected, heartbeat %u s", c->heartbeat);
+	return st;
+}
+
+/* The brokers are tried in the order given (a cluster's clients then
+ * agree on a first choice), each within its own --connect-timeout. */
+enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by)
+{
+	unsigned n = o->brokers, i;
+	enum al_status st;
+
+	for (i = 0;; i++) {
+		st = open_one(c, o, i, by);
+		/* Only a broker that cannot be reached sends us on to the next:
+		 * a login refused by one would be refused by the others. */
+		if (st != AL_CONNECTION || i + 1 >= n || deadline_passed(by))
+			break;
+		trace("%s; trying the next broker", status_message());
+		status_clear();
+		conn_close(c);
+	}
+	if (st == AL_CONNECTION && n > 1)
+		fail_context(AL_CONNECTION, "none of the %u brokers answered; the last: ", n);
+	return st;
+}
