@@ -49,6 +49,12 @@ static void report_notice(void *arg, const char *name, const char *key, unsigned
 	out_end();
 }
 
+static void report_warning(void *arg, const char *text)
+{
+	(void)arg;
+	out_error_line(text);
+}
+
 /* A wait longer than a second is news: a "waiting" event once, and for a
  * person at a terminal one line, rewritten in place, that says for what
  * and how long (never on a pipe: cron mails stay quiet). */
@@ -126,6 +132,7 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 	o.conn_opts = &cli->conn;
 	o.lost = report_lost;
 	o.notice = report_notice;
+	o.warning = report_warning;
 	o.waiting = report_waiting;
 	o.remaining = report_remaining;
 	o.arg = cl;

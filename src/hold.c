@@ -3,6 +3,7 @@
  * reconnects while the lease keeps the slot, job control, a lost slot,
  * the release. Waiting for the slot is take.c's. */
 #include "hold.h"
+#include "hold_parts.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +20,6 @@
 
 #include "clock.h"
 #include "conn.h"
-#include "out.h"
 #include "signals.h"
 #include "supervise.h"
 
@@ -28,66 +28,12 @@
  * second, and a policy that expires unused queues never takes the holder
  * queue. */
 #define VERIFY_INTERVAL 1.0
-/* While a lost command winds down, look this often whether it is gone. */
-#define WIND_DOWN_POLL 0.02
-/* How long a stop of the job may wait for the keeper to stop every process
- * of the command; it takes milliseconds. */
-#define FREEZE_WAIT 2.0
-/* How long after SIGKILL to wait for the last process of the command. */
-#define KILL_WAIT 2.0
 /* Away: first and longest pause between attempts to reconnect. */
 #define FIRST_RECONNECT   0.1
 #define LONGEST_RECONNECT 1.0
 /* Away: "lease_running_out" comes this long before the command gets
  * --lost-signal. */
 #define LEASE_WARNING 5.0
-/* The command has exited: what remains of it is news this long after. */
-#define REMAINING_NEWS 1.0
-
-/* State of one hold while it runs. */
-struct holding {
-	struct sem *s;
-	unsigned slot;
-	const struct hold_opts *o;
-	int sig_fd;
-	/* The command, if there is one. */
-	struct supervisor sv;
-	bool supervising;
-	bool done;   /* the command and every process it started have ended */
-	int code;    /* the command's exit status */
-	int pending; /* a terminating signal that came before the command ran */
-	/* Job control. terminal: the controlling terminal, or -1. The
-	 * command's group gets it whenever amqplock is in the foreground and
-	 * either leads its process group (it is a job of an interactive
-	 * shell) or the command asked for it (SIGTTIN, SIGTTOU). */
-	int terminal;
-	bool wants_terminal, has_terminal;
-	struct lease_end end; /* for end_lease_apart */
-	bool frozen;          /* the command's processes are stopped */
-	double exited_at;     /* now_seconds() when CMD exited; 0: not yet */
-	bool told_remaining;  /* what remains of the command was told */
-	/* A process of the command that may not be signalled (another
-	 * user's): the slot stays held until it has ended. */
-	bool not_permitted;
-	bool channel_fresh; /* after a loss: the channel was opened again */
-	/* The slot. */
-	double heard;       /* last time the broker sent anything */
-	double verify_sent; /* 0: no verification outstanding */
-	double verify_sent_boot;
-	double next_verify;
-	double lost_at;   /* 0: still held */
-	double killed_at; /* 0: no SIGKILL yet */
-	/* Away: the connection was lost and the lease keeps the slot while
-	 * amqplock connects again. */
-	bool away, warned;
-	double away_since;
-	bool thaw_when_back; /* continued while away: the command goes on once back */
-	double next_reconnect;
-	struct backoff reconnects;
-	char away_reason[256];
-};
-
-static void thaw(struct holding *h);
 
 /* How long the broker may stay silent before the slot counts as lost: one
  * heartbeat. The broker itself waits at least twice that before it gives
@@ -124,7 +70,7 @@ static double signal_deadline(const struct holding *h)
 
 /* The broker confirmed a renewal sent at `sent` (boot clock); the keeper
  * learns the new deadline. */
-static void renewed(struct holding *h, double sent)
+void renewed(struct holding *h, double sent)
 {
 	if (!h->o->lease)
 		return;
@@ -133,12 +79,8 @@ static void renewed(struct holding *h, double sent)
 		super_kill_at(&h->sv, kill_deadline(h));
 }
 
-static void notice(struct holding *h, const char *event, const char *key, double seconds,
-		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-/* News for the user: event, one figure (key, in milliseconds) and text. */
-static void notice(struct holding *h, const char *event, const char *key, double seconds,
-		   const char *fmt, ...)
+void notice(struct holding *h, const char *event, const char *key, double seconds, const char *fmt,
+	    ...)
 {
 	char text[512];
 	va_list ap;
@@ -149,6 +91,20 @@ static void notice(struct holding *h, const char *event, const char *key, double
 	if (h->o->notice)
 		h->o->notice(h->o->arg, event, key,
 			     seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
+	else
+		trace("%s", text);
+}
+
+void warn(struct holding *h, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (h->o->warning)
+		h->o->warning(h->o->arg, text);
 	else
 		trace("%s", text);
 }
@@ -167,7 +123,7 @@ static void kill_command(struct holding *h)
  * The connection, and with it the holder queue, then stays until the
  * command has ended, so that `wait` (and an add of the slot) sees this
  * holder until its command is really done. */
-static void give_up_slot(struct holding *h, bool keep_connection)
+void give_up_slot(struct holding *h, bool keep_connection)
 {
 	fail_context(AL_LOST, "lost slot %u of %s: ", h->slot, h->s->label);
 	h->lost_at = now_seconds();
@@ -191,7 +147,7 @@ static void give_up_slot(struct holding *h, bool keep_connection)
  * a lease the slot goes with it. With one, the command runs on while
  * amqplock connects again; the old connection is hung up first, so that
  * a broker that still hears us drops our old holder queue at once. */
-static void connection_lost(struct holding *h)
+void connection_lost(struct holding *h)
 {
 	double left;
 
@@ -355,7 +311,7 @@ static enum al_status await_verification(struct holding *h)
  * command may go on. One sent before the stop is answered first: its
  * answers must not be taken for the fresh question's, which would date
  * the renewal too late. */
-static enum al_status verify_now(struct holding *h)
+enum al_status verify_now(struct holding *h)
 {
 	if (h->verify_sent && await_verification(h) != AL_OK)
 		return AL_LOST;
@@ -363,237 +319,6 @@ static enum al_status verify_now(struct holding *h)
 		return fail(AL_LOST, "the connection failed");
 	verification_sent(h);
 	return await_verification(h);
-}
-
-static void hand_terminal(struct holding *h)
-{
-	if (h->wants_terminal && h->sv.cmd > 0 && super_in_foreground(h->terminal)) {
-		super_give_terminal(h->terminal, h->sv.cmd);
-		h->has_terminal = true;
-	}
-}
-
-static void take_terminal_back(struct holding *h)
-{
-	if (h->has_terminal) {
-		super_give_terminal(h->terminal, getpgrp());
-		h->has_terminal = false;
-	}
-}
-
-static void thaw(struct holding *h)
-{
-	hand_terminal(h);
-	super_continue_all(&h->sv);
-	h->frozen = false;
-	h->thaw_when_back = false;
-}
-
-/* amqplock was continued (fg, bg, kill -CONT): the command goes on only
- * once the slot is known to be still ours. */
-static void resume(struct holding *h)
-{
-	if (!h->supervising || h->lost_at || h->done)
-		return;
-	/* The keeper may have stopped the command while amqplock was stopped
-	 * (SIGSTOP), unknown to us: until the check says otherwise, a lost
-	 * slot must not let it run another instruction. */
-	h->frozen = true;
-	trace("continued; checking slot %u before the command goes on", h->slot);
-	if (!h->away && verify_now(h) != AL_OK) {
-		if (!h->o->lease || !h->s->conn->dead) {
-			give_up_slot(h, !h->s->conn->dead);
-			return;
-		}
-		connection_lost(h);
-	}
-	/* With a lease the command stays stopped until amqplock is back. */
-	if (h->away) {
-		h->thaw_when_back = true;
-		return;
-	}
-	if (!h->lost_at)
-		thaw(h);
-}
-
-/* A stop of the job: the command's processes first, then amqplock, so the
- * shell sees the job stopped. */
-static void suspend(struct holding *h, int sig)
-{
-	if (!h->supervising || h->done || h->lost_at)
-		return;
-	trace("SIG%s: stopping the command, then amqplock", sigabbrev_np(sig));
-	/* Everything of the command is stopped before amqplock stops. */
-	super_stop_all(&h->sv, FREEZE_WAIT);
-	h->frozen = true;
-	take_terminal_back(h);
-	/* Continued, SIGCONT is pending and resume() follows from it. */
-	if (!super_stop_self(sig))
-		resume(h);
-}
-
-static void command_stopped(struct holding *h, int sig)
-{
-	/* It needs the terminal and amqplock has it: as sudo does, hand it
-	 * over and let the command go on. */
-	if ((sig == SIGTTIN || sig == SIGTTOU) && super_in_foreground(h->terminal)) {
-		h->wants_terminal = true;
-		hand_terminal(h);
-		super_signal_group(&h->sv, SIGCONT);
-		return;
-	}
-	suspend(h, sig);
-}
-
-static void cannot_run(const char *what, int err)
-{
-	char message[300];
-
-	snprintf(message, sizeof(message), "cannot run %s: %s", what, strerror(err));
-	out_error_line(message);
-}
-
-/* After the keeper was killed: SIGKILL to what it left to us, for as long
- * as a SIGKILL may take. */
-static void end_orphans(void)
-{
-	double deadline = now_seconds() + KILL_WAIT;
-
-	while (!super_kill_orphans() && now_seconds() < deadline)
-		sleep_seconds(WIND_DOWN_POLL);
-}
-
-/* A process of the command that amqplock may not signal (another user's:
- * a setuid program that stayed root, what `sudo cmd` leaves) cannot be
- * stopped or ended: the slot stays held, whatever happens to it, until
- * that process has exited. Said once. */
-static void cannot_signal(struct holding *h, pid_t pid)
-{
-	char comm[32], text[256 + NAME_MAX_BYTES];
-
-	super_process_name(pid, comm, sizeof(comm));
-	trace("process %d (%s) of the command may not be signalled", (int)pid, comm);
-	if (h->not_permitted)
-		return;
-	h->not_permitted = true;
-	snprintf(text, sizeof(text),
-		 "cannot signal process %d (%s) of the command (it runs as another user); slot "
-		 "%u of %s stays held until it exits",
-		 (int)pid, comm, h->slot, h->s->label);
-	out_error_line(text);
-}
-
-/* What remains of the command after CMD has exited, said once, a while
- * after: a prompt that does not come back says why. */
-static void tell_remaining(struct holding *h)
-{
-	char what[512];
-
-	if (!h->exited_at || h->told_remaining || h->done || !h->o->remaining ||
-	    now_seconds() - h->exited_at < REMAINING_NEWS)
-		return;
-	h->told_remaining = true;
-	super_remaining(&h->sv, what, sizeof(what));
-	if (what[0])
-		h->o->remaining(h->o->arg, what);
-}
-
-static void on_supervisor(struct holding *h)
-{
-	enum super_event ev;
-	int value;
-
-	while ((ev = super_next(&h->sv, &value)) != SUPER_NOTHING) {
-		switch (ev) {
-		case SUPER_STARTED:
-			trace("command started, pid %d", value);
-			break;
-		case SUPER_NO_EXEC:
-			cannot_run(h->o->argv[0], value);
-			break;
-		case SUPER_STOPPED:
-			command_stopped(h, value);
-			break;
-		case SUPER_EXITED:
-			trace("command exited with status %d", value);
-			h->code = value;
-			h->exited_at = now_seconds();
-			break;
-		case SUPER_EMPTY:
-			if (h->sv.cmd > 0)
-				trace("every process of the command has ended");
-			h->done = true;
-			break;
-		case SUPER_DEADLINE:
-			/* amqplock was held up (in a library call) past the
-			 * lease's deadline; the keeper did what it had to. Or
-			 * it was stopped between the claim and the keeper's
-			 * start: the command never ran. */
-			if (!h->lost_at) {
-				fail(AL_LOST, value ? "the command was not started: its claim came "
-						      "too late (was amqplock stopped?)"
-						    : "no renewal of the lease in time; the keeper "
-						      "killed the command");
-				give_up_slot(h, false);
-			}
-			break;
-		case SUPER_NOT_PERMITTED:
-			cannot_signal(h, (pid_t)value);
-			break;
-		case SUPER_VANISHED:
-			/* Someone killed the keeper: the command died with it
-			 * (PR_SET_PDEATHSIG); its orphans are ours now. */
-			out_error_line("the keeper process was killed; ending the command");
-			end_orphans();
-			if (!h->code)
-				h->code = 128 + SIGKILL;
-			h->done = true;
-			break;
-		default:
-			break;
-		}
-	}
-}
-
-static void on_signal(struct holding *h, int sig)
-{
-	int wstatus;
-
-	switch (sig) {
-	case SIGCHLD:
-		/* amqplock's own children: the keeper once done, and
-		 * anything the keeper left behind. */
-		while (waitpid(-1, &wstatus, WNOHANG) > 0)
-			;
-		return;
-	case SIGTSTP:
-	case SIGTTIN:
-	case SIGTTOU:
-		suspend(h, sig);
-		return;
-	case SIGCONT:
-		resume(h);
-		return;
-	}
-	if (!h->o->argv) {
-		trace("SIG%s: releasing slot %u", sigabbrev_np(sig), h->slot);
-		h->done = true;
-	} else if (!h->supervising) {
-		h->pending = sig;
-	} else if (!h->done && !h->lost_at) {
-		trace("passing SIG%s on to the command", sigabbrev_np(sig));
-		/* USR1 and USR2 mean something to the command alone; the others
-		 * end the job, so every process of it gets them, and what is
-		 * stopped is continued so that they take effect (a job that
-		 * amqplock stopped itself goes on only once its slot is
-		 * checked: then they do). */
-		if (sig == SIGUSR1 || sig == SIGUSR2)
-			super_signal_group(&h->sv, sig);
-		else if (h->frozen)
-			super_signal_all(&h->sv, sig);
-		else
-			super_signal_all_awake(&h->sv, sig);
-	}
 }
 
 static double next_wakeup(const struct holding *h)
@@ -663,138 +388,6 @@ static void hold_on_lost(struct holding *h)
 	h->channel_fresh = true;
 	if (sem_lease_keep(h->s, h->slot) != AL_OK)
 		trace("could not keep the lease of slot %u", h->slot);
-}
-
-/* Ends the lease on a connection of its own, one attempt: the keeper's
- * last act if amqplock died (every process of the command has ended by
- * then), or amqplock's after the command ended while it was away. */
-static void end_lease_apart(void *arg)
-{
-	struct lease_end *e = arg;
-	struct sem s = *e->s;
-	enum al_status st = AL_CONNECTION;
-
-	/* The holding connection (the keeper's copy of it keeps the holder
-	 * queue alive until now) is hung up as the lease ends, so that the
-	 * waiter the lease's end wakes finds the slot free. */
-	s.conn = &e->apart;
-	if (e->apart_open || conn_open(&e->apart, e->o->conn_opts, deadline_never()) == AL_OK)
-		st = sem_lease_end_apart(&s, e->slot, e->s->conn);
-	else
-		conn_hang_up(e->s->conn);
-	if (st == AL_OK)
-		trace("ended the lease of slot %u", e->slot);
-	else
-		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", e->slot,
-		      status_message(), e->o->lease);
-	conn_close(&e->apart);
-	e->apart_open = false;
-}
-
-/* The keeper keeps the lease, on a connection of its own (opened at the
- * first call, and again after a failure), while amqplock cannot: it is
- * dead or stopped, and a process of the command that may not be
- * signalled runs on. */
-static void keep_lease_apart(void *arg)
-{
-	struct lease_end *e = arg;
-	struct sem s = *e->s;
-
-	if (!e->apart_open)
-		e->apart_open = conn_open(&e->apart, e->o->conn_opts,
-					  deadline_in(e->o->conn_opts->connect_timeout)) == AL_OK;
-	if (!e->apart_open) {
-		conn_close(&e->apart);
-		return;
-	}
-	s.conn = &e->apart;
-	if (sem_lease_keep(&s, e->slot) != AL_OK) {
-		conn_close(&e->apart);
-		e->apart_open = false;
-	}
-	status_clear();
-}
-
-/* What the keeper of the command is given: the holding connection to
- * keep open, the lease to end if amqplock dies first, and to keep while
- * amqplock cannot. */
-static struct super_opts keeper_opts(const struct hold_opts *o, int terminal, struct lease_end *end)
-{
-	return (struct super_opts){
-		.argv = o->argv,
-		.terminal = terminal,
-		.hold_fd = conn_fd(end->s->conn),
-		.last_act = o->lease ? end_lease_apart : NULL,
-		.hold_on = o->lease ? keep_lease_apart : NULL,
-		.arg = end,
-	};
-}
-
-void hold_keeper_ready(void *arg, unsigned k)
-{
-	struct hold_keeper *kp = arg;
-	const struct hold_opts *o = kp->end.o;
-	struct super_opts so = keeper_opts(o, kp->terminal, &kp->end);
-
-	hold_keeper_abandon(kp);
-	kp->end.slot = k;
-	if (o->command_env)
-		o->command_env(o->arg, k);
-	/* Orphans of the keeper (if it is killed) become our children. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;
-	/* Not fatal here: start_command tries again, and says why it
-	 * cannot. */
-	if (!kp->ready)
-		status_clear();
-}
-
-void hold_keeper_init(struct hold_keeper *kp)
-{
-	memset(kp, 0, sizeof(*kp));
-	kp->terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-}
-
-void hold_keeper_abandon(struct hold_keeper *kp)
-{
-	if (!kp)
-		return;
-	if (kp->ready)
-		super_abandon(&kp->sv);
-	kp->ready = false;
-}
-
-static void start_command(struct holding *h)
-{
-	struct hold_keeper *kp = h->o->keeper;
-	struct super_opts so = keeper_opts(h->o, h->terminal, &h->end);
-
-	/* A job of an interactive shell: the command gets the terminal
-	 * at once, so that Ctrl-C and Ctrl-Z reach it as they would without
-	 * amqplock. */
-	h->wants_terminal = getpgrp() == getpid() && isatty(STDIN_FILENO);
-	so.give_terminal = h->wants_terminal && super_in_foreground(h->terminal);
-	/* Orphans of the keeper (if it is killed) become our children. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* No start past the moment the claim could count (sem.h,
-	 * claim_window): amqplock stopped between its decision and the
-	 * keeper's must not start the command on a slot lost meanwhile. */
-	so.start_by = h->s->lease.renewed + h->s->claim_window;
-	if (kp && kp->ready && kp->end.slot == h->slot) {
-		/* Readied during the claim: it runs the command now. */
-		h->sv = kp->sv;
-		kp->ready = false;
-		super_go(&h->sv, so.give_terminal, so.start_by);
-	} else if (super_start(&h->sv, &so) != AL_OK) {
-		out_error_line(status_message());
-		status_clear();
-		h->code = 126;
-		h->done = true;
-		return;
-	}
-	h->supervising = true;
-	h->has_terminal = so.give_terminal;
-	renewed(h, h->s->lease.renewed);
 }
 
 /* After the command: the slot goes back (the lease ended, waiters told);

@@ -39,6 +39,10 @@ struct hold_opts {
 	 * "reconnected" (key "away_ms"), with a sentence for people. */
 	void (*notice)(void *arg, const char *event, const char *key, unsigned long ms,
 		       const char *text);
+	/* A line for people that is no event: the command could not be
+	 * started, a process of it may not be signalled, its keeper was
+	 * killed. NULL: -v alone says it. */
+	void (*warning)(void *arg, const char *text);
 	/* Waiting for a slot: called after each try once the wait has
 	 * lasted WAITING_NEWS seconds, with the slots there are and the
 	 * seconds waited; once more with waited < 0 when the wait ends,

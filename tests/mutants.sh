@@ -15,8 +15,8 @@ mutants() {
 shared-slot|src/request.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most (N: 50 hold|one: 20 hold)
 no-keeper-kill|src/keeper.c|s/\t\t\t\tk->killing = k->orphaned = true;\n/\t\t\t\tk->orphaned = true;\n/|containment.bats|^kill -9 of the hold ends
 no-subreaper|src/keeper.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
-resume-unchecked|src/hold.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|a 5 s kill -STOP
-stop-without-command|src/hold.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
+resume-unchecked|src/job.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|a 5 s kill -STOP
+stop-without-command|src/job.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
 no-parent-watch|src/keeper.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
 holder-queue-unchecked|src/lease.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
 signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_interrupted\);//|containment.bats|^a signal while logging in
@@ -49,7 +49,7 @@ no-line|src/take.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|fifo.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
-no-keeper-lease-end|src/hold.c|s/\.last_act = o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
+no-keeper-lease-end|src/job.c|s/\.last_act = o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
 late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
@@ -58,13 +58,13 @@ quorum-lease-unread|src/lease.c|s/\tif \(s->lease\.on && s->lease\.quorum\)\n\t\
 quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
 zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
 unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/return h->killed_at/|supervisor.bats|remove says once
-keeper-lets-lease-go|src/hold.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
+keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
 keeper-named-amqplock|src/keeper.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
 late-claim-counts|src/claim.c|s/if \(s->claim_window > 0 && took > s->claim_window\) \{/if (0) {/|supervisor.bats|^a claim whose answers
 leftover-stop-unseen|src/keeper.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
 continued-by-hand|src/keeper.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT
-stopped-left-stopped|src/hold.c|s/super_signal_all_awake\(&h->sv, sig\);/super_signal_all(\&h->sv, sig);/|supervisor.bats|^TERM to amqplock ends a job
+stopped-left-stopped|src/job.c|s/super_signal_all_awake\(&h->sv, sig\);/super_signal_all(\&h->sv, sig);/|supervisor.bats|^TERM to amqplock ends a job
 no-host-check|src/connect.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
 EOF
 }
