@@ -616,15 +616,36 @@ version_of() {
         fail "README says '$row'; this machine has RabbitMQ $rmq, Erlang $erl, rabbitmq-c $rmqc"
 }
 
-@test "README's Development table names every source file, each on one line, and no file that is gone" {
-    local table f named
-    table=$(sed -n '/^## Development/,/^## /p' "$TOP/README.md" | grep '^| `')
+# hacking_rows: HACKING.md's layer table as "FILE<tab>MAY-INCLUDE" lines,
+# one per file named in the first column.
+hacking_rows() {
+    sed -n '/^## The layers/,/^## /p' "$TOP/HACKING.md" | grep '^| `' |
+        awk -F'|' '{ n = split($2, f, "`"); for (i = 2; i <= n; i += 2) print f[i] "\t" $4 }'
+}
+
+@test "HACKING.md's layer table names every source file once, and no file that is gone" {
+    local rows f
+    rows=$(hacking_rows)
     for f in "$TOP"/src/*.c; do
-        f=src/${f##*/}
-        [ "$(grep -c "\`$f\`" <<<"$table")" -eq 1 ] || fail "$f is not on exactly one line of the table"
+        f=${f##*/}
+        [ "$(cut -f1 <<<"$rows" | grep -cxF "$f")" -eq 1 ] || fail "$f is not in exactly one row of HACKING.md's table"
     done
-    named=$(grep -oE '`src/[a-z_]+\.c`' <<<"$table" | tr -d '`')
-    for f in $named; do
-        [ -e "$TOP/$f" ] || fail "the table names $f, which does not exist"
+    for f in $(cut -f1 <<<"$rows"); do
+        [ -e "$TOP/src/$f" ] || fail "HACKING.md's table names $f, which does not exist"
     done
+}
+
+@test "every #include of a source file is one its row of HACKING.md's table allows" {
+    local file allowed inc stem bad=
+    while IFS=$'\t' read -r file allowed; do
+        stem=${file%.c}
+        # its own header, whatever the file's stem implements (connect.c
+        # and channels.c implement conn.h: their rows name conn)
+        for inc in $(cat "$TOP/src/$file" $([ -e "$TOP/src/$stem.h" ] && echo "$TOP/src/$stem.h") |
+            sed -nE 's/^#include "([a-z_]+)\.h".*/\1/p' | sort -u); do
+            [ "$inc" = "$stem" ] && continue
+            grep -qwF "$inc" <<<"$allowed" || bad+="$file includes $inc.h; "
+        done
+    done < <(hacking_rows)
+    [ -z "$bad" ] || fail "not in HACKING.md's table: $bad"
 }
