@@ -79,12 +79,8 @@ HOLDQ_PID=
 FRAMES_PID=
 BROKER_STARTED=
 
-# ended PID: gone, or a zombie.
-ended() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
-    [ -z "$st" ] || [ "$st" = Z ]
-}
+# ended PID: tests/procs.sh
+. "$TOP/tests/procs.sh"
 
 # stop_pid PID SIG SECS [reap]: sends SIG, waits up to SECS for the process
 # to end, then SIGKILL (and 2 s more); with "reap", reaps it. Not "reap" in

@@ -199,7 +199,7 @@ stop() {
         mapfile -t pids < <(own_pids "$dir")
         [ ${#pids[@]} -gt 0 ] || break
         kill -KILL "${pids[@]}" 2>/dev/null || true
-        wait_gone 10 "${pids[@]}" || true
+        wait_ended 10 "${pids[@]}" || true
     done
     mapfile -t pids < <(own_pids "$dir")
     rm -f "$dir/env" "$dir/server.pid"

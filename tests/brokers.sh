@@ -95,7 +95,7 @@ our_pids() {
                 sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' || true
         fi
     } | sort -un | while read -r p; do
-        if [ "$p" != $$ ] && [ "$p" != "${TEE_PID:-}" ] && ! gone "$p"; then echo "$p"; fi
+        if [ "$p" != $$ ] && [ "$p" != "${TEE_PID:-}" ] && ! ended "$p"; then echo "$p"; fi
     done
 }
 
@@ -180,7 +180,7 @@ end_run() {
 session_pids() {
     local p
     for p in $(pgrep -s "$1"); do
-        gone "$p" || echo "$p"
+        ended "$p" || echo "$p"
     done
 }
 
@@ -378,8 +378,8 @@ run() {
     # (not a bare wait, which would have no bound; a signal is handled
     # within a second)
     end=$((SECONDS + limit))
-    while ! gone "$RUN_PID" && [ $SECONDS -lt $end ]; do sleep 1; done
-    if ! gone "$RUN_PID"; then
+    while ! ended "$RUN_PID" && [ $SECONDS -lt $end ]; do sleep 1; done
+    if ! ended "$RUN_PID"; then
         late=1
         end_run
     fi
@@ -387,7 +387,7 @@ run() {
     RUN_PID=
     # The tee ends when the last writer does; something the run left
     # behind may still hold its output.
-    wait_gone 10 "$TEE_PID" || { kill_ours || true; wait_gone 5 "$TEE_PID" || kill -KILL "$TEE_PID" 2>/dev/null || true; }
+    wait_ended 10 "$TEE_PID" || { kill_ours || true; wait_ended 5 "$TEE_PID" || kill -KILL "$TEE_PID" 2>/dev/null || true; }
     wait "$TEE_PID" 2>/dev/null || true
     TEE_PID=
     left=$(our_pids | tr '\n' ' ')

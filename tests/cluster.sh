@@ -161,7 +161,7 @@ node_alive() {
     local pid
     for pid in $(grep -lzxF -- "AMQPLOCK_CLUSTER_NODE=$1" /proc/[0-9]*/environ 2>/dev/null |
         sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); do
-        grep -qzxF -- "AMQPLOCK_CLUSTER_OWNER=$DIR" "/proc/$pid/environ" 2>/dev/null && ! gone "$pid" &&
+        grep -qzxF -- "AMQPLOCK_CLUSTER_OWNER=$DIR" "/proc/$pid/environ" 2>/dev/null && ! ended "$pid" &&
             return 0
     done
     return 1
@@ -311,7 +311,7 @@ stop() {
         mapfile -t pids < <(own_pids)
         [ ${#pids[@]} -gt 0 ] || break
         kill -KILL "${pids[@]}" 2>/dev/null || true
-        wait_gone 10 "${pids[@]}" || true
+        wait_ended 10 "${pids[@]}" || true
     done
     mapfile -t pids < <(own_pids)
     rm -f "$DIR/env" "$DIR/cluster.conf"
@@ -331,8 +331,8 @@ stop_node() {
     clean) CTL_TIMEOUT=30 ctl "$n" -q stop >/dev/null 2>&1 || kill -KILL "${pids[@]}" 2>/dev/null || true ;;
     *) die "stop-node: mode is kill or clean, not '$mode'" ;;
     esac
-    wait_gone 30 "${pids[@]}" || { kill -KILL "${pids[@]}" 2>/dev/null || true; }
-    wait_gone 10 "${pids[@]}" || die "node $n (${NODE[n]}) is still there"
+    wait_ended 30 "${pids[@]}" || { kill -KILL "${pids[@]}" 2>/dev/null || true; }
+    wait_ended 10 "${pids[@]}" || die "node $n (${NODE[n]}) is still there"
 }
 
 start_node() {

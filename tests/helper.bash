@@ -188,15 +188,8 @@ wait_until() {
     done
 }
 
-# ended PID: the process is gone or a zombie.
-ended() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
-    [ -z "$st" ] || [ "$st" = Z ]
-}
-running() { ! ended "$1"; }
-# gone PID: no such process (not even a zombie)
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# ended, running, gone, wait_ended: tests/procs.sh
+. "${BASH_SOURCE[0]%/*}/procs.sh"
 
 # wait_exit PID SECS: waits at most SECS for the background process PID to
 # end (the test fails otherwise) and sets rc to its exit status.

@@ -1,22 +1,30 @@
-# Sourced by tests/broker.sh, tests/cluster.sh and tests/brokers.sh: waiting
-# for processes to end, the same way in each.
+# Sourced by tests/helper.bash, tests/broker.sh, tests/cluster.sh,
+# tests/brokers.sh and bench/run.sh: whether processes have ended, and
+# waiting for them to, the same way everywhere.
 
-# gone PID: no such process, or only a zombie
-gone() {
+# ended PID: the process has ended: no such process, or only a zombie
+# (ended, not yet reaped).
+ended() {
     local st
     st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 0
     [ -z "$st" ] || [ "$st" = Z ]
 }
 
-# wait_gone SECS PIDS...: until every PID is gone (0), or SECS (whole
+# running PID: not ended
+running() { ! ended "$1"; }
+
+# gone PID: no such process at all, not even a zombie (reaped).
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# wait_ended SECS PIDS...: until every PID has ended (0), or SECS (whole
 # seconds) have passed (1).
-wait_gone() {
+wait_ended() {
     local end p left
     end=$((${EPOCHREALTIME//[!0-9]/} + $1 * 1000000))
     shift
     while :; do
         left=
-        for p in "$@"; do gone "$p" || left=1; done
+        for p in "$@"; do ended "$p" || left=1; done
         [ -n "$left" ] || return 0
         [ "${EPOCHREALTIME//[!0-9]/}" -lt "$end" ] || return 1
         sleep 0.05
