@@ -473,22 +473,11 @@ void cli_name_connections(struct cli *cli, unsigned slot)
 		 who->host, who->pid);
 }
 
-enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
+/* Opens c as the options say; on failure it is closed. */
+static enum al_status cli_open(struct cli *cli, struct conn *c, struct deadline by)
 {
 	enum al_status st;
 
-	memset(s, 0, sizeof(*s));
-	sem_name_init(&s->name, cli->prefix, cli->name); /* checked before */
-	s->label = cli->name;
-	s->conn = c;
-	s->opts = cli->sem;
-	if (cli->hold.lease > 0) {
-		if (!cli->lease_token)
-			cli->lease_token = sem_lease_token();
-		s->lease.on = true;
-		s->lease.ms = (unsigned)(cli->hold.lease * 1000);
-		s->lease.token = cli->lease_token;
-	}
 	if (!cli->conn.who.name[0])
 		cli_name_connections(cli, 0);
 	/* Loud on every run, so that a forgotten --insecure does not go
@@ -498,6 +487,29 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struc
 	st = conn_open(c, &cli->conn, by);
 	if (st != AL_OK)
 		conn_close(c);
+	return st;
+}
+
+enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
+{
+	unsigned lease_ms = 0;
+
+	if (cli->hold.lease > 0) {
+		if (!cli->lease_token)
+			cli->lease_token = sem_lease_token();
+		lease_ms = (unsigned)(cli->hold.lease * 1000);
+	}
+	/* The name was checked before. */
+	sem_init(s, c, cli->prefix, cli->name, &cli->sem, lease_ms, cli->lease_token);
+	return cli_open(cli, c, by);
+}
+
+enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
+{
+	enum al_status st = cli_open(cli, c, by);
+
+	if (st == AL_OK)
+		sem_reconnected(s);
 	return st;
 }
 

@@ -118,12 +118,17 @@ void cli_name_connections(struct cli *cli, unsigned slot);
  * closed. */
 enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by);
 
+/* After s's connection was lost (and closed): opens it again as the
+ * options say, and s goes on with what outlives a connection (see
+ * sem_reconnected). On failure the connection is already closed. */
+enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by);
+
 /* For a command that only looks (status, wait), after st on c: whether
  * to connect again and look once more. Yes when the broker closed the
  * connection with INTERNAL_ERROR, as RabbitMQ 3.10 does when a probe
  * meets a quorum queue being deleted (a lease that runs out, or that a
  * keeper or an administrator ends): a race, not a failure. At most a few
- * times (*tries counts them); the caller then calls cli_connect. */
+ * times (*tries counts them); the caller then calls cli_reconnect. */
 bool cli_look_again(const struct conn *c, enum al_status st, int *tries);
 
 /* The commands, in cmd_*.c. */

@@ -214,19 +214,6 @@ static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct dea
 	return !deadline_passed(wait_end);
 }
 
-/* A claim answered too late to count (sem.h, claim_window) may have left
- * a lease of ours: it is ended on the new connection, or it would keep
- * the slot from us (and everyone) for its length. */
-static void end_late_lease(struct sem *s, unsigned slot, bool quorum, bool slots_quorum)
-{
-	s->lease.quorum = quorum;
-	s->slots_quorum = slots_quorum;
-	if (s->lease.on && sem_lease_end(s, slot) != AL_OK)
-		trace("could not end the lease of slot %u that a late claim left: %s", slot,
-		      status_message());
-	status_clear();
-}
-
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
@@ -235,7 +222,6 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 {
 	struct deadline wait_end, replies_end;
 	struct retries retries = {0};
-	struct sem_stuck stuck[SEM_STUCK_MAX];
 	enum al_status st;
 
 	/* One deadline for the whole wait, reconnects included. */
@@ -245,20 +231,11 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 		return st;
 	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION &&
 	       may_go_on(s, o, wait_end, &retries)) {
-		bool late = s->claim_late, quorum = s->lease.quorum, slots_quorum = s->slots_quorum;
-		unsigned late_slot = s->late_slot;
-
 		trace("%s; connecting again to go on waiting", status_message());
 		status_clear();
 		conn_close(c);
-		/* What was learnt of leases that do not answer outlives the
-		 * connection they stalled. */
-		memcpy(stuck, s->lease.stuck, sizeof(stuck));
-		if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
+		if ((st = cli_reconnect(cli, c, s, replies_end)) != AL_OK)
 			return st;
-		memcpy(s->lease.stuck, stuck, sizeof(stuck));
-		if (late)
-			end_late_lease(s, late_slot, quorum, slots_quorum);
 	}
 	/* -n: the slot is not free yet, whatever it cost. */
 	if (st == AL_CONNECTION && s->lease.claim_closed && o->nonblock) {
@@ -396,7 +373,7 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 		if (st != AL_OK) {
 			conn_close(&c);
 			if (!cli_look_again(&c, st, &tries) ||
-			    (st = cli_connect(cli, &c, &s, replies_end)) != AL_OK)
+			    (st = cli_reconnect(cli, &c, &s, replies_end)) != AL_OK)
 				break;
 			continue;
 		}

@@ -4,6 +4,7 @@
 #include "sem_parts.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "clock.h"
@@ -18,6 +19,48 @@ int64_t sem_lease_token(void)
 		t = (uint64_t)now_seconds() * 1000003u ^ (uint64_t)rand() << 20;
 	t &= INT64_MAX;
 	return t ? (int64_t)t : 1;
+}
+
+void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,
+	      const struct sem_opts *opts, unsigned lease_ms, int64_t token)
+{
+	memset(s, 0, sizeof(*s));
+	sem_name_init(&s->name, prefix, name);
+	s->label = name;
+	s->conn = c;
+	s->opts = *opts;
+	s->lease.on = lease_ms > 0;
+	s->lease.ms = lease_ms;
+	s->lease.token = lease_ms > 0 ? token : 0;
+}
+
+void sem_reconnected(struct sem *s)
+{
+	struct sem old = *s;
+
+	memset(s, 0, sizeof(*s));
+	s->conn = old.conn;
+	s->name = old.name;
+	s->label = old.label;
+	s->opts = old.opts;
+	s->lease.on = old.lease.on;
+	s->lease.ms = old.lease.ms;
+	s->lease.token = old.lease.token;
+	/* What was learnt of leases that do not answer outlives the
+	 * connection they stalled. */
+	memcpy(s->lease.stuck, old.lease.stuck, sizeof(s->lease.stuck));
+	/* A claim answered too late to count (claim_window) may have left a
+	 * lease of ours: it would keep the slot from everyone, us included,
+	 * for its length. It is ended as the claim made it (the next look
+	 * finds the types again). */
+	if (!old.claim_late)
+		return;
+	s->lease.quorum = old.lease.quorum;
+	s->slots_quorum = old.slots_quorum;
+	if (s->lease.on && sem_lease_end(s, old.late_slot) != AL_OK)
+		trace("could not end the lease of slot %u that a late claim left: %s",
+		      old.late_slot, status_message());
+	status_clear();
 }
 
 /* The steps that renew our lease, into step (room for 2); their number.

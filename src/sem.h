@@ -206,6 +206,19 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 void sem_all_held(char *buf, size_t size, unsigned max, const char *label);
 
 /* A fresh lease token: random, positive, fixed for the run. */
+/* Sets s up, fresh, for the semaphore `name` under `prefix` (both
+ * checked before) on connection c: its options, and a lease of lease_ms
+ * with our token (0: no lease). */
+void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,
+	      const struct sem_opts *opts, unsigned lease_ms, int64_t token);
+
+/* After s's connection was lost and opened again: what belonged to the
+ * old connection is forgotten (our place in the line, verifications
+ * under way, what the last look saw), what outlives it is kept (leases
+ * that do not answer, a claim answered too late), and
+ * the lease that such a late claim may have left is ended now. */
+void sem_reconnected(struct sem *s);
+
 int64_t sem_lease_token(void);
 
 /* After a lost connection, on a new one: takes slot back if its lease is
