@@ -330,6 +330,24 @@ static enum al_status apply(struct cli *cli, const struct opt_def *o, char *arg)
 
 /* --- the table, for getopt and for help ------------------------------------ */
 
+void cli_list_options(FILE *f, const char *command, unsigned scopes)
+{
+	char short_name[3] = "-";
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++) {
+		const struct opt_def *o = &opt_defs[i];
+
+		if (!(o->scope & scopes))
+			continue;
+		if (o->id < 256)
+			snprintf(short_name, sizeof(short_name), "-%c", o->id);
+		else
+			snprintf(short_name, sizeof(short_name), "-");
+		fprintf(f, "%s %s %s\n", command, o->name, short_name);
+	}
+}
+
 void cli_print_options(FILE *f, unsigned scopes)
 {
 	char left[64];

@@ -103,6 +103,11 @@ enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes
 /* The help lines of the options in `scopes`. */
 void cli_print_options(FILE *f, unsigned scopes);
 
+/* "COMMAND LONG SHORT" for every option of `scopes` (SHORT "-": none), a
+ * line each: amqplock --list-options, which tests/docs.bats checks the
+ * help, the man page and the completions against. */
+void cli_list_options(FILE *f, const char *command, unsigned scopes);
+
 /* Parsers for arguments, recording a usage message on failure. */
 enum al_status cli_count(const char *arg, const char *what, unsigned long min, unsigned long max,
 			 unsigned *out);

@@ -200,6 +200,22 @@ static FILE *result_stream(const struct command *cmd)
 	return cmd && cmd->takes_command ? stderr : stdout;
 }
 
+/* amqplock --list-options, alone (not in --help: for the tests): every
+ * option each command accepts, as cli_list_options prints them, "_" for
+ * the command of options given before any command. */
+static int list_options(void)
+{
+	size_t i;
+
+	cli_list_options(stdout, "_", GLOBAL);
+	for (i = 0; i < N_COMMANDS; i++)
+		cli_list_options(stdout, commands[i].name, commands[i].scopes | GLOBAL);
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	out_error_line("cannot write to standard output");
+	return status_exit_code(AL_INTERNAL);
+}
+
 /* The command line, parsed and run: argv is main's copy of it. */
 static int run(int argc, char **argv)
 {
@@ -209,6 +225,8 @@ static int run(int argc, char **argv)
 	struct cli cli;
 	char **args;
 
+	if (argc == 2 && strcmp(argv[1], "--list-options") == 0)
+		return list_options();
 	signals_init();
 	cli_defaults(&cli);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());

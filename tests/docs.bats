@@ -16,39 +16,22 @@ FISH_COMP=$TOP/completions/amqplock.fish
 
 # --- what the sources say ----------------------------------------------------
 
-# Reads the sources' tables once (the options of src/cli.c, the commands
-# of src/main.c): $SRC/commands lists the commands, and
-# $SRC/opts.COMMAND ($SRC/opts._ for none) has "long short" (short "-" if
-# none) for every option that amqplock accepts with COMMAND (the global ones
-# and the groups the command lists), or before any command.
+# Asks the binary once (amqplock --list-options, which prints src/cli.c's
+# option table against src/main.c's commands): $SRC/commands lists the
+# commands, and $SRC/opts.COMMAND ($SRC/opts._ for none) has "long short"
+# (short "-" if none) for every option that amqplock accepts with COMMAND
+# (the global ones and the groups the command lists), or before any
+# command.
 setup_file() {
     export SRC=$BATS_FILE_TMPDIR/src
     mkdir -p "$SRC"
-    perl -e '
-        my ($file, $dir) = @ARGV;
-        open(my $f, "<", $file) or die "$file: $!";
-        my $s = do { local $/; <$f> };
-        my ($opts) = $s =~ /opt_defs\[\]\s*=\s*\{(.*?)\n\};/s or die "no opt_defs";
-        my ($cmds) = $s =~ /commands\[\]\s*=\s*\{(.*?)\n\};/s or die "no commands";
-        my %short = $s =~ /\b(OPT_\w+)\s*=\s*\x27(.)\x27/g;
-        my (@opts, @cmds, %groups);
-        while ($opts =~ /\{"([a-z-]+)",\s*(OPT_\w+),\s*(?:"[^"]*"|NULL),\s*([A-Z_ |]+?),/g) {
-            push @opts, [$1, exists $short{$2} ? "-$short{$2}" : "-", split /\s*\|\s*/, $3];
-        }
-        while ($cmds =~ /\{"([a-z]+)",\s*cmd_\w+,.*?,\s*([A-Z_ |]+?),\s*(?:true|false)\s*\}/gs) {
-            push @cmds, $1;
-            $groups{$1} = {GLOBAL => 1, map { $_ => 1 } split /\s*\|\s*/, $2};
-        }
-        $groups{_} = {GLOBAL => 1};
-        open(my $out, ">", "$dir/commands") or die;
-        print $out "$_\n" for @cmds;
-        for my $c (keys %groups) {
-            open(my $o, ">", "$dir/opts.$c") or die;
-            for my $o2 (sort { $a->[0] cmp $b->[0] } @opts) {
-                my ($name, $short, @scope) = @$o2;
-                print $o "$name $short\n" if grep { $groups{$c}{$_} } @scope;
-            }
-        }' <(cat "$TOP/src/cli.c" "$TOP/src/main.c") "$SRC"
+    local listing
+    listing=$("$AMQPLOCK_BIN" --list-options) || return 1
+    awk '$1 != "_" && !seen[$1]++ { print $1 }' <<<"$listing" >"$SRC/commands"
+    local cmd
+    for cmd in _ $(cat "$SRC/commands"); do
+        awk -v c="$cmd" '$1 == c { print $2, $3 }' <<<"$listing" | sort >"$SRC/opts.$cmd"
+    done
     # every option of any command
     sort -u "$SRC"/opts.* >"$SRC/all"
     groff -mdoc -Tascii -P-cbou "$TOP/man/amqplock.1" >"$SRC/man.txt" 2>/dev/null
