@@ -64,7 +64,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
 	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 psmisc
 deps:
-	@tests/install-deps.sh $(DEB_PKGS)
+	@tests/lib/install-deps.sh $(DEB_PKGS)
 
 unit: $(UNIT_TESTS)
 
@@ -74,14 +74,14 @@ check: deps
 
 # The same suites, and the cluster suite, against RabbitMQ 4.0 (Debian trixie)
 # and 4.3 (Debian sid), each in a minimal root (debootstrap) its nodes run
-# from through chroot; and a build inside the sid root (tests/brokers.sh).
+# from through chroot; and a build inside the sid root (tests/lib/brokers.sh).
 check-brokers: deps
 	$(MAKE) amqplock unit
-	tests/brokers.sh
+	tests/lib/brokers.sh
 
 demo: deps
 	$(MAKE) amqplock
-	tests/demo.sh
+	demo/demo.sh
 
 # make install [PREFIX=/usr/local] [DESTDIR=...] [BINDIR=...] [MANDIR=...]
 # installs the binary, the man page and the bash, zsh and fish completions,

@@ -10,7 +10,7 @@ BENCH_LIBS = $(shell $(PKG_CONFIG) --libs librabbitmq 2>/dev/null)
 
 .PHONY: bench bench-tools bench-clean
 bench:
-	@tests/install-deps.sh $(BENCH_DEB_PKGS)
+	@tests/lib/install-deps.sh $(BENCH_DEB_PKGS)
 	$(MAKE) amqplock bench-tools
 	bench/run.sh
 

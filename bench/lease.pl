@@ -2,7 +2,7 @@
 # lease.pl MODE AMQPLOCK NAME N CTL...: what a lease costs and buys, for
 # bench/run.sh. NAME is a 1-slot semaphore with its slot free; CTL... is
 # the command line that runs rabbitmqctl against the broker
-# (tests/broker.sh ctl DIR).
+# (tests/lib/broker.sh ctl DIR).
 #
 #   reclaim  N rounds: `amqplock --json hold NAME -- sleep 60` takes the
 #            slot, every connection of the broker is closed

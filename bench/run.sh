@@ -2,7 +2,7 @@
 # bench/run.sh: the benchmark behind `make bench` (bench/bench.mk installs
 # what is missing and builds ./amqplock, bench/floor and bench/timeit first).
 #
-# Starts a private RabbitMQ (tests/broker.sh) and a private etcd, both on
+# Starts a private RabbitMQ (tests/lib/broker.sh) and a private etcd, both on
 # random loopback ports with all their files under one temporary directory,
 # then measures:
 #   1. `amqplock hold NAME -- true` on a 1-slot semaphore against
@@ -79,8 +79,8 @@ HOLDQ_PID=
 FRAMES_PID=
 BROKER_STARTED=
 
-# ended PID: tests/procs.sh
-. "$TOP/tests/procs.sh"
+# ended PID: tests/lib/procs.sh
+. "$TOP/tests/lib/procs.sh"
 
 # stop_pid PID SIG SECS [reap]: sends SIG, waits up to SECS for the process
 # to end, then SIGKILL (and 2 s more); with "reap", reaps it. Not "reap" in
@@ -116,7 +116,7 @@ cleanup() {
     stop_pid "$FRAMES_PID" TERM 5
     stop_pid "$ETCD_PID" TERM 10
     if [ -n "$BROKER_STARTED" ]; then
-        timeout 120 "$TOP/tests/broker.sh" stop "$WORK/broker" >/dev/null 2>&1 ||
+        timeout 120 "$TOP/tests/lib/broker.sh" stop "$WORK/broker" >/dev/null 2>&1 ||
             log "could not stop the broker cleanly"
     fi
     rm -rf "$WORK"
@@ -193,7 +193,7 @@ LOAD_START=$(loadavg)
 
 log "starting a private RabbitMQ under $WORK/broker"
 BROKER_STARTED=1
-timeout 200 "$TOP/tests/broker.sh" start "$WORK/broker" >/dev/null || die "RabbitMQ did not start"
+timeout 200 "$TOP/tests/lib/broker.sh" start "$WORK/broker" >/dev/null || die "RabbitMQ did not start"
 # shellcheck disable=SC1091
 . "$WORK/broker/env"
 BEAM_PID=$(pgrep -f -- "beam.smp.*-home $WORK/broker/home" | head -n 1) || true
@@ -306,9 +306,9 @@ step "$WORK/m6kill.txt" perl "$B/handoff.pl" kill "$AL" bench-handoff 1 "$KILL_W
 
 log "8: re-attach after close_connection, $LEASE_ROUNDS rounds; frames per held slot"
 step "$WORK/m8reclaim.txt" perl "$B/lease.pl" reclaim "$AL" bench-handoff "$LEASE_ROUNDS" \
-    "$TOP/tests/broker.sh" ctl "$WORK/broker"
+    "$TOP/tests/lib/broker.sh" ctl "$WORK/broker"
 step "$WORK/m8rate.txt" perl "$B/lease.pl" rate "$AL" bench-handoff 20 \
-    "$TOP/tests/broker.sh" ctl "$WORK/broker"
+    "$TOP/tests/lib/broker.sh" ctl "$WORK/broker"
 
 # --- 9: contention ----------------------------------------------------------------
 

@@ -54,7 +54,7 @@ fuzz-deps:
 	@printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }\n' \
 		>build/fuzz/probe.c
 	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o build/fuzz/probe build/fuzz/probe.c \
-		>/dev/null 2>&1 || tests/install-deps.sh $(FUZZ_DEB_PKGS)
+		>/dev/null 2>&1 || tests/lib/install-deps.sh $(FUZZ_DEB_PKGS)
 	@rm -f build/fuzz/probe build/fuzz/probe.c
 
 # As build/flags does for the main build: new flags rebuild everything.

@@ -6,7 +6,7 @@
 # Needs jq, and perl (core modules only) for tests/tools/holdq.pl.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # "name durable exclusive messages" of every queue of semaphore $1 under any
 # prefix (P$1, P$1-k-A, P$1-k-B), sorted (a quorum queue, which has no

@@ -13,7 +13,7 @@
 # Needs jq, and perl (core modules only) for tests/tools/holdq.pl.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # damage [MODE] QUEUE... (holdq.pl's modes): declares or deletes queues on a
 # connection of its own, which then closes.

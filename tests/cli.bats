@@ -6,7 +6,7 @@
 # Needs jq, and perl (core modules only, for start_silent_listener).
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # amqplock with stdout on a full device.
 al_full() {

@@ -10,7 +10,7 @@
 # (coreutils 8.31 or later). Helper scripts live in tests/tools/.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # await_slot TAG: waits for a background acquire TAG to print its slot and
 # prints it.

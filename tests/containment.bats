@@ -13,7 +13,7 @@
 # lines.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 setup() {
     test_init

@@ -6,7 +6,7 @@
 # uses mandoc when it is installed.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 export LC_ALL=C
 
 MAN=$TOP/man/amqplock.1

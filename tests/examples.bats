@@ -10,7 +10,7 @@
 # exit as its text says.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # Every example, by ID (`tests/tools/examples.sh list`); each is run by a
 # test below.

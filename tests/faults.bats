@@ -11,7 +11,7 @@
 # iproute2), and root for the namespace. Helper programs: tests/tools/.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 setup() {
     test_init

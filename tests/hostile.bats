@@ -27,7 +27,7 @@
 MODES=${AMQPLOCK_TEST_HOSTILE_MODES:-text json}
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 setup_file() {
     al create jobs 2 >/dev/null || [ $? -eq 5 ] # 5: left by an interrupted run

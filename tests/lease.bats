@@ -16,7 +16,7 @@
 # (leasecmd.pl, overlaps.pl, proxy.pl, renode.sh, crit.pl, trapper.pl).
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 setup() {
     test_init

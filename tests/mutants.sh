@@ -43,10 +43,10 @@ leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
 password-shown|src/connect.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
 no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
-barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^a free slot is the first
-stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|fifo.bats|^a first in line that never takes
-no-line|src/take.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|fifo.bats|^(30 holds|a free slot is the first)
-no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|fifo.bats|^add wakes
+barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^a free slot is the first
+stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|line.bats|^a first in line that never takes
+no-line|src/take.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|a free slot is the first)
+no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
 no-keeper-lease-end|src/job.c|s/\.last_act = o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
@@ -71,13 +71,13 @@ EOF
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-mutants.XXXXXX")
 cleanup() {
-    tests/broker.sh stop "$work/broker"
+    tests/lib/broker.sh stop "$work/broker"
     rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-tests/broker.sh start "$work/broker" || exit 1
+tests/lib/broker.sh start "$work/broker" || exit 1
 # shellcheck disable=SC1091
 . "$work/broker/env"
 export AMQPLOCK_TEST_WORK="$work"

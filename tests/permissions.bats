@@ -9,7 +9,7 @@
 # user per role (setup_file), and deletes them again (teardown_file).
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # USER CONFIGURE WRITE READ. inspector, client, admin and adminonly are
 # the README's set_permissions lines, and must stay as they are there.

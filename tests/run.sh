@@ -6,7 +6,7 @@
 # just x; default: all).
 #
 #   AMQPLOCK_WRAP   a command to run amqplock under (e.g. "valgrind -q
-#                   --error-exitcode=99"); see tests/helper.bash
+#                   --error-exitcode=99"); see tests/lib/helper.bash
 #   AMQPLOCK_TEST_SKIP  suites to leave out, by name (e.g. "docs")
 set -u
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-test.XXXXXX")
 tap="$work/tap"
 : >"$tap"
 cleanup() {
-    tests/broker.sh stop "$work/broker"
+    tests/lib/broker.sh stop "$work/broker"
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,7 +52,7 @@ done
 grep -E '^(not )?ok ' "$tap" | grep -v '^ok ' || true
 echo "unit tests: $(grep -c '^ok ' "$tap") passed"
 
-if ! tests/broker.sh start "$work/broker"; then
+if ! tests/lib/broker.sh start "$work/broker"; then
     echo "not ok - private RabbitMQ did not start" >>"$tap"
 else
     # shellcheck disable=SC1091
@@ -73,4 +73,4 @@ for report in "$work"/sanitizer/*; do
     echo "not ok - sanitizer report $(basename "$report")" >>"$tap"
 done
 
-tests/tap-summary.sh "$tap"
+tests/lib/tap-summary.sh "$tap"

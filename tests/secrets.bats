@@ -12,14 +12,14 @@
 # failures (exit 6), --insecure, client certificates, and the TLS options'
 # usage errors.
 #
-# Needs jq, perl (core modules only) and the broker of tests/broker.sh with
+# Needs jq, perl (core modules only) and the broker of tests/lib/broker.sh with
 # its TLS listener and certificates (AMQPLOCK_TEST_TLS_PORT,
 # AMQPLOCK_TEST_TLS_DIR). Makes a broker user of its own with a
 # distinctive password (setup_file), and deletes it again. The tests that
 # run amqplock as nobody (setpriv) need root, and are skipped without.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # The broker user and its password are kept in a file, not exported: an
 # exported password would be in every process's environment, CMD's too.

@@ -16,7 +16,7 @@
 # claimstop.pl, pty.py).
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 setup_file() {
     # A directory nobody may enter, for the setuid-root job and the copy

@@ -12,7 +12,7 @@
 # second or two to start under valgrind, so timeouts are generous.
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 # Skipping is decided once here and done in setup (this bats cannot skip
 # from setup_file).

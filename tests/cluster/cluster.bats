@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The cluster suite: amqplock on a private three-node RabbitMQ cluster on
-# loopback (tests/cluster.sh, started by tests/cluster/run.sh, which exports
+# loopback (tests/lib/cluster.sh, started by tests/cluster/run.sh, which exports
 # AMQPLOCK_TEST_CLUSTER_DIR and AMQPLOCK_TEST_C{1,2,3}_{PORT,NODE,URL}).
 # One cluster serves every test; a test that stops a node starts it again
 # (its teardown does so if the test failed first). Measured failover times
@@ -11,14 +11,15 @@
 
 bats_require_minimum_version 1.5.0
 
-# tests/helper.bash lives one directory up and takes the binary from
-# AMQPLOCK_BIN; its TOP and H are fixed below.
+# tests/lib/helper.bash computes TOP from the suite's directory, which is
+# one level deeper here, and takes the binary from AMQPLOCK_BIN: TOP and H
+# are fixed below.
 TOP_DIR=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 AMQPLOCK_BIN=${AMQPLOCK_BIN:-$TOP_DIR/amqplock}
-load ../helper
+load ../lib/helper
 TOP=$TOP_DIR
 H=$TOP/tests/tools
-CLUSTER=$TOP/tests/cluster.sh
+CLUSTER=$TOP/tests/lib/cluster.sh
 
 # Nothing may reach a broker that was not named: no default URL from the
 # environment (a system broker on 5672 must never answer for the cluster).

@@ -1,5 +1,5 @@
 # make check-cluster: builds amqplock, starts a private three-node RabbitMQ
-# cluster on loopback (tests/cluster.sh), runs tests/cluster/cluster.bats
+# cluster on loopback (tests/lib/cluster.sh), runs tests/cluster/cluster.bats
 # against it and stops it. Included by the top-level Makefile.
 .PHONY: check-cluster
 check-cluster: deps

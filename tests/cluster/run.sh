@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the cluster suite (tests/cluster/cluster.bats) against a private
-# three-node RabbitMQ cluster (tests/cluster.sh) that lives only as long as
+# three-node RabbitMQ cluster (tests/lib/cluster.sh) that lives only as long as
 # this script. Ends with the line "N passed, N failed" and exits non-zero on
 # any failure. Arguments, if any, are passed on to bats (e.g. -f REGEX).
 set -u
@@ -10,7 +10,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-cluster.XXXXXX")
 tap="$work/tap"
 : >"$tap"
 stop_cluster() {
-    tests/cluster.sh stop "$work/cluster" || echo "not ok - cluster.sh stop failed" >>"$tap"
+    tests/lib/cluster.sh stop "$work/cluster" || echo "not ok - cluster.sh stop failed" >>"$tap"
     # After a failure, the nodes' logs outlive the run.
     if grep -q '^not ok ' "$tap" && [ -z "${logs:-}" ] && [ -d "$work/cluster/n1" ]; then
         logs=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-cluster-logs.XXXXXX")
@@ -39,7 +39,7 @@ trap 'on_signal 143' TERM
 trap 'on_signal 129' HUP
 
 t0=$SECONDS
-if ! tests/cluster.sh start "$work/cluster"; then
+if ! tests/lib/cluster.sh start "$work/cluster"; then
     echo "not ok - the three-node RabbitMQ cluster did not start" | tee -a "$tap"
 else
     echo "# cluster started in $((SECONDS - t0)) s"
@@ -61,4 +61,4 @@ t1=$SECONDS
 stop_cluster
 echo "# cluster suite took $((SECONDS - t0)) s (stopping the cluster $((SECONDS - t1)) s)"
 
-tests/tap-summary.sh "$tap"
+tests/lib/tap-summary.sh "$tap"

@@ -68,11 +68,11 @@
 #   jobs              ./X, bin/X and /opt/... words become DIR/job, a
 #                     stand-in that appends "$AMQPLOCK_SEMAPHORE
 #                     $AMQPLOCK_SLOT" to DIR/job.log and exits 0.
-#   the private broker  `tests/broker.sh start D` becomes a check that
-#                     tests/broker.sh is there and a copy of the env file
-#                     that tests/broker.sh wrote for the test broker into
-#                     D (so `. D/env` sources a real one); `tests/broker.sh
-#                     stop D` only checks that tests/broker.sh is there
+#   the private broker  `tests/lib/broker.sh start D` becomes a check that
+#                     tests/lib/broker.sh is there and a copy of the env file
+#                     that tests/lib/broker.sh wrote for the test broker into
+#                     D (so `. D/env` sources a real one); `tests/lib/broker.sh
+#                     stop D` only checks that tests/lib/broker.sh is there
 #                     (the test broker is tests/run.sh's to stop); /tmp/b
 #                     becomes DIR/b.
 #
@@ -298,8 +298,8 @@ sub substitute {
     # amqplock by its installed path
     $t =~ s{/usr(?:/local)?/bin/amqplock\b}{$dir/bin/amqplock}g;
     # the private broker
-    $t =~ s{(?<![\w/])tests/broker\.sh\s+start\s+(\S+)}{test -x $top/tests/broker.sh && mkdir -p $1 && cp $broker_dir/env $1/env}g;
-    $t =~ s{(?<![\w/])tests/broker\.sh\s+stop\s+\S+}{test -x $top/tests/broker.sh}g;
+    $t =~ s{(?<![\w/])tests/lib/broker\.sh\s+start\s+(\S+)}{test -x $top/tests/lib/broker.sh && mkdir -p $1 && cp $broker_dir/env $1/env}g;
+    $t =~ s{(?<![\w/])tests/lib/broker\.sh\s+stop\s+\S+}{test -x $top/tests/lib/broker.sh}g;
     $t =~ s{/tmp/b(?=[/\s;&|]|$)}{$dir/b}g;
     # jobs
     $t =~ s{(?<=[\s'"(;])(?:\./[\w.-]+|bin/[\w.-]+|/opt/[\w./-]+)(?=$|[\s'";)|&])}{$dir/job}g;

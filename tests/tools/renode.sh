@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # renode.sh stop|start|restart DIR: the private RabbitMQ node that
-# tests/broker.sh started in DIR, stopped as a whole (rabbitmqctl stop: the
+# tests/lib/broker.sh started in DIR, stopped as a whole (rabbitmqctl stop: the
 # Erlang VM ends, not just the rabbit application) and started again with
-# the same name, ports, configuration and data, as tests/broker.sh does;
+# the same name, ports, configuration and data, as tests/lib/broker.sh does;
 # DIR/server.pid follows the new node, so that `broker.sh stop DIR` still
 # ends it. stop returns once the VM is gone and the AMQP port closed;
 # start once the node accepts AMQP and has finished booting (bounded waits:
@@ -22,7 +22,7 @@ took() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 # rabbitmqctl with broker.sh's environment for the node (its ports, and the
 # marker by which broker.sh stop finds whatever it starts)
 ctl() {
-    CTL_TIMEOUT=${CTL_TIMEOUT:-60} "$(dirname "$0")/../broker.sh" ctl "$dir" "$@" </dev/null
+    CTL_TIMEOUT=${CTL_TIMEOUT:-60} "$(dirname "$0")/../lib/broker.sh" ctl "$dir" "$@" </dev/null
 }
 # the node's processes: its session (the server was started with setsid)
 node_alive() {
@@ -50,7 +50,7 @@ start_node() {
     if listening && ctl -q await_startup --timeout 5 >/dev/null 2>&1; then
         return 0
     fi
-    "$(dirname "$0")/../broker.sh" launch "$dir"
+    "$(dirname "$0")/../lib/broker.sh" launch "$dir"
     for _ in $(seq 1 600); do
         listening && break
         node_alive || die "the node ended while starting (log in $dir)"

@@ -39,9 +39,9 @@
 # removes the work directory; it never removes a directory while something
 # is mounted below it.
 set -euo pipefail
-# shellcheck source=tests/procs.sh
+# shellcheck source=tests/lib/procs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
 # What a finished root's stamp says; a root made by another recipe is made
@@ -301,7 +301,7 @@ make_root() {
     phase_end "$suite: debootstrap"
     phase_start
     # sid's Release file may be past its Valid-Until on the mirror; any
-    # apt-get inside (tests/install-deps.sh too) must accept it.
+    # apt-get inside (tests/lib/install-deps.sh too) must accept it.
     echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99amqplock"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     # "localhost", which the nodes' names use, must resolve inside.
@@ -473,9 +473,9 @@ sid_build() {
         return
     fi
     phase_start
-    say "4.3-build: tests/install-deps.sh $pkgs procps perl (in the sid root)"
+    say "4.3-build: tests/lib/install-deps.sh $pkgs procps perl (in the sid root)"
     # shellcheck disable=SC2086
-    if ! in_root "$root" sh "$WORK/src/tests/install-deps.sh" $pkgs procps perl \
+    if ! in_root "$root" sh "$WORK/src/tests/lib/install-deps.sh" $pkgs procps perl \
         >"$WORK/sid-deps.log" 2>&1; then
         tail -n 20 "$WORK/sid-deps.log" | sed 's/^/#   /'
         not_run 4.3-build "the build and test dependencies could not be installed in the sid root"
@@ -530,8 +530,8 @@ main() {
     [[ $ROOTS =~ ^[A-Za-z0-9._/+-]+$ && $WORK_PARENT =~ ^[A-Za-z0-9._/+-]+$ ]] ||
         die "the paths of AMQPLOCK_ROOTS and TMPDIR may only have letters, digits and ._/+-"
     exec {LOCK}>"$ROOTS/.lock"
-    flock -n "$LOCK" || die "another tests/brokers.sh uses $ROOTS (AMQPLOCK_ROOTS names another place)"
-    tests/install-deps.sh debootstrap
+    flock -n "$LOCK" || die "another tests/lib/brokers.sh uses $ROOTS (AMQPLOCK_ROOTS names another place)"
+    tests/lib/install-deps.sh debootstrap
     MIRROR=$(mirror | awk 'NR == 1')
     [ -n "$MIRROR" ] || die "no apt source for the host's own suite found in /etc/apt"
 

@@ -11,7 +11,7 @@
 # (linehead.pl: a first in line that answers and never takes a slot).
 
 bats_require_minimum_version 1.5.0
-load helper
+load lib/helper
 
 setup() {
     test_init

@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
 # A private three-node RabbitMQ cluster on loopback, for tests/cluster/.
 #
-#   tests/cluster.sh start DIR         start nodes 1, 2 and 3 (in parallel),
+#   tests/lib/cluster.sh start DIR         start nodes 1, 2 and 3 (in parallel),
 #                                      join 2 and 3 to 1, wait until node 1
 #                                      sees 3 running nodes, write DIR/env
-#   tests/cluster.sh stop DIR          stop every node and the epmd they use,
+#   tests/lib/cluster.sh stop DIR          stop every node and the epmd they use,
 #                                      leaving no process behind (also after
 #                                      a start that failed halfway); safe to
 #                                      repeat
-#   tests/cluster.sh stop-node DIR N [kill|clean]
+#   tests/lib/cluster.sh stop-node DIR N [kill|clean]
 #                                      kill -9 the Erlang VM of node N
 #                                      (default), or `rabbitmqctl stop` it;
 #                                      returns once it is gone; the time of
 #                                      the kill (or stop) is in
 #                                      DIR/nN/stopped_at ($EPOCHREALTIME)
-#   tests/cluster.sh start-node DIR N  start node N again (same name, ports
+#   tests/lib/cluster.sh start-node DIR N  start node N again (same name, ports
 #                                      and data): returns once it runs and
 #                                      node 1 (node 2 if N is 1) sees 3
 #                                      running nodes again
-#   tests/cluster.sh running DIR N     how many running nodes node N sees
-#   tests/cluster.sh ctl DIR N ARGS... rabbitmqctl ARGS against node N
-#   tests/cluster.sh pids DIR          the processes of this cluster, if any
+#   tests/lib/cluster.sh running DIR N     how many running nodes node N sees
+#   tests/lib/cluster.sh ctl DIR N ARGS... rabbitmqctl ARGS against node N
+#   tests/lib/cluster.sh pids DIR          the processes of this cluster, if any
 #
-# Runs as root, without the Debian service wrapper, like tests/broker.sh.
+# Runs as root, without the Debian service wrapper, like tests/lib/broker.sh.
 # The three nodes share one HOME (so one Erlang cookie) and one private epmd;
 # each has its own node name (amqplockcN-PORT@localhost), AMQP port,
 # distribution port (RABBITMQ_DIST_PORT) and data and log directories under
@@ -31,7 +31,7 @@
 # Ports: a block of 64 starting at 26000 + 64k (26000-32719), below Linux's
 # ephemeral range (32768-60999: an outgoing connection holding the
 # distribution port of a node about to start made clustering fail with
-# eaddrinuse), above RabbitMQ's 25672 and away from tests/broker.sh's blocks
+# eaddrinuse), above RabbitMQ's 25672 and away from tests/lib/broker.sh's blocks
 # (16000-24991). In a block at B: AMQP B+N, distribution B+10+N, epmd B+20,
 # and the rabbitmqctl processes' own distribution ports B+32..B+63.
 #
@@ -47,7 +47,7 @@
 # AMQPLOCK_CLUSTER_OWNER=DIR in its environment (never in DIR/env), which
 # is how stop finds them all without touching anybody else's broker.
 set -euo pipefail
-# shellcheck source=tests/procs.sh
+# shellcheck source=tests/lib/procs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}

@@ -6,11 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-demo.XXXXXX")
-trap 'tests/broker.sh stop "$work/broker"; rm -rf "$work"' EXIT
+trap 'tests/lib/broker.sh stop "$work/broker"; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM HUP
 
 echo "Starting a private RabbitMQ (about 10 s)..."
-tests/broker.sh start "$work/broker"
+tests/lib/broker.sh start "$work/broker"
 # shellcheck disable=SC1091
 . "$work/broker/env"
 export PATH="$PWD:$PATH"

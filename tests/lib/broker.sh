@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Start or stop a private RabbitMQ node for the tests and the demo.
 #
-#   tests/broker.sh start DIR   start a node whose files all live in DIR, wait
+#   tests/lib/broker.sh start DIR   start a node whose files all live in DIR, wait
 #                               until it accepts AMQP, write DIR/env
-#   tests/broker.sh stop DIR    stop that node and its epmd, leaving no
+#   tests/lib/broker.sh stop DIR    stop that node and its epmd, leaving no
 #                               process behind; safe to repeat
 #
 # DIR/env is a shell fragment: it exports AMQPLOCK_URL for the private node
 # and the variables rabbitmqctl needs to reach it (see rmqctl in
-# tests/helper.bash). Ports are picked at random among free ones, so several
+# tests/lib/helper.bash). Ports are picked at random among free ones, so several
 # runs (or a system broker on 5672) do not collide. Runs as root, without the
 # Debian service wrapper.
 #
@@ -18,15 +18,15 @@
 # below Linux's ephemeral range (32768-60999), where an outgoing
 # connection may hold a port just when a node wants to listen on it, above
 # RabbitMQ's own defaults (4369, 5671, 5672, 15672) and below
-# tests/cluster.sh's blocks (26000-32719) and 25672.
+# tests/lib/cluster.sh's blocks (26000-32719) and 25672.
 #
 # Every process of the node (the server script, the Erlang VM, its port
 # programs, the epmd it starts, rabbitmqctl) is started with
 # AMQPLOCK_BROKER_OWNER=DIR in its environment (never in DIR/env), which is
 # how stop finds them all, also those of a node run through chroot (see
-# tests/brokers.sh), without touching anybody else's broker.
+# tests/lib/brokers.sh), without touching anybody else's broker.
 set -euo pipefail
-# shellcheck source=tests/procs.sh
+# shellcheck source=tests/lib/procs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}

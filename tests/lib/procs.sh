@@ -1,5 +1,5 @@
-# Sourced by tests/helper.bash, tests/broker.sh, tests/cluster.sh,
-# tests/brokers.sh and bench/run.sh: whether processes have ended, and
+# Sourced by tests/lib/helper.bash, tests/lib/broker.sh, tests/lib/cluster.sh,
+# tests/lib/brokers.sh and bench/run.sh: whether processes have ended, and
 # waiting for them to, the same way everywhere.
 
 # ended PID: the process has ended: no such process, or only a zombie

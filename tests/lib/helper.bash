@@ -19,7 +19,7 @@ amqplock() {
 
 # rabbitmqctl against the private broker.
 rmqctl() {
-    "$TOP/tests/broker.sh" ctl "$AMQPLOCK_TEST_BROKER_DIR" "$@"
+    "$TOP/tests/lib/broker.sh" ctl "$AMQPLOCK_TEST_BROKER_DIR" "$@"
 }
 
 # queues_like PREFIX [VHOST]: "name durable exclusive" for every queue of
@@ -188,7 +188,7 @@ wait_until() {
     done
 }
 
-# ended, running, gone, wait_ended: tests/procs.sh
+# ended, running, gone, wait_ended: tests/lib/procs.sh
 . "${BASH_SOURCE[0]%/*}/procs.sh"
 
 # wait_exit PID SECS: waits at most SECS for the background process PID to
