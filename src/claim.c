@@ -76,8 +76,8 @@ static enum al_status claim(struct sem *s, unsigned k)
 		{DECLARE_EXCLUSIVE, HOLDER_QUEUE},
 		{DECLARE_PASSIVE, SLOT_QUEUE},
 	};
-	char queue[QUEUE_NAME_MAX + 1], text[sizeof(s->conn->reply_text)];
-	char lease_text[sizeof(text)];
+	char queue[QUEUE_NAME_MAX + 1];
+	struct conn_refusal holder_refusal, lease_refusal;
 	enum al_status st, lease_st = AL_OK;
 	unsigned tries;
 	uint16_t refused, lease_refused = 0;
@@ -96,7 +96,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 		s->claim_sent(s->claim_arg, k);
 	if (st == AL_OK)
 		st = await_steps(s, steps, 2, &done, &refused);
-	memcpy(text, s->conn->reply_text, sizeof(text));
+	conn_refusal_keep(s->conn, &holder_refusal);
 	if (st == AL_OK && s->lease.on)
 		lease_st = lease_answer(s, DECLARE_LEASE, &lease_refused);
 	/* Answered on the main channel, not on the lease's: a lease
@@ -105,8 +105,8 @@ static enum al_status claim(struct sem *s, unsigned k)
 		note_stuck(s, k);
 		s->lease.stalled = true;
 	}
-	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) &&
-	    s->conn->close_code == AMQP_INTERNAL_ERROR && s->lease.quorum) {
+	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) && conn_broker_crashed(s->conn) &&
+	    s->lease.quorum) {
 		s->lease.claim_closed = true;
 		return fail_context(
 			AL_CONNECTION,
@@ -116,7 +116,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 		return st;
 	if (lease_st != AL_OK && s->conn->dead)
 		return lease_st;
-	memcpy(lease_text, s->conn->reply_text, sizeof(lease_text));
+	conn_refusal_keep(s->conn, &lease_refusal);
 	/* The lease ours, the holder queue another's: most often another
 	 * claimer's, refused the lease (ours) and deleting its holder queue
 	 * now. The lease decides between claimers, so we ask again rather
@@ -127,7 +127,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 		sleep_seconds(jitter(0.002 * (tries + 1)));
 		if ((st = run_steps(s, k, steps, 2, &done, &refused)) != AL_OK)
 			return st;
-		memcpy(text, s->conn->reply_text, sizeof(text));
+		conn_refusal_keep(s->conn, &holder_refusal);
 	}
 	if (refused == 0 && lease_st == AL_OK) {
 		if (s->lease.on) {
@@ -154,11 +154,11 @@ static enum al_status claim(struct sem *s, unsigned k)
 	 * lost; anything else is a failure, the holder queue's told first,
 	 * as when the lease was asked for only after it. */
 	if (refused != 0 && !(done == 1 && refused == AMQP_NOT_FOUND)) {
-		memcpy(s->conn->reply_text, text, sizeof(text));
+		conn_refusal_restore(s->conn, &holder_refusal);
 		return step_refused(s, k, &steps[done], status_for_reply(refused));
 	}
 	if (lease_st != AL_OK && lease_refused != AMQP_PRECONDITION_FAILED) {
-		memcpy(s->conn->reply_text, lease_text, sizeof(lease_text));
+		conn_refusal_restore(s->conn, &lease_refusal);
 		sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
 		return conn_refused(s->conn, lease_st, "declaring", queue);
 	}

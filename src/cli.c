@@ -536,7 +536,7 @@ enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, str
 
 bool cli_look_again(const struct conn *c, enum al_status st, int *tries)
 {
-	if (st != AL_CONNECTION || c->close_code != AMQP_INTERNAL_ERROR || ++*tries > LOOK_TRIES)
+	if (st != AL_CONNECTION || !conn_broker_crashed(c) || ++*tries > LOOK_TRIES)
 		return false;
 	trace("%s; looking again on a new connection", status_message());
 	status_clear();

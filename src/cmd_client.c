@@ -201,7 +201,7 @@ static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct dea
 
 	if (o->nonblock || deadline_passed(wait_end))
 		return false;
-	if (!s->lease.claim_closed && !s->lease.stalled)
+	if (!sem_lost_to_lease(s))
 		return r->reconnects++ < RECONNECTS_MAX;
 	if (now - r->last_refusal > REFUSALS_APART) {
 		r->refusals = 0;
@@ -238,13 +238,13 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 			return st;
 	}
 	/* -n: the slot is not free yet, whatever it cost. */
-	if (st == AL_CONNECTION && s->lease.claim_closed && o->nonblock) {
+	if (st == AL_CONNECTION && o->nonblock && sem_lease_being_deleted(s)) {
 		status_clear();
 		st = fail(AL_BUSY, "a slot of %s is still being let go: its lease is being deleted",
 			  s->label);
 	}
 	/* Holding is not limited by -w. */
-	c->limit = deadline_never();
+	conn_limit(c, deadline_never());
 	/* Held, but amqplock cannot go on (no signalfd): the slot goes back
 	 * at once, its lease too, rather than staying blocked for the
 	 * lease's length. */

@@ -358,6 +358,28 @@ enum al_status conn_publish_expiring(struct conn *c, const char *queue, const ch
 	return publish_expiring(c, queue, false, expiration, "publishing");
 }
 
+void conn_refusal_clear(struct conn *c)
+{
+	c->reply_code = 0;
+}
+
+uint16_t conn_refusal_code(const struct conn *c)
+{
+	return c->reply_code;
+}
+
+void conn_refusal_keep(const struct conn *c, struct conn_refusal *r)
+{
+	r->code = c->reply_code;
+	memcpy(r->text, c->reply_text, sizeof(r->text));
+}
+
+void conn_refusal_restore(struct conn *c, const struct conn_refusal *r)
+{
+	c->reply_code = r->code;
+	memcpy(c->reply_text, r->text, sizeof(c->reply_text));
+}
+
 enum al_status conn_refused(struct conn *c, enum al_status st, const char *doing, const char *queue)
 {
 	if (c->dead)
@@ -441,6 +463,16 @@ enum al_status conn_reset_channel(struct conn *c)
 		return st;
 	}
 	return AL_OK;
+}
+
+void conn_limit(struct conn *c, struct deadline by)
+{
+	c->limit = by;
+}
+
+bool conn_broker_crashed(const struct conn *c)
+{
+	return c->close_code == AMQP_INTERNAL_ERROR;
 }
 
 void conn_close(struct conn *c)

@@ -127,6 +127,16 @@ enum al_status conn_check_opts(struct conn_opts *o);
  * and the brokers and password it resolved are used as they are, parsed
  * and read no more (main.c does, once per run). */
 enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by);
+/* From now on no reply is waited for past `by` (deadline_never(): each
+ * reply within the reply timeout alone), replacing conn_open's limit: a
+ * slot that is held is not bound by the wait for it. */
+void conn_limit(struct conn *c, struct deadline by);
+
+/* Whether the broker closed the connection with INTERNAL_ERROR (541): a
+ * crash of its side of the connection, as RabbitMQ 3.10 has when a probe
+ * or a declare meets a quorum queue being deleted. */
+bool conn_broker_crashed(const struct conn *c);
+
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);
 
@@ -242,6 +252,23 @@ void conn_ack(struct conn *c, uint64_t tag);
  * (a delivery not acknowledged returns to the queue). hooks->ended is
  * told, with why NULL. */
 void conn_consume_end(struct conn *c, const struct conn_message *last);
+
+/* A channel refusal as conn_recv recorded it, kept for a message given
+ * later (when more replies were read meanwhile). */
+struct conn_refusal {
+	uint16_t code;
+	char text[128];
+};
+
+/* Forgets the last refusal: after the next replies, conn_refusal_code
+ * says whether one of them was a refusal (0: none). */
+void conn_refusal_clear(struct conn *c);
+/* The reply code of the last refusal read (0: none since cleared). */
+uint16_t conn_refusal_code(const struct conn *c);
+/* Keeps the last refusal in *r; conn_refusal_restore makes it the last
+ * again, for conn_refused's message. */
+void conn_refusal_keep(const struct conn *c, struct conn_refusal *r);
+void conn_refusal_restore(struct conn *c, const struct conn_refusal *r);
 
 /* Records a message for the channel refusal in reply_code, e.g.
  * "declaring amqplock.jobs-1-A: ACCESS_REFUSED - ...", and returns st. */

@@ -228,16 +228,15 @@ static void check_slot(struct holding *h, bool readable)
 static enum al_status reattach(struct holding *h, double left)
 {
 	double sent;
-	bool ours;
 	enum al_status st;
 
 	conn_close(h->s->conn);
 	if ((st = conn_open(h->s->conn, h->o->conn_opts, deadline_in(left))) != AL_OK)
 		return st;
 	sent = boot_seconds();
-	st = sem_reattach(h->s, h->slot, &ours);
+	st = sem_reattach(h->s, h->slot);
 	/* Held again: replies may take their usual time. */
-	h->s->conn->limit = deadline_never();
+	conn_limit(h->s->conn, deadline_never());
 	if (st == AL_OK)
 		renewed(h, sent);
 	return st;

@@ -34,6 +34,16 @@ void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *nam
 	s->lease.token = lease_ms > 0 ? token : 0;
 }
 
+bool sem_lost_to_lease(const struct sem *s)
+{
+	return s->lease.claim_closed || s->lease.stalled;
+}
+
+bool sem_lease_being_deleted(const struct sem *s)
+{
+	return s->lease.claim_closed;
+}
+
 void sem_reconnected(struct sem *s)
 {
 	struct sem old = *s;
@@ -78,7 +88,7 @@ static size_t renewal_steps(const struct sem *s, struct step *step)
 	return s->lease.quorum ? 2 : 1;
 }
 
-enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
+enum al_status sem_reattach(struct sem *s, unsigned slot)
 {
 	/* Passive first: a re-attach never makes a lease, it only renews
 	 * one that still exists, and only if the token is ours; then the
@@ -91,9 +101,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours)
 
 	steps[renewed] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
 	steps[renewed + 1] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
-	*lease_ours = false;
 	st = run_steps(s, slot, steps, n, &done, &refused);
-	*lease_ours = done >= 2;
 	if (st != AL_OK)
 		return st;
 	sem_name_slot(&s->name, slot, steps[done < n ? done : n - 1].kind, queue);
@@ -322,7 +330,7 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 	if (kind == HOLDER_QUEUE && (st == AL_NOT_FOUND || st == AL_BUSY))
 		return fail(AL_LOST, "its holder queue %s was %s", queue,
 			    st == AL_BUSY ? "taken by another connection" : "deleted");
-	if (kind == LEASE_QUEUE && s->conn->reply_code == AMQP_PRECONDITION_FAILED)
+	if (kind == LEASE_QUEUE && conn_refusal_code(s->conn) == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s was taken by another holder", queue);
 	conn_refused(s->conn, st, verb(verify_op(s, s->verify_answers)), queue);
 	return AL_LOST;

@@ -25,7 +25,7 @@ static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *wa
 
 	*waiters = *waiting = 0;
 	waiters_queue(s, queue);
-	s->conn->reply_code = 0;
+	conn_refusal_clear(s->conn);
 	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
 		       queue_request(s, &r, DECLARE_PASSIVE, queue));
 	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK) {

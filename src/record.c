@@ -85,7 +85,7 @@ static enum al_status each_slot(struct conn *c, const struct sem_name *sn, unsig
 			k = declare ? first + done + i : first - done - i;
 			sem_name_slot(sn, k, SLOT_QUEUE, name);
 			d.exchange = del.exchange = amqp_cstring_bytes(name);
-			c->reply_code = 0;
+			conn_refusal_clear(c);
 			st = declare ? conn_send(c, AMQP_EXCHANGE_DECLARE_METHOD, &d)
 				     : conn_send(c, AMQP_EXCHANGE_DELETE_METHOD, &del);
 		}

@@ -157,7 +157,7 @@ enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, co
 				return st;
 		}
 		for (j = i; j < end;) {
-			s->conn->reply_code = 0;
+			conn_refusal_clear(s->conn);
 			st = conn_expect(s->conn, r.ok, &m);
 			sem_name_slot(&s->name, slot[j], kind, queue);
 			st = conn_answer(s->conn, st, accept, &answer[j++], verb(op), queue);
@@ -300,15 +300,15 @@ enum al_status await_steps(struct sem *s, const struct step *step, size_t n, siz
 	*done = 0;
 	*refused = 0;
 	for (i = 0; i < n && st == AL_OK; i++) {
-		s->conn->reply_code = 0;
+		conn_refusal_clear(s->conn);
 		st = conn_expect_within(s->conn, reply_to(step[i].op),
 					reply_wait(s, step[i].op, step[i].kind), &m);
 		if (st == AL_OK)
 			++*done;
 	}
-	if (st == AL_OK || s->conn->dead || s->conn->reply_code == 0)
+	if (st == AL_OK || s->conn->dead || conn_refusal_code(s->conn) == 0)
 		return st;
-	*refused = s->conn->reply_code;
+	*refused = conn_refusal_code(s->conn);
 	return conn_reset_channel(s->conn);
 }
 
@@ -343,8 +343,8 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
 {
 	enum al_status st;
 
-	s->conn->reply_code = 0;
+	conn_refusal_clear(s->conn);
 	st = conn_parallel_expect(s->conn, reply_to(op), reply_wait(s, op, LEASE_QUEUE));
-	*refused = st != AL_OK && !s->conn->dead ? s->conn->reply_code : 0;
+	*refused = st != AL_OK && !s->conn->dead ? conn_refusal_code(s->conn) : 0;
 	return st;
 }

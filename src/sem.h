@@ -212,6 +212,14 @@ void sem_all_held(char *buf, size_t size, unsigned max, const char *label);
 void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,
 	      const struct sem_opts *opts, unsigned lease_ms, int64_t token);
 
+/* Whether the last try lost its connection to a lease in the way rather
+ * than to the broker: a claim refused by the broker closing the
+ * connection while the slot's last quorum lease is being deleted
+ * (sem_lease_being_deleted), or a lease that left a request unanswered (a
+ * quorum queue without a leader). */
+bool sem_lost_to_lease(const struct sem *s);
+bool sem_lease_being_deleted(const struct sem *s);
+
 /* After s's connection was lost and opened again: what belonged to the
  * old connection is forgotten (our place in the line, verifications
  * under way, what the last look saw), what outlives it is kept (leases
@@ -225,9 +233,8 @@ int64_t sem_lease_token(void);
  * still ours (renewing it) and the slot still exists. AL_OK: held again
  * (lease.need_holder if the broker still has the old holder queue);
  * AL_LOST with the reason if the lease ran out, is another's, or the slot
- * was removed (*lease_ours then says whether the lease is still ours and
- * should be ended once the command has); anything else: try again. */
-enum al_status sem_reattach(struct sem *s, unsigned slot, bool *lease_ours);
+ * was removed; anything else: try again. */
+enum al_status sem_reattach(struct sem *s, unsigned slot);
 
 /* Keeps our lease of slot: declares it with our token, which renews it,
  * or makes it again if it ran out meanwhile; AL_LOST if another holder's
