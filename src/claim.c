@@ -188,7 +188,9 @@ static enum al_status no_slots(struct sem *s)
 		    s->label, recorded, recorded == 1 ? "" : "s", s->label);
 }
 
-enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max)
+/* sem_acquire, or with look_only sem_find_free: the same search. */
+static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, unsigned *slot,
+			      unsigned *max)
 {
 	struct slot_list candidates = {0};
 	char held[NAME_MAX_BYTES + 64];
@@ -215,7 +217,7 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 			st = fail(AL_BUSY, "%s", held);
 			break;
 		}
-		if (how == SEM_LOOK) {
+		if (look_only) {
 			*slot = candidates.slot[0];
 			break;
 		}
@@ -250,4 +252,14 @@ enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, uns
 	}
 	free(candidates.slot);
 	return st;
+}
+
+enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max)
+{
+	return acquire(s, how, false, slot, max);
+}
+
+enum al_status sem_find_free(struct sem *s, unsigned *slot, unsigned *max)
+{
+	return acquire(s, SEM_TAKE, true, slot, max);
 }

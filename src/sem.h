@@ -190,8 +190,6 @@ enum sem_take {
 	 * says a slot is free, so the leases are not probed first (the
 	 * claim sees one that is there). */
 	SEM_TAKE_WOKEN,
-	/* Waiting in line: only look (*slot: a free one, 0 if none). */
-	SEM_LOOK,
 };
 
 /* One attempt to take a free slot: probes slots, holders and leases,
@@ -200,6 +198,10 @@ enum sem_take {
  * exists. AL_BUSY if every slot is held. Without a lease the slot is held
  * as long as the connection lives. */
 enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max);
+
+/* What a waiter in line does instead of sem_acquire: looks for a free
+ * slot as sem_acquire would (*slot: the lowest free one), claims none. */
+enum al_status sem_find_free(struct sem *s, unsigned *slot, unsigned *max);
 
 /* "all 3 slots of jobs are held" ("the one slot of jobs is held"): what
  * sem_acquire says when it finds none free, and the waiting line repeats. */

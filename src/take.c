@@ -67,7 +67,7 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 			sem_wake_done(s);
 		return st;
 	}
-	st = sem_acquire(s, SEM_LOOK, slot, max);
+	st = sem_find_free(s, slot, max);
 	if (st != AL_OK) {
 		*free_since = 0;
 		return st;

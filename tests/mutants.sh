@@ -45,7 +45,7 @@ url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLO
 no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
 barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^a free slot is the first
 stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|line.bats|^a first in line that never takes
-no-line|src/take.c|s/\tst = sem_acquire\(s, SEM_LOOK, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|a free slot is the first)
+no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|a free slot is the first)
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
