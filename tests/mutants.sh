@@ -26,7 +26,7 @@ url-in-ps|src/cli.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of
 late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
 lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* A verification/\t}\n\t\/* A verification/|faults.bats|the broker.s app stopped
 no-connect-deadline|src/connect.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
-wait-limit-kept|src/cmd_client.c|s/\tc->limit = deadline_never\(\);\n//|client.bats|^-w bounds only the wait
+wait-limit-kept|src/cmd_client.c|s/\tconn_limit\(c, deadline_never\(\)\);\n//|client.bats|^-w bounds only the wait
 no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_after\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
 no-rpc-deadline|src/connect.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker frozen mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
