@@ -64,7 +64,7 @@ teardown() {
     for c in "${CLEANUP[@]}"; do
         eval "$c" >/dev/null 2>&1 || true
     done
-    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+    test_cleanup
 }
 
 # --- create ---------------------------------------------------------------

@@ -64,9 +64,7 @@ setup() {
 }
 
 teardown() {
-    clear_expire_policy
-    stop_bg
-    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+    test_cleanup
     # what a failed test may have left
     local i qs=("amqplock.$n")
     for i in $(seq 1 8); do qs+=("amqplock.$n-$i-A" "amqplock.$n-$i-B"); done

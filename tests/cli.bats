@@ -60,7 +60,7 @@ teardown() {
         kill "$SILENT_PID" 2>/dev/null || true
         wait "$SILENT_PID" 2>/dev/null || true
     fi
-    AMQPLOCK_URL=$GOOD_URL al destroy "$n" >/dev/null 2>&1 || true
+    AMQPLOCK_URL=$GOOD_URL test_cleanup
 }
 
 # --- usage errors: names -----------------------------------------------------

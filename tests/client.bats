@@ -37,12 +37,7 @@ setup() {
     test_init
 }
 
-teardown() {
-    stop_bg
-    kill_marks
-    [ -z "${POLICY:-}" ] || rmqctl clear_policy "$POLICY" >/dev/null 2>&1 || true
-    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
-}
+teardown() { test_cleanup; }
 
 # --- hold: the command's environment, stdout and exit status ----------------
 

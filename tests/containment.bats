@@ -22,19 +22,10 @@ setup() {
 }
 
 teardown() {
-    stop_bg
-    # what is left of the terminal's session, and of CMDs that left it
-    end_pty_session
+    test_cleanup
+    # CMDs that left the terminal's session
     pkill -KILL -f -- "ticker.pl $T/" 2>/dev/null || true
     pkill -KILL -f -- "daemon.pl $T/" 2>/dev/null || true
-    # the contention loops, if a test left them running
-    [ ! -d "$T/crit" ] || touch "$T/crit/stop"
-    pkill -KILL -f -- "crit.pl $T/" 2>/dev/null || true
-    kill_marks
-    if [ -n "$POLICY" ]; then
-        rmqctl clear_policy "$POLICY" >/dev/null 2>&1 || true
-    fi
-    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
 }
 
 # no_queue NAME: the broker has no queue NAME

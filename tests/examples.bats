@@ -63,11 +63,9 @@ setup() {
 }
 
 teardown() {
-    stop_bg
-    local nm
-    for nm in $NAMES; do
-        al destroy "$nm.$S" >/dev/null 2>&1 || true
-    done
+    local nm names=()
+    for nm in $NAMES; do names+=("$nm.$S"); done
+    test_cleanup "${names[@]}"
 }
 
 # run_examples ID...: the examples in one bash, in order (an example's

@@ -17,19 +17,7 @@ setup() {
     test_init
 }
 
-teardown() {
-    touch "$T/stop"
-    clear_expire_policy
-    stop_bg
-    pkill -KILL -f -- "crit.pl $T/" 2>/dev/null || true
-    if [ -n "${RESTORE_WATERMARK:-}" ]; then
-        rmqctl set_vm_memory_high_watermark "$RESTORE_WATERMARK" >/dev/null 2>&1 || true
-    fi
-    if [ -n "${APP_STOPPED:-}" ]; then
-        rmqctl start_app >/dev/null 2>&1 || true
-    fi
-    al destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
-}
+teardown() { test_cleanup; }
 
 # --- 1. at most N holders ---------------------------------------------------------
 

@@ -24,30 +24,12 @@ setup() {
 }
 
 teardown() {
-    touch "$T/stop"
-    [ ! -d "$T/crit" ] || touch "$T/crit/stop"
-    [ -z "${RELAY:-}" ] || kill -CONT "$RELAY" 2>/dev/null || true
-    stop_bg
-    # what the loops had running: holds and their commands, whose command
-    # lines name a file of this test's own directory
-    local p left=()
-    for p in $(pgrep -f -- "$T/" || true); do
-        kill -TERM "$p" 2>/dev/null && left+=("$p")
-    done
-    for p in "${left[@]}"; do
-        wait_until 3 ended "$p" || kill -KILL "$p" 2>/dev/null || true
-    done
-    if [ -n "${APP_STOPPED:-}" ]; then
-        rmqctl start_app >/dev/null 2>&1 || true
-    fi
+    test_cleanup "${EXTRA[@]}"
     if [ -n "${NODE_STOPPED:-}" ]; then
         "$H/renode.sh" start "$AMQPLOCK_TEST_BROKER_DIR" >/dev/null 2>&1 ||
             echo "# teardown could not start the broker again" >&3
+        al destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
     fi
-    local s
-    for s in "$n" "${EXTRA[@]}"; do
-        al destroy --admin-wait 10 "$s" >/dev/null 2>&1 || true
-    done
 }
 
 # --- helpers -------------------------------------------------------------------------

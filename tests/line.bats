@@ -17,10 +17,7 @@ setup() {
     test_init
 }
 
-teardown() {
-    stop_bg
-    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
-}
+teardown() { test_cleanup; }
 
 # in_line TAG: the background hold or acquire TAG (started with -v) has
 # joined the line.

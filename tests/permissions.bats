@@ -102,9 +102,7 @@ setup() {
     test_init
 }
 
-teardown() {
-    stop_bg
-}
+teardown() { test_cleanup; }
 
 # url ROLE: the broker URL of ROLE's user on the test vhost.
 url() { echo "amqp://$PERM_TAG-$1:$PERM_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/$PERM_VHOST"; }

@@ -57,10 +57,9 @@ setup() {
 }
 
 teardown() {
-    stop_bg
-    [ -z "${NB-}" ] || rm -rf "$NB"
     export AMQPLOCK_URL=$MAIN_URL
-    al destroy --admin-wait 5 "$n" >/dev/null 2>&1 || true
+    test_cleanup
+    [ -z "${NB-}" ] || rm -rf "$NB"
 }
 
 # amqps:// URL for guest: tls_url [HOST [PORT]] (default localhost, the TLS

@@ -40,19 +40,7 @@ setup() {
     PTY_SID=
 }
 
-teardown() {
-    touch "$T/stop"
-    stop_bg
-    end_pty_session
-    # the jobs: their command lines name a file of this test's directory
-    local p
-    for p in $(pgrep -f -- "$T/" || true); do
-        kill -CONT "$p" 2>/dev/null || true
-        kill -KILL "$p" 2>/dev/null || true
-    done
-    kill_marks
-    al destroy --admin-wait 10 "$n" >/dev/null 2>&1 || true
-}
+teardown() { test_cleanup; }
 
 # --- helpers -------------------------------------------------------------------------
 

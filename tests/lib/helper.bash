@@ -159,6 +159,45 @@ bg_job() {
 # keep PID: kill PID in teardown.
 keep() { PIDS+=("$1"); }
 
+# test_cleanup [NAME...]: the one teardown every suite's teardown starts
+# with (or is), whatever the test left: loops told to stop ($T/stop and
+# the contention loops'), a frozen relay (RELAY) continued, background processes (bg)
+# stopped, the terminal's session ended, every process whose command line
+# names a file of this test's directory ended (TERM, KILL after a second),
+# marked processes (kill_marks), a policy (POLICY, expire_policy) cleared,
+# a stopped broker app (APP_STOPPED) or lowered watermark
+# (RESTORE_WATERMARK) restored, and the test's semaphore $n and NAMEs
+# destroyed.
+test_cleanup() {
+    # loops of the test's own that run until $T/stop, and the contention
+    # loops
+    touch "$T/stop" 2>/dev/null || true
+    [ ! -d "$T/crit" ] || touch "$T/crit/stop"
+    [ -z "${RELAY:-}" ] || kill -CONT "$RELAY" 2>/dev/null || true
+    stop_bg
+    end_pty_session
+    local p left=()
+    for p in $(pgrep -f -- "$T/" || true); do
+        kill -CONT "$p" 2>/dev/null || true
+        kill -TERM "$p" 2>/dev/null && left+=("$p")
+    done
+    for p in "${left[@]}"; do
+        wait_until 1 ended "$p" || kill -KILL "$p" 2>/dev/null || true
+    done
+    kill_marks
+    clear_expire_policy
+    if [ -n "${RESTORE_WATERMARK:-}" ]; then
+        rmqctl set_vm_memory_high_watermark "$RESTORE_WATERMARK" >/dev/null 2>&1 || true
+    fi
+    if [ -n "${APP_STOPPED:-}" ]; then
+        rmqctl start_app >/dev/null 2>&1 || true
+    fi
+    local s
+    for s in ${n:+"$n"} "$@"; do
+        al destroy --admin-wait 10 "$s" >/dev/null 2>&1 || true
+    done
+}
+
 # stop_bg: for teardown; CONT and TERM every process in PIDS, KILL what is
 # left after 3 s, and reap them.
 stop_bg() {
