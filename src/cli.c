@@ -225,7 +225,7 @@ enum al_status cli_count(const char *arg, const char *what, unsigned long min, u
 }
 
 /* --url given several times: the brokers of a cluster, tried in order
- * (conn.c). The first --url replaces the environment's list. */
+ * (connect.c). The first --url replaces the environment's list. */
 static enum al_status add_url(struct cli *cli, const struct opt_def *o, char *arg)
 {
 	size_t used = cli->urls_given ? strlen(cli->urls) : 0;

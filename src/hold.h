@@ -1,8 +1,10 @@
-/* Holding a slot: waiting for one (flock-style), then keeping it while a
- * command runs (hold) or until a signal (acquire), servicing the broker
- * connection all the while so that a lost slot is noticed in time. What
- * concerns the command itself (its processes, the terminal) is in
- * supervise.c; this file decides what to do with them. */
+/* The lock client's two halves, what cmd_client.c calls: waiting for a
+ * slot (take.c: flock-style, in line or polling) and keeping it while a
+ * command runs or until a signal (hold.c, the slot's side; job.c, the
+ * command's side), servicing the broker connection all the while so that
+ * a lost slot is noticed in time. The command's processes and terminal
+ * are supervise.c's and keeper.c's; these files decide what to do with
+ * them. */
 #ifndef AMQPLOCK_HOLD_H
 #define AMQPLOCK_HOLD_H
 

@@ -1,5 +1,5 @@
 /* Parsing of numbers and durations given on the command line, and of the
- * broker's version (conn.c). Pure
+ * broker's version (connect.c). Pure
  * functions: each returns NULL on success or a short reason for a usage
  * message. Only plain decimal is accepted, so "0x10", "1e3", " 5", "+5" and
  * "5s" are refused rather than guessed at. */

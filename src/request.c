@@ -332,7 +332,8 @@ enum al_status step_refused(struct sem *s, unsigned slot, const struct step *ste
 	return conn_refused(s->conn, st, verb(step->op), queue);
 }
 
-/* Sends op on slot k's lease, on the lease channel. */
+/* Sends op on slot k's lease, on the connection's parallel channel (beside the
+ * main channel's requests). */
 enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k)
 {
 	return send_request(s, op, k, LEASE_QUEUE, conn_parallel_send);
