@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,8 +101,6 @@ void hold_keeper_ready(void *arg, unsigned k)
 	kp->end.slot = k;
 	if (o->command_env)
 		o->command_env(o->arg, k);
-	/* Orphans of the keeper (if it is killed) become our children. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;
 	/* Not fatal here: start_command tries again, and says why it
 	 * cannot. */
@@ -114,7 +111,7 @@ void hold_keeper_ready(void *arg, unsigned k)
 void hold_keeper_init(struct hold_keeper *kp)
 {
 	memset(kp, 0, sizeof(*kp));
-	kp->terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	kp->terminal = super_open_terminal();
 }
 
 void hold_keeper_abandon(struct hold_keeper *kp)
@@ -136,8 +133,6 @@ void start_command(struct holding *h)
 	 * amqplock. */
 	h->wants_terminal = getpgrp() == getpid() && isatty(STDIN_FILENO);
 	so.give_terminal = h->wants_terminal && super_in_foreground(h->terminal);
-	/* Orphans of the keeper (if it is killed) become our children. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	/* No start past the moment the claim could count (sem.h,
 	 * claim_window): amqplock stopped between its decision and the
 	 * keeper's must not start the command on a slot lost meanwhile. */

@@ -204,6 +204,8 @@ enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o)
 
 	memset(sv, 0, sizeof(*sv));
 	sv->fd = -1;
+	/* Orphans of the keeper (if it is killed) become our children. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_pair) != 0)
 		return fail(AL_INTERNAL, "cannot create a socket pair: %s", strerror(errno));
 	/* While a claim is answered, amqplock's handlers for INT, TERM and
@@ -447,6 +449,11 @@ void super_remaining(const struct supervisor *sv, char *buf, size_t size)
 	if (d.len > REMAINING_NAMED && used < size)
 		snprintf(buf + used, size - used, ", ...");
 	free(d.p);
+}
+
+int super_open_terminal(void)
+{
+	return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 }
 
 bool super_in_foreground(int terminal)

@@ -148,6 +148,9 @@ void super_remaining(const struct supervisor *sv, char *buf, size_t size);
 /* The name of process pid (/proc/PID/comm), or "?". */
 void super_process_name(pid_t pid, char *buf, size_t size);
 
+/* amqplock's controlling terminal, opened (-1: none), for the calls below. */
+int super_open_terminal(void);
+
 /* The terminal: fd if it is amqplock's controlling terminal and amqplock's
  * process group is its foreground group, else -1. */
 bool super_in_foreground(int terminal);
