@@ -130,12 +130,12 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 		o.grace = 0;
 	o.argv = argv;
 	o.conn_opts = &cli->conn;
-	o.lost = report_lost;
-	o.notice = report_notice;
-	o.warning = report_warning;
-	o.waiting = report_waiting;
-	o.remaining = report_remaining;
-	o.arg = cl;
+	o.events.lost = report_lost;
+	o.events.notice = report_notice;
+	o.events.warning = report_warning;
+	o.events.waiting = report_waiting;
+	o.events.remaining = report_remaining;
+	o.events.arg = cl;
 	return o;
 }
 
@@ -328,7 +328,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	if (o.argv) {
 		hold_keeper_init(&keeper);
 		o.keeper = &keeper;
-		o.command_env = command_env;
+		o.events.command_env = command_env;
 	}
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)

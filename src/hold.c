@@ -87,9 +87,9 @@ void notice(struct holding *h, const char *event, const char *key, double second
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (h->o->notice)
-		h->o->notice(h->o->arg, event, key,
-			     seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
+	if (h->o->events.notice)
+		h->o->events.notice(h->o->events.arg, event, key,
+				    seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
 	else
 		trace("%s", text);
 }
@@ -102,8 +102,8 @@ void warn(struct holding *h, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (h->o->warning)
-		h->o->warning(h->o->arg, text);
+	if (h->o->events.warning)
+		h->o->events.warning(h->o->events.arg, text);
 	else
 		trace("%s", text);
 }
@@ -135,8 +135,8 @@ void give_up_slot(struct holding *h, bool keep_connection)
 		      sigabbrev_np(h->o->lost_signal));
 		super_signal_all(&h->sv, h->o->lost_signal);
 	}
-	if (h->o->lost)
-		h->o->lost(h->o->arg);
+	if (h->o->events.lost)
+		h->o->events.lost(h->o->events.arg);
 	/* Otherwise no goodbye: the broker may be what went silent. */
 	if (!keep_connection)
 		conn_abort(h->s->conn);
@@ -325,7 +325,7 @@ static double next_wakeup(const struct holding *h)
 
 	if (h->lost_at)
 		return now + WIND_DOWN_POLL;
-	if (h->exited_at && !h->told_remaining && h->o->remaining)
+	if (h->exited_at && !h->told_remaining && h->o->events.remaining)
 		t = sooner(t, h->exited_at + REMAINING_NEWS);
 	if (h->away) {
 		/* The lease's times are on the boot clock; poll on ours. */

@@ -20,19 +20,10 @@
  * deadline. */
 double hold_silence(unsigned heartbeat, double rpc_timeout);
 
-/* cli.c's options are bound to nonblock, wait, lost_signal, grace and
- * lease of struct cli's hold; the command fills in the rest. */
-struct hold_opts {
-	bool nonblock;   /* try once */
-	double wait;     /* -w: seconds, for messages (hold_take's `until`); < 0: none */
-	int lost_signal; /* sent to every process of the command on loss */
-	double grace;    /* seconds between lost_signal and SIGKILL */
-	char **argv;     /* the command; NULL: hold until a signal */
-	/* The lease, seconds (s->lease as cli_connect set it up); 0: none,
-	 * the slot is lost with the connection. */
-	double lease;
-	/* Where to connect again after a lost connection, with a lease. */
-	const struct conn_opts *conn_opts;
+/* What a hold tells its caller, as it happens: hold.c, take.c and job.c
+ * print nothing themselves. Each hook may be NULL (nobody is told; -v
+ * still traces); arg goes to each. */
+struct hold_events {
 	/* Called the moment the slot is lost (the reason is in
 	 * status_message()), before the command has ended. */
 	void (*lost)(void *arg);
@@ -59,6 +50,23 @@ struct hold_opts {
 	 * 123)"), once. NULL: nobody is told. */
 	void (*remaining)(void *arg, const char *what);
 	void *arg;
+};
+
+/* cli.c's options are bound to nonblock, wait, lost_signal, grace and
+ * lease of struct cli's hold; the command fills in the rest. */
+struct hold_opts {
+	bool nonblock;   /* try once */
+	double wait;     /* -w: seconds, for messages (hold_take's `until`); < 0: none */
+	int lost_signal; /* sent to every process of the command on loss */
+	double grace;    /* seconds between lost_signal and SIGKILL */
+	char **argv;     /* the command; NULL: hold until a signal */
+	/* The lease, seconds (s->lease as cli_connect set it up); 0: none,
+	 * the slot is lost with the connection. */
+	double lease;
+	/* Where to connect again after a lost connection, with a lease. */
+	const struct conn_opts *conn_opts;
+	/* Who is told what happens (cmd_client.c prints it). */
+	struct hold_events events;
 	/* With a command: its keeper (below); NULL without one. */
 	struct hold_keeper *keeper;
 };

@@ -99,8 +99,8 @@ void hold_keeper_ready(void *arg, unsigned k)
 
 	hold_keeper_abandon(kp);
 	kp->end.slot = k;
-	if (o->command_env)
-		o->command_env(o->arg, k);
+	if (o->events.command_env)
+		o->events.command_env(o->events.arg, k);
 	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;
 	/* Not fatal here: start_command tries again, and says why it
 	 * cannot. */
@@ -274,13 +274,13 @@ void tell_remaining(struct holding *h)
 {
 	char what[512];
 
-	if (!h->exited_at || h->told_remaining || h->done || !h->o->remaining ||
+	if (!h->exited_at || h->told_remaining || h->done || !h->o->events.remaining ||
 	    now_seconds() - h->exited_at < REMAINING_NEWS)
 		return;
 	h->told_remaining = true;
 	super_remaining(&h->sv, what, sizeof(what));
 	if (what[0])
-		h->o->remaining(h->o->arg, what);
+		h->o->events.remaining(h->o->events.arg, what);
 }
 
 void on_supervisor(struct holding *h)

@@ -160,9 +160,9 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			pauses.longest = LINE_LONGEST;
 			pauses.pause = pauses.pause < LINE_FIRST ? LINE_FIRST : pauses.pause;
 		}
-		if (o->waiting && now_seconds() - start >= WAITING_NEWS) {
+		if (o->events.waiting && now_seconds() - start >= WAITING_NEWS) {
 			told = true;
-			o->waiting(o->arg, *max, now_seconds() - start);
+			o->events.waiting(o->events.arg, *max, now_seconds() - start);
 		}
 		if ((st = pause_for_wake(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
 			break;
@@ -178,7 +178,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	signals_note_stops(false);
 	s->claim_sent = NULL;
 	if (told)
-		o->waiting(o->arg, *max, -1);
+		o->events.waiting(o->events.arg, *max, -1);
 	/* Out of the line: the next in it is the oldest now. A wake-up
 	 * not acknowledged (we are leaving without a slot) goes to it. */
 	sem_leave_line(s);
