@@ -336,13 +336,6 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 	return AL_LOST;
 }
 
-/* Whether a method is the answer to a verification's question. */
-static bool is_answer(amqp_method_number_t id)
-{
-	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
-	       id == AMQP_BASIC_GET_OK_METHOD;
-}
-
 enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 {
 	enum al_status st;
@@ -360,7 +353,7 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 		}
 		if (st != AL_OK)
 			return fail(AL_LOST, "the connection failed");
-		if (!got || !is_answer(m.id) || ++s->verify_answers != s->verify_asked)
+		if (!got || !is_queue_answer(m.id) || ++s->verify_answers != s->verify_asked)
 			continue;
 		*verified = true;
 		if (s->lease.need_holder) {

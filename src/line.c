@@ -19,21 +19,9 @@ static void waiters_queue(const struct sem *s, char *buf)
 static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	struct queue_request r;
-	enum al_status st;
-	amqp_method_t m;
 
-	*waiters = *waiting = 0;
 	waiters_queue(s, queue);
-	conn_refusal_clear(s->conn);
-	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
-		       queue_request(s, &r, DECLARE_PASSIVE, queue));
-	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK) {
-		*waiters = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
-		*waiting = ((amqp_queue_declare_ok_t *)m.decoded)->message_count;
-	}
-	return conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, NULL, "checking",
-			   queue);
+	return ask_counts(s, queue, waiters, waiting);
 }
 
 static enum al_status count_waiters(struct sem *s, uint32_t *waiters)

@@ -349,3 +349,27 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
 	*refused = st != AL_OK && !s->conn->dead ? conn_refusal_code(s->conn) : 0;
 	return st;
 }
+
+enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers, uint32_t *messages)
+{
+	struct queue_request r;
+	enum al_status st;
+	amqp_method_t m;
+
+	*consumers = *messages = 0;
+	conn_refusal_clear(s->conn);
+	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
+		       queue_request(s, &r, DECLARE_PASSIVE, queue));
+	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK) {
+		*consumers = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
+		*messages = ((amqp_queue_declare_ok_t *)m.decoded)->message_count;
+	}
+	return conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, NULL, "checking",
+			   queue);
+}
+
+bool is_queue_answer(amqp_method_number_t id)
+{
+	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
+	       id == AMQP_BASIC_GET_OK_METHOD;
+}

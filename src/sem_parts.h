@@ -85,6 +85,13 @@ enum al_status step_refused(struct sem *s, unsigned slot, const struct step *ste
 			    enum al_status st);
 enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k);
 enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
+/* A passive declare's counts: consumers and messages waiting (0 and 0 if
+ * there is no such queue or we may not look). */
+enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
+			  uint32_t *messages);
+/* Whether a method is the answer to a question about a queue (a
+ * declare's or a read's), as a verification's answers are. */
+bool is_queue_answer(amqp_method_number_t id);
 
 /* look.c */
 void trace_max(struct sem *s, unsigned max);
