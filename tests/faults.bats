@@ -22,8 +22,8 @@ teardown() { test_cleanup; }
 # --- 1. at most N holders ---------------------------------------------------------
 
 # Turns of the critical section per contention test: 500 proves the
-# promise; CI's second pass, under the sanitizers, asks for fewer
-# (AMQPLOCK_TEST_TURNS) to stay within its time budget.
+# promise; CI's broker matrix asks for fewer (AMQPLOCK_TEST_TURNS) to stay
+# within its time budget.
 TURNS=${AMQPLOCK_TEST_TURNS:-500}
 
 # contend_hold DIR: one hold of the contention loops, `hold -w 120 $n --

@@ -767,7 +767,7 @@ close_holders() {
     client_loops "$d" 12 0 lease_hold "$d"
     wait_until 30 turns_at_least "$d" 50 || fail "only $(turns "$d") turns: $(tail -5 "$d/err")"
     local round pid closed=0 held=0 before restart t0
-    for round in 1 2 3 4; do
+    for round in 1 2 3; do
         held=$((held + $(close_holders 2)))
         for pid in $(rmqctl -q list_connections pid --no-table-headers | shuf -n 1); do
             rmqctl close_connection "$pid" "lease suite" >/dev/null 2>&1 && closed=$((closed + 1))
