@@ -29,7 +29,7 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
 # The project sources each target needs, and its libraries.
 FUZZ_SRCS_fuzz_names := names.c
 FUZZ_SRCS_fuzz_numbers := parse.c
-FUZZ_SRCS_fuzz_url := conn.c url.c clock.c parse.c status.c
+FUZZ_SRCS_fuzz_url := conn_opts.c url.c clock.c parse.c status.c
 FUZZ_LIBS_fuzz_url = $(PKG_LIBS)
 
 FUZZ_BINS := $(FUZZ_TARGETS:%=build/fuzz/%)

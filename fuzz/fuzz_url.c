@@ -1,4 +1,4 @@
-/* libFuzzer target for conn_check_opts (src/conn.c): the broker URL list
+/* libFuzzer target for conn_check_opts (src/conn_opts.c): the broker URL list
  * and the password file, checked and resolved into struct conn_opts before
  * any connection is made. conn_check_opts only parses the URLs (src/url.c,
  * amqp_parse_url) and opens, stats and reads local files: it never touches
