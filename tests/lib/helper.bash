@@ -169,15 +169,21 @@ keep() { PIDS+=("$1"); }
 # (RESTORE_WATERMARK) restored, and the test's semaphore $n and NAMEs
 # destroyed.
 test_cleanup() {
+    # The test's own directory: never empty, or "every process whose
+    # command line names a file of it" would be every process there is.
+    local dir=${T:-$BATS_TEST_TMPDIR}
+    [ -n "$dir" ] && [ "$dir" != / ] || dir=
     # loops of the test's own that run until $T/stop, and the contention
     # loops
-    touch "$T/stop" 2>/dev/null || true
-    [ ! -d "$T/crit" ] || touch "$T/crit/stop"
+    if [ -n "$dir" ]; then
+        touch "$dir/stop" 2>/dev/null || true
+        [ ! -d "$dir/crit" ] || touch "$dir/crit/stop"
+    fi
     [ -z "${RELAY:-}" ] || kill -CONT "$RELAY" 2>/dev/null || true
     stop_bg
     end_pty_session
     local p left=()
-    for p in $(pgrep -f -- "$T/" || true); do
+    for p in $([ -z "$dir" ] || pgrep -f -- "$dir/" || true); do
         kill -CONT "$p" 2>/dev/null || true
         kill -TERM "$p" 2>/dev/null && left+=("$p")
     done
