@@ -14,10 +14,9 @@
 #define PARALLEL_CHANNEL 1002
 
 /* Ends the consumer: publishes `last` on its channel if asked, closes
- * the channel (unless the broker has: closed), and tells the owner why
- * (NULL: it asked). */
+ * the channel (unless the broker has: closed), and tells the owner why. */
 static void end_consumer(struct conn *c, const struct conn_message *last, bool closed,
-			 const char *why)
+			 enum conn_consumer_end why)
 {
 	amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
 	amqp_channel_t channel = c->consumer_channel;
@@ -61,10 +60,10 @@ void take_consumed(struct conn *c, const amqp_frame_t *f)
 		c->delivering = ((amqp_basic_deliver_t *)f->payload.method.decoded)->delivery_tag;
 	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
 		amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-		end_consumer(c, NULL, true, "refused");
+		end_consumer(c, NULL, true, CONSUMER_REFUSED);
 	} else if (f->payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
 		/* Its queue was deleted: nothing more will come. */
-		end_consumer(c, NULL, false, "cancelled");
+		end_consumer(c, NULL, false, CONSUMER_CANCELLED);
 	}
 }
 
@@ -210,7 +209,7 @@ void conn_ack(struct conn *c, uint64_t tag)
 
 void conn_consume_end(struct conn *c, const struct conn_message *last)
 {
-	end_consumer(c, last, false, NULL);
+	end_consumer(c, last, false, CONSUMER_LEFT);
 }
 
 /* conn_side_call's channel ids: above the line's and the lease's, and

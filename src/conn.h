@@ -52,15 +52,20 @@ struct conn_opts {
 	char password[CONN_PASSWORD_MAX + 2];
 };
 
+/* Why a consumer ended (conn_consumer.ended). */
+enum conn_consumer_end {
+	CONSUMER_LEFT,      /* conn_consume_end: its owner asked */
+	CONSUMER_REFUSED,   /* the broker closed its channel */
+	CONSUMER_CANCELLED, /* the broker cancelled it: its queue was deleted */
+};
+
 /* Who takes a consumer's deliveries (conn_consume). The hooks run inside
  * whatever conn_* call is reading when a delivery comes. */
 struct conn_consumer {
 	/* A message delivered, with its tag (for conn_ack) and header. */
 	void (*delivered)(void *owner, uint64_t tag, const amqp_basic_properties_t *props);
-	/* No more deliveries will come: why is "refused" (the broker closed
-	 * the consumer's channel), "cancelled" (its queue was deleted), or
-	 * NULL (conn_consume_end). */
-	void (*ended)(void *owner, const char *why);
+	/* No more deliveries will come, and why. */
+	void (*ended)(void *owner, enum conn_consumer_end why);
 	void *owner;
 };
 
@@ -250,7 +255,7 @@ void conn_ack(struct conn *c, uint64_t tag);
 /* Ends the consumer without waiting: `last` (if not NULL) is published on
  * its channel first, so that it goes out before what the close gives back
  * (a delivery not acknowledged returns to the queue). hooks->ended is
- * told, with why NULL. */
+ * told, with CONSUMER_LEFT. */
 void conn_consume_end(struct conn *c, const struct conn_message *last);
 
 /* A channel refusal as conn_recv recorded it, kept for a message given

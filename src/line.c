@@ -85,15 +85,15 @@ static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *
 		s->place.wake_tag = tag;
 }
 
-static void left_line(void *owner, const char *why)
+static void left_line(void *owner, enum conn_consumer_end why)
 {
 	struct sem *s = owner;
 
 	s->place.first = false;
 	s->place.wake_tag = 0;
-	if (why && strcmp(why, "cancelled") == 0)
+	if (why == CONSUMER_CANCELLED)
 		trace("the line was deleted; polling instead");
-	else if (why)
+	else if (why == CONSUMER_REFUSED)
 		trace("notifications refused; polling instead");
 }
 
