@@ -73,9 +73,9 @@ static void print_help(FILE *f, const struct command *cmd)
 	fprintf(f, "  %-26s %s\n", "help COMMAND", "show a command's options");
 	fprintf(f, "\nGlobal options (before or after COMMAND):\n");
 	cli_print_options(f, GLOBAL);
-	fprintf(f, "\nExit status: 0 ok, 1 busy, 2 usage, 3 not found, 4 lost, 5 exists,\n"
-		   "6 connection, 7 access, 8 broker or internal error, 9 damaged (check;\n"
-		   "acquire and hold: every slot queue gone).\n");
+	fprintf(f, "\nExit status: 0 ok, 1 busy (-E), 64 usage, 65 damaged, 66 not found,\n"
+		   "69 connection, 70 internal, 73 exists, 75 lost, 76 broker, 77 access;\n"
+		   "hold: CMD's own status once CMD has run.\n");
 }
 
 static int finish(struct cli *cli, enum al_status st)

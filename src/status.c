@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sysexits.h>
 
 static char message[512];
 
@@ -27,7 +28,22 @@ const char *status_name(enum al_status st)
 
 int status_exit_code(enum al_status st)
 {
-	return st == AL_INTERNAL ? AL_BROKER : (int)st;
+	static const int codes[] = {
+		[AL_OK] = 0,
+		[AL_BUSY] = 1,
+		[AL_USAGE] = EX_USAGE,
+		[AL_NOT_FOUND] = EX_NOINPUT,
+		[AL_LOST] = EX_TEMPFAIL,
+		[AL_EXISTS] = EX_CANTCREAT,
+		[AL_CONNECTION] = EX_UNAVAILABLE,
+		[AL_ACCESS] = EX_NOPERM,
+		[AL_BROKER] = EX_PROTOCOL,
+		[AL_DAMAGED] = EX_DATAERR,
+		[AL_INTERNAL] = EX_SOFTWARE,
+	};
+	if ((unsigned)st < sizeof(codes) / sizeof(codes[0]) && (st == AL_OK || codes[st]))
+		return codes[st];
+	return EX_SOFTWARE;
 }
 
 enum al_status vfail(enum al_status st, const char *fmt, va_list ap)

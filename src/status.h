@@ -1,6 +1,8 @@
 /* Outcomes shared by every module, and the process exit codes they map to
  * (status_exit_code). The exit codes are part of the command-line
- * contract: never renumber. */
+ * contract: never renumber. amqplock's own failures take sysexits(3)
+ * codes, as flock(1) does, so that they never pass for the exit status
+ * of a job run under `hold` (0-63, 126, 127, 128+N); busy is 1, or -E's. */
 #ifndef AMQPLOCK_STATUS_H
 #define AMQPLOCK_STATUS_H
 
@@ -8,19 +10,16 @@
 
 enum al_status {
 	AL_OK = 0,
-	AL_BUSY = 1,       /* no free slot, timed out, admin mutex busy */
-	AL_USAGE = 2,      /* bad option, argument, name or number */
-	AL_NOT_FOUND = 3,  /* the semaphore does not exist */
-	AL_LOST = 4,       /* a held slot was lost */
-	AL_EXISTS = 5,     /* create: already exists */
-	AL_CONNECTION = 6, /* unreachable, TLS, timeout, dropped */
-	AL_ACCESS = 7,     /* login refused or permission denied */
-	AL_BROKER = 8,     /* any other broker or protocol error */
-	AL_DAMAGED = 9,    /* check: problems found and not all repaired */
-	/* Not the broker's doing: out of memory, no fork, no signalfd,
-	 * stdout unwritable, a bug. Exits 8 like AL_BROKER (exit 8 meant
-	 * both before this had a name of its own). */
-	AL_INTERNAL = 10,
+	AL_BUSY,       /* no free slot, timed out, admin mutex busy: exit 1 (-E) */
+	AL_USAGE,      /* bad option, argument, name or number: 64 */
+	AL_NOT_FOUND,  /* the semaphore does not exist: 66 */
+	AL_LOST,       /* a held slot was lost (the job ended for it): 75 */
+	AL_EXISTS,     /* create: already exists: 73 */
+	AL_CONNECTION, /* unreachable, TLS, timeout, dropped: 69 */
+	AL_ACCESS,     /* login refused or permission denied: 77 */
+	AL_BROKER,     /* refused or failed by the broker, alarms: 76 */
+	AL_DAMAGED,    /* check: problems left; every slot queue gone: 65 */
+	AL_INTERNAL,   /* not the broker's doing: no memory, no fork, a bug: 70 */
 };
 
 /* The name scripts see in JSON ("busy", "not_found", "internal", ...). */

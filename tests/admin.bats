@@ -84,12 +84,12 @@ teardown() {
     [ -z "$stderr" ]
 }
 
-@test "create of an existing semaphore exits 5 (exists) and changes nothing" {
+@test "create of an existing semaphore exits 73 (exists) and changes nothing" {
     al create "$n" 2
-    run -5 --separate-stderr al create "$n" 7
+    run -73 --separate-stderr al create "$n" 7
     refute_output
     assert_error_line
-    run -5 --separate-stderr al create --json "$n" 7
+    run -73 --separate-stderr al create --json "$n" 7
     assert_json '.ok == false and .error == "exists" and (.message | type == "string")'
     assert_error_line
     run -0 al max "$n"
@@ -123,7 +123,7 @@ teardown() {
     al create "$n" 5
     run -0 al destroy --json "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 0 and .previous == 5' --arg n "$n"
-    run -3 al max "$n"
+    run -66 al max "$n"
 }
 
 # --- add ------------------------------------------------------------------
@@ -172,7 +172,7 @@ teardown() {
     al create "$n" 3
     run -0 al remove "$n" 10
     assert_output "$n: 3 -> 0 slots"
-    run -3 --separate-stderr al max "$n"
+    run -66 --separate-stderr al max "$n"
     assert_error_line
     run sem_queues "$n"
     assert_output ""
@@ -217,7 +217,7 @@ teardown() {
     al create "$n" 3
     run -0 al max "$n" 0
     assert_output "$n: 3 -> 0 slots"
-    run -3 al max "$n"
+    run -66 al max "$n"
 }
 
 # --- status ---------------------------------------------------------------
@@ -277,14 +277,14 @@ teardown() {
 
 # --- a semaphore that does not exist ---------------------------------------
 
-@test "destroy, add, remove, max, max N and status on a missing semaphore exit 3 and create nothing" {
+@test "destroy, add, remove, max, max N and status on a missing semaphore exit 66 and create nothing" {
     local args
     for args in destroy add "add 2" remove "remove 2" max "max 3" status; do
         set -- $args
-        run -3 --separate-stderr al "$1" "$n" "${@:2}"
+        run -66 --separate-stderr al "$1" "$n" "${@:2}"
         refute_output
         assert_error_line
-        run -3 --separate-stderr al --json "$1" "$n" "${@:2}"
+        run -66 --separate-stderr al --json "$1" "$n" "${@:2}"
         assert_json '.ok == false and .error == "not_found" and (.message | type == "string")'
         assert_error_line
     done
@@ -294,14 +294,14 @@ teardown() {
 
 # --- limits -----------------------------------------------------------------
 
-@test "more than 10000 slots in total is a usage error (exit 2) that changes nothing" {
-    run -2 --separate-stderr al create "$n" 10001
+@test "more than 10000 slots in total is a usage error (exit 64) that changes nothing" {
+    run -64 --separate-stderr al create "$n" 10001
     assert_error_line
     al create "$n" 1
-    run -2 --separate-stderr al add "$n" 10000
+    run -64 --separate-stderr al add "$n" 10000
     refute_output
     assert_error_line
-    run -2 --separate-stderr al --json max "$n" 10001
+    run -64 --separate-stderr al --json max "$n" 10001
     assert_json '.ok == false and .error == "usage"'
     run sem_queues "$n"
     assert_output "$(slot_lines amqplock. "$n" 1 1)"
@@ -346,7 +346,7 @@ teardown() {
     release_queues
     run -0 al max "$n"
     assert_output 3
-    run -3 al max "$m"
+    run -66 al max "$m"
 }
 
 @test "an admin command waits for the admin mutex within --admin-wait" {
@@ -449,7 +449,7 @@ shared_slot() {
     CLEANUP+=("al --prefix my.p- destroy '$n'")
     run -0 al --prefix my.p- create "$n" 2
     assert_output "created $n: 2 slots"
-    run -3 al max "$n"
+    run -66 al max "$n"
     run -0 al max "$n" --prefix my.p-
     assert_output 2
     run sem_queues "$n"
@@ -465,7 +465,7 @@ shared_slot() {
     assert_output 1
     run -0 al max --prefix optp: "$n"
     assert_output 2
-    run -3 al max "$n"
+    run -66 al max "$n"
     run sem_queues "$n"
     assert_output "$( (slot_lines envp: "$n" 1 1; slot_lines optp: "$n" 1 2) | sort -V)"
 }
@@ -501,20 +501,20 @@ slot_types() {
     [ "$(grep -c "^amqplock\.$n-[0-9]*-A[[:space:]]*true[[:space:]]*0\$" <<<"$output")" -eq 4 ]
 }
 
-@test "mixing slot types is refused (exit 2) and changes nothing; a bad type is a usage error" {
+@test "mixing slot types is refused (exit 64) and changes nothing; a bad type is a usage error" {
     al create "$n" 2
-    run -2 --separate-stderr al add --slot-type quorum "$n"
+    run -64 --separate-stderr al add --slot-type quorum "$n"
     assert_error_line
     [[ $stderr == *"has classic slots"* ]]
-    run -2 al max "$n" 5 --slot-type quorum
+    run -64 al max "$n" 5 --slot-type quorum
     run slot_types "$n"
     assert_output "$(printf '%s\n' "amqplock.$n-1-A classic" "amqplock.$n-2-A classic")"
     run -0 al add --slot-type classic "$n"
-    run -2 --separate-stderr al create --slot-type fast "$n-x" 1
+    run -64 --separate-stderr al create --slot-type fast "$n-x" 1
     [[ $stderr == *"expected classic or quorum"* ]]
-    run -2 al remove --slot-type quorum "$n"
+    run -64 al remove --slot-type quorum "$n"
     run -0 al destroy "$n"
     al create --slot-type quorum "$n" 1
-    run -2 --separate-stderr al add --slot-type classic "$n"
+    run -64 --separate-stderr al add --slot-type classic "$n"
     [[ $stderr == *"has quorum slots"* ]]
 }

@@ -99,11 +99,11 @@ teardown() {
     assert_json '.ok and .max == 2 and .slot_type == "quorum" and .problems == []'
 }
 
-@test "check of a missing semaphore exits 3 and creates nothing" {
-    run -3 --separate-stderr al check "$n"
+@test "check of a missing semaphore exits 66 and creates nothing" {
+    run -66 --separate-stderr al check "$n"
     refute_output
     assert_error_line
-    run -3 --separate-stderr al --json check --repair "$n"
+    run -66 --separate-stderr al --json check --repair "$n"
     assert_json '.ok == false and .error == "not_found" and .semaphore == $n' --arg n "$n"
     assert_error_line
     run sem_queues
@@ -112,7 +112,7 @@ teardown() {
 
 # --- stray holder queues -----------------------------------------------------------
 
-@test "the issue's stray holder queue: check exits 9, check --repair deletes it, slot 1 is free again" {
+@test "the issue's stray holder queue: check exits 65, check --repair deletes it, slot 1 is free again" {
     al create "$n" 2
     damage --shared "amqplock.$n-1-B"
     # the damage: slot 1 reads as held, and nobody can ever take it
@@ -121,13 +121,13 @@ teardown() {
     run -0 --separate-stderr al hold -n "$n" -- printenv AMQPLOCK_SLOT
     assert_output 2
 
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' \
         "$n: slot 1: stray holder queue amqplock.$n-1-B, held by no connection: not repaired" \
         "checked $n: 2 slots (classic), 1 problem")"
     assert_error_line
     [[ $stderr == *"$n is damaged"* ]] || fail "stderr: $stderr"
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json 'del(.message) == {"ok":false,"semaphore":$n,"max":2,"slot_type":"classic",
             "problems":[{"kind":"stray_holder","slot":1,"queue":$q,"repaired":false}],
             "repaired":0,"orphans":[],"error":"damaged"}
@@ -168,7 +168,7 @@ teardown() {
     al create "$n" 3
     damage --delete "amqplock.$n-2-A" --quorum "amqplock.$n-2-A" \
         --shared "amqplock.$n" "amqplock.$n-1-B"
-    run -9 --separate-stderr al --json check --repair --admin-wait 0 "$n"
+    run -65 --separate-stderr al --json check --repair --admin-wait 0 "$n"
     assert_json '. == {"ok":false,"semaphore":$n,"max":3,"slot_type":"classic","problems":[
             {"kind":"stray_mutex","queue":$m,"repaired":true},
             {"kind":"mixed_type","slot":2,"queue":$s,"type":"quorum","repaired":false},
@@ -188,7 +188,7 @@ teardown() {
     damage --shared "amqplock.$n-4-B"
     run -0 --separate-stderr al --json check --overshoot 1 "$n"
     assert_json '.ok and .problems == []'
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map([.kind, .slot])) == [["stray_holder", 4]]'
     run -0 --separate-stderr al --json check --repair --overshoot 2 "$n"
     assert_json '.ok and .repaired == 1 and (.problems | map([.slot, .repaired])) == [[4, true]]'
@@ -196,16 +196,16 @@ teardown() {
     assert_output "$(slot_lines 1 2)"
 }
 
-@test "a stray holder queue without a semaphore: exit 9, not 3; repaired, then exit 3" {
+@test "a stray holder queue without a semaphore: exit 65, not 66; repaired, then exit 66" {
     damage --shared "amqplock.$n-1-B"
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map([.kind, .slot])) == [["stray_holder", 1]]
         and .max == 0 and .error == "damaged" and (has("slot_type") | not)'
     run -0 --separate-stderr al check --repair "$n"
     assert_output "$(printf '%s\n' \
         "$n: slot 1: stray holder queue amqplock.$n-1-B, held by no connection: deleted" \
         "checked $n: 0 slots, 1 problem, 1 repaired")"
-    run -3 --separate-stderr al check "$n"
+    run -66 --separate-stderr al check "$n"
     run sem_queues
     assert_output ""
 }
@@ -215,11 +215,11 @@ teardown() {
 @test "a slot queue deleted below max is a hole: reported, made again by --repair; the slots above it stay" {
     al create "$n" 5
     damage --delete "amqplock.$n-3-A"
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' \
         "$n: slot 3: slot queue amqplock.$n-3-A is gone (an expires policy, or deleted by hand?): not repaired" \
         "checked $n: 5 slots (classic), 1 problem")"
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map([.kind, .slot])) == [["missing_slot", 3]]
         and .problems[0].queue == $q and .max == 5 and .repaired == 0' --arg q "amqplock.$n-3-A"
     run -0 --separate-stderr al --json status "$n"
@@ -234,7 +234,7 @@ teardown() {
 @test "stray slot queues above the record, past a gap: reported, and deleted by --repair, highest first" {
     al create "$n" 2
     damage --shared "amqplock.$n-4-A" "amqplock.$n-5-A"
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' \
         "$n: slot 4: stray slot queue amqplock.$n-4-A above max 2: not repaired" \
         "$n: slot 5: stray slot queue amqplock.$n-5-A above max 2: not repaired" \
@@ -253,7 +253,7 @@ teardown() {
     damage --shared "amqplock.$n-3-A" "amqplock.$n-4-A"
     run -0 --separate-stderr al --json status "$n"
     assert_json '.max == 4 and .free == [1,2,3,4]'
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map(.kind)) == ["unrecorded"] and .max == 4'
     run -0 --separate-stderr al --json add "$n"
     assert_json '.previous == 4 and .max == 5 and (.swept // 0) == 0'
@@ -264,7 +264,7 @@ teardown() {
 @test "a semaphore without a size record (amqplock 0.2): reported; a hole is filled upward, not swept; --repair writes the record" {
     # slot queues alone, as amqplock 0.2 made them; slot 2 gone
     damage --shared "amqplock.$n-1-A" "amqplock.$n-3-A"
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map([.kind, .slot // 0])) == [["missing_slot", 2], ["unrecorded", 0]]
         and .max == 3'
     run -0 --separate-stderr al check --repair "$n"
@@ -278,12 +278,12 @@ teardown() {
     assert_json '.max == 3 and .missing == [3]'
 }
 
-@test "every slot queue gone: status and check still see the semaphore; hold says why and what to do (exit 9)" {
+@test "every slot queue gone: status and check still see the semaphore; hold says why and what to do (exit 65)" {
     al create "$n" 2
     damage --delete "amqplock.$n-1-A" "amqplock.$n-2-A"
     run -0 --separate-stderr al --json status "$n"
     assert_json '.max == 2 and .missing == [1,2] and .free == []'
-    run -9 --separate-stderr al hold -n "$n" -- touch "$T/ran"
+    run -65 --separate-stderr al hold -n "$n" -- touch "$T/ran"
     assert_error_line
     [ "$stderr" = "amqplock: the slot queues of $n are gone, its 2 slots all missing (an expires policy? deleted by hand?): amqplock check --repair $n makes them again" ] ||
         fail "$stderr"
@@ -302,7 +302,7 @@ teardown() {
     assert_output "checked $n: 3 slots (classic), no problems"
     # a semaphore with a slot queue left is not made anew
     damage --delete "amqplock.$n-1-A" "amqplock.$n-3-A"
-    run -5 --separate-stderr al create "$n" 1
+    run -73 --separate-stderr al create "$n" 1
 }
 
 # --- what others do on the broker ---------------------------------------------------
@@ -331,7 +331,7 @@ acquirers() {
     wait_until 20 no_queue "amqplock.$n-2-A" || fail "slot 2 never expired"
     run -0 --separate-stderr al --json status "$n"
     assert_json '.max == 3 and .missing == [2] and .held == [1,3] and .free == []'
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_line "$n: slot 2: slot queue amqplock.$n-2-A is gone (an expires policy, or deleted by hand?): not repaired"
     run -0 --separate-stderr al add "$n"
     assert_output "$n: 3 -> 4 slots"
@@ -374,28 +374,28 @@ acquirers() {
 
 # --- slot queues of the wrong kind ------------------------------------------------------
 
-@test "a quorum slot among classic ones is reported and cannot be repaired (exit 9)" {
+@test "a quorum slot among classic ones is reported and cannot be repaired (exit 65)" {
     al create "$n" 3
     damage --delete "amqplock.$n-2-A" --quorum "amqplock.$n-2-A"
     local line="$n: slot 2: slot queue amqplock.$n-2-A is quorum, the others classic: cannot be repaired, recreate the semaphore"
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' "$line" "checked $n: 3 slots (classic), 1 problem")"
-    run -9 --separate-stderr al --json check --repair "$n"
+    run -65 --separate-stderr al --json check --repair "$n"
     assert_json '.problems == [{"kind":"mixed_type","slot":2,"queue":$q,"type":"quorum",
         "repaired":false}] and .slot_type == "classic" and .error == "damaged" and .repaired == 0' \
         --arg q "amqplock.$n-2-A"
     assert_keys '.problems[0]' "kind slot queue type repaired"
     assert_error_line
-    run -9 --separate-stderr al check --repair "$n"
+    run -65 --separate-stderr al check --repair "$n"
     assert_output "$(printf '%s\n' "$line" "checked $n: 3 slots (classic), 1 problem, 0 repaired")"
 }
 
 @test "a classic slot among quorum ones is reported as classic" {
     al create --slot-type quorum "$n" 3
     damage --delete "amqplock.$n-1-A" --shared "amqplock.$n-1-A"
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_line --index 0 "$n: slot 1: slot queue amqplock.$n-1-A is classic, the others quorum: cannot be repaired, recreate the semaphore"
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '.slot_type == "quorum" and (.problems | map([.kind, .slot, .type]))
         == [["mixed_type", 1, "classic"]]'
 }
@@ -405,9 +405,9 @@ acquirers() {
     damage --delete "amqplock.$n-2-A"
     hold_queues "amqplock.$n-2-A"
     local line="$n: slot 2: slot queue amqplock.$n-2-A is exclusive to a connection: cannot be repaired, the connection that owns it must close"
-    run -9 --separate-stderr al check "$n"
+    run -65 --separate-stderr al check "$n"
     assert_output "$(printf '%s\n' "$line" "checked $n: 3 slots (classic), 1 problem")"
-    run -9 --separate-stderr al --json check --repair "$n"
+    run -65 --separate-stderr al --json check --repair "$n"
     assert_json '.problems == [{"kind":"exclusive_slot","slot":2,"queue":$q,"repaired":false}]
         and .repaired == 0 and .error == "damaged"' --arg q "amqplock.$n-2-A"
     run sem_queues
@@ -416,7 +416,7 @@ acquirers() {
     kill "$HOLD_PID"
     wait_until 5 ended "$HOLD_PID"
     sleep 0.2
-    run -9 --separate-stderr al --json check "$n"
+    run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map([.kind, .slot])) == [["missing_slot", 2]] and .max == 3'
     run -0 --separate-stderr al check --repair "$n"
     run sem_queues
@@ -429,10 +429,10 @@ acquirers() {
     al create "$n" 2
     damage --shared "amqplock.$n"
     local line="$n: admin mutex amqplock.$n is a leftover shared queue: "
-    run -9 --separate-stderr al check --admin-wait 0 "$n"
+    run -65 --separate-stderr al check --admin-wait 0 "$n"
     assert_output "$(printf '%s\n' "${line}not repaired" "checked $n: 2 slots, 1 problem")"
     assert_error_line
-    run -9 --separate-stderr al --json check --admin-wait 0 "$n"
+    run -65 --separate-stderr al --json check --admin-wait 0 "$n"
     assert_json '.problems == [{"kind":"stray_mutex","queue":$q,"repaired":false}]
         and .max == 2 and .error == "damaged"' --arg q "amqplock.$n"
     # the mutex was not taken: no slot types, and the mutex has no slot
@@ -552,7 +552,7 @@ acquirers() {
 @test "several problems at once are all reported, and all repaired" {
     al create "$n" 4
     damage --delete "amqplock.$n-3-A" --shared "amqplock.$n" "amqplock.$n-1-B" "amqplock.$n-9-B"
-    run -9 --separate-stderr al --json check --admin-wait 0 "$n"
+    run -65 --separate-stderr al --json check --admin-wait 0 "$n"
     assert_json '(.problems | map(.kind)) == ["stray_mutex", "missing_slot", "stray_holder", "stray_holder"]
         and (.problems | map(.slot)) == [null, 3, 1, 9] and (.problems[0] | has("slot") | not)
         and .max == 4 and .repaired == 0 and .error == "damaged"'
@@ -565,17 +565,17 @@ acquirers() {
 }
 
 @test "--repair applies only to check; check takes --admin-wait and --overshoot, and --prefix" {
-    run -2 --separate-stderr al status --repair "$n"
+    run -64 --separate-stderr al status --repair "$n"
     assert_error_line
     [[ $stderr == *"option --repair does not apply to status"* ]] || fail "$stderr"
-    run -2 --separate-stderr al --repair check "$n"
+    run -64 --separate-stderr al --repair check "$n"
     assert_error_line
-    run -2 --separate-stderr al check "$n" 2
-    run -2 --separate-stderr al check --admin-wait x "$n"
-    run -2 --separate-stderr al check --slot-type quorum "$n"
+    run -64 --separate-stderr al check "$n" 2
+    run -64 --separate-stderr al check --admin-wait x "$n"
+    run -64 --separate-stderr al check --slot-type quorum "$n"
     run -0 --separate-stderr al --prefix chk. create "$n" 1
     damage --shared "chk.$n-1-B"
-    run -9 --separate-stderr al --prefix chk. check "$n"
+    run -65 --separate-stderr al --prefix chk. check "$n"
     assert_line --index 0 --partial "stray holder queue chk.$n-1-B"
     run -0 --separate-stderr al check --repair --prefix chk. "$n"
     run -0 --separate-stderr al --prefix chk. destroy "$n"

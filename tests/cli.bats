@@ -21,17 +21,17 @@ al_without_amqplock_url() {
     )
 }
 
-# usage_error ARGS...: amqplock ARGS exits 2 with nothing on stdout and one
+# usage_error ARGS...: amqplock ARGS exits 64 with nothing on stdout and one
 # "amqplock: " line on stderr.
 usage_error() {
-    run -2 --separate-stderr al "$@"
+    run -64 --separate-stderr al "$@"
     refute_output
     assert_error_line
 }
 
 # A usage error with --json: one JSON object, ok false, error "usage".
 json_usage_error() {
-    run -2 --separate-stderr al "$@"
+    run -64 --separate-stderr al "$@"
     assert_json '.ok == false and .error == "usage" and (.message | type == "string")'
     assert_error_line
 }
@@ -304,12 +304,12 @@ teardown() {
 # --- error messages stay on one line ---------------------------------------------
 
 @test "error line: a password file path with a newline" {
-    run -2 --separate-stderr al --password-file $'/nonexistent/pw\nfile' status "$bad"
+    run -64 --separate-stderr al --password-file $'/nonexistent/pw\nfile' status "$bad"
     assert_error_line
 }
 
 @test "error line: a user name with a newline (%0A) in the URL" {
-    run -7 --separate-stderr al -u "amqp://gu%0Aest:$SECRET@$HOST_PORT/" status "$n"
+    run -77 --separate-stderr al -u "amqp://gu%0Aest:$SECRET@$HOST_PORT/" status "$n"
     assert_error_line
     refute_secret
 }
@@ -321,48 +321,48 @@ teardown() {
 
 # --- connection and access ------------------------------------------------------------
 
-@test "connection: a closed port exits 6" {
+@test "connection: a closed port exits 69" {
     local url="amqp://guest:guest@127.0.0.1:$(closed_port)/"
-    run -6 --separate-stderr al -u "$url" status "$n"
+    run -69 --separate-stderr al -u "$url" status "$n"
     refute_output
     assert_error_line
-    run -6 --separate-stderr al -u "$url" --json create "$n" 1
+    run -69 --separate-stderr al -u "$url" --json create "$n" 1
     assert_json '.ok == false and .error == "connection" and (.message | type == "string")'
     assert_error_line
 }
 
-@test "connection: a listener that never speaks, --connect-timeout 1, exits 6 within 3 s" {
+@test "connection: a listener that never speaks, --connect-timeout 1, exits 69 within 3 s" {
     start_silent_listener
     local t0
     t0=$(now)
-    run -6 --separate-stderr al --connect-timeout 1 -u "amqp://guest:guest@127.0.0.1:$SILENT_PORT/" status "$n"
+    run -69 --separate-stderr al --connect-timeout 1 -u "amqp://guest:guest@127.0.0.1:$SILENT_PORT/" status "$n"
     at_most "$(since "$t0")" 3
     refute_output
     assert_error_line
 }
 
-@test "access: a wrong password exits 7 and never shows the password" {
+@test "access: a wrong password exits 77 and never shows the password" {
     local url="amqp://guest:$SECRET@$HOST_PORT/"
-    run -7 --separate-stderr al -u "$url" status "$n"
+    run -77 --separate-stderr al -u "$url" status "$n"
     refute_output
     assert_error_line
     refute_secret
-    run -7 --separate-stderr al -u "$url" --json create "$n" 1
+    run -77 --separate-stderr al -u "$url" --json create "$n" 1
     assert_json '.ok == false and .error == "access" and (.message | type == "string")'
     assert_error_line
     refute_secret
-    run -7 --separate-stderr al -v -u "$url" max "$n"
+    run -77 --separate-stderr al -v -u "$url" max "$n"
     refute_secret
 }
 
 @test "the password in the URL is not shown on connection or usage errors" {
-    run -6 --separate-stderr al -u "amqp://guest:$SECRET@127.0.0.1:$(closed_port)/" --json status "$n"
+    run -69 --separate-stderr al -u "amqp://guest:$SECRET@127.0.0.1:$(closed_port)/" --json status "$n"
     assert_json '.error == "connection"'
     refute_secret
-    run -2 --separate-stderr al -u "amqp://guest:$SECRET@host:99999/" --json status "$n"
+    run -64 --separate-stderr al -u "amqp://guest:$SECRET@host:99999/" --json status "$n"
     assert_json '.error == "usage"'
     refute_secret
-    run -2 --separate-stderr al -u "amqp://guest:$SECRET@h/?x=1" -v status "$n"
+    run -64 --separate-stderr al -u "amqp://guest:$SECRET@h/?x=1" -v status "$n"
     refute_secret
 }
 
@@ -376,30 +376,30 @@ teardown() {
     assert_output 2
 }
 
-@test "--password-file with a wrong password exits 7 and never shows it" {
+@test "--password-file with a wrong password exits 77 and never shows it" {
     local pw="$BATS_TEST_TMPDIR/pw"
     printf '%s\nsecond line\n' "$SECRET" >"$pw"
     chmod 600 "$pw"
-    run -7 --separate-stderr al --password-file "$pw" --json status "$n"
+    run -77 --separate-stderr al --password-file "$pw" --json status "$n"
     assert_json '.ok == false and .error == "access"'
     assert_error_line
     refute_secret
 }
 
-@test "--password-file readable by group or others is refused (exit 2) and touches nothing" {
+@test "--password-file readable by group or others is refused (exit 64) and touches nothing" {
     local pw="$BATS_TEST_TMPDIR/pw"
     echo guest >"$pw"
     chmod 644 "$pw"
-    run -2 --separate-stderr al --password-file "$pw" create "$n" 1
+    run -64 --separate-stderr al --password-file "$pw" create "$n" 1
     refute_output
     assert_error_line
     chmod 640 "$pw"
-    run -2 --separate-stderr al create "$n" 1 --password-file "$pw"
+    run -64 --separate-stderr al create "$n" 1 --password-file "$pw"
     assert_error_line
     chmod 604 "$pw"
-    run -2 --separate-stderr al --json --password-file "$pw" create "$n" 1
+    run -64 --separate-stderr al --json --password-file "$pw" create "$n" 1
     assert_json '.ok == false and .error == "usage"'
-    run -3 al max "$n"
+    run -66 al max "$n"
 }
 
 # --- the broker URL from the environment ----------------------------------------------
@@ -415,7 +415,7 @@ teardown() {
     local closed="amqp://guest:guest@127.0.0.1:$(closed_port)/"
     AMQPLOCK_URL=$GOOD_URL AMQP_URL=$closed run -0 al max "$n"
     assert_output 3
-    AMQPLOCK_URL=$closed AMQP_URL=$GOOD_URL run -6 al max "$n"
+    AMQPLOCK_URL=$closed AMQP_URL=$GOOD_URL run -69 al max "$n"
 }
 
 @test "--url wins over AMQPLOCK_URL and AMQP_URL" {
@@ -425,7 +425,7 @@ teardown() {
     assert_output 3
     AMQPLOCK_URL=$closed AMQP_URL=$closed run -0 al max "$n" -u "$GOOD_URL"
     assert_output 3
-    AMQPLOCK_URL=$GOOD_URL run -6 al -u "$closed" max "$n"
+    AMQPLOCK_URL=$GOOD_URL run -69 al -u "$closed" max "$n"
 }
 
 # Several brokers: tried in the order given, a dead one skipped.
@@ -442,14 +442,14 @@ teardown() {
     [[ $stderr != *"trying the next"* ]]
     run -0 al -u "$closed" -u "$GOOD_URL" hold "$n" -- true
     # none answers: exit 6, one line naming how many were tried
-    run -6 --separate-stderr al -u "$closed" -u "$closed" max "$n"
+    run -69 --separate-stderr al -u "$closed" -u "$closed" max "$n"
     assert_error_line
     [[ $stderr == *"none of the 2 brokers answered"* ]]
     # a bad URL anywhere in the list is a usage error before any is tried
-    run -2 --separate-stderr al -u "$GOOD_URL" -u 'amqp://:1/' max "$n"
+    run -64 --separate-stderr al -u "$GOOD_URL" -u 'amqp://:1/' max "$n"
     assert_error_line
     [[ $stderr == *"(2 of 2)"* ]]
-    AMQPLOCK_URL="$GOOD_URL amqp://h:99999/" run -2 al max "$n"
+    AMQPLOCK_URL="$GOOD_URL amqp://h:99999/" run -64 al max "$n"
 }
 
 # --- names at the edge that are valid ------------------------------------------------------
@@ -516,7 +516,7 @@ teardown() {
     refute_output
     run -0 al -q --json add "$n"
     refute_output
-    run -5 --separate-stderr al -q --json create "$n" 1
+    run -73 --separate-stderr al -q --json create "$n" 1
     refute_output
     assert_error_line
     run -0 al max "$n"
@@ -525,20 +525,20 @@ teardown() {
 
 # --- a stdout that cannot be written ------------------------------------------------------------
 
-@test "a full stdout is an error (exit 8, a message on stderr)" {
-    run -8 --separate-stderr al_full create "$n" 1
+@test "a full stdout is an error (exit 70, a message on stderr)" {
+    run -70 --separate-stderr al_full create "$n" 1
     assert_error_line
-    run -8 --separate-stderr al_full max "$n"
+    run -70 --separate-stderr al_full max "$n"
     assert_error_line
-    run -8 --separate-stderr al_full --json status "$n"
+    run -70 --separate-stderr al_full --json status "$n"
     assert_error_line
 }
 
-@test "a failure that is not the broker's is named internal and exits 8 (no fd for a signalfd: ulimit -n 4)" {
+@test "a failure that is not the broker's is named internal and exits 70 (no fd for a signalfd: ulimit -n 4)" {
     [ -z "${AMQPLOCK_WRAP:-}" ] || skip "a wrapper needs file descriptors of its own"
     al create "$n" 1
     # 0, 1 and 2 open; the connection takes 3, and the signalfd finds none.
-    run -8 --separate-stderr bash -c 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done; ulimit -n 4; exec "$@"' _ \
+    run -70 --separate-stderr bash -c 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done; ulimit -n 4; exec "$@"' _ \
         timeout 30 "$AMQPLOCK_BIN" --json acquire "$n"
     assert_error_line
     [[ $stderr == *"signalfd"* ]] || fail "stderr: $stderr"
@@ -548,12 +548,45 @@ teardown() {
 }
 
 @test "a full stdout is an error for --version and --help too" {
-    run -8 --separate-stderr al_full --version
+    run -70 --separate-stderr al_full --version
     assert_error_line
-    run -8 --separate-stderr al_full --help
+    run -70 --separate-stderr al_full --help
     assert_error_line
-    run -8 --separate-stderr al_full help create
+    run -70 --separate-stderr al_full help create
     assert_error_line
+}
+
+@test "amqplock's own failures exit with sysexits codes, apart from a job's; the tables agree" {
+    # each code once, as a script would meet it
+    run -64 al create "$n"
+    run -66 al status "$n-none"
+    run -69 al --url amqp://127.0.0.1:1/ --connect-timeout 1 status "$n"
+    run -77 al -u "amqp://guest:$SECRET@$HOST_PORT/" status "$n"
+    al create "$n" 1
+    run -73 al create "$n" 1
+    run -70 al_full status "$n"
+    bg al hold "$n" -- sleep 30
+    wait_until 10 slot_held "$n" 1 || fail "slot 1 not held"
+    al remove "$n" 1 >/dev/null
+    wait_exit "$BG" 30
+    [ "$rc" -eq 75 ] || fail "hold on a removed slot exited $rc"
+    # a job's own status is the job's, whatever it is
+    al create "$n-j" 1
+    for code in 2 3 4 9 64 66 69 75 77 126; do
+        run "-$code" al hold "$n-j" -- sh -c "exit $code"
+    done
+    # --help, the man page and README list the same codes and names
+    local help man readme
+    help=$(al --help | sed -n '/^Exit status:/,/^$/p' | grep -o '[0-9][0-9]* [a-z][a-z ]*' |
+        awk '{ print $1 }' | sort -n | tr '\n' ' ')
+    man=$(sed -n '/^\.Sh EXIT STATUS/,/^\.Sh/p' "$BATS_TEST_DIRNAME/../man/amqplock.1" |
+        sed -n 's/^\.It \([0-9]*\) Pq \([a-z_]*\)$/\1 \2/p' | sort -n | tr '\n' ' ')
+    readme=$(sed -n '/^| code | name | meaning |/,/^$/p' "$BATS_TEST_DIRNAME/../README.md" |
+        sed -n 's/^| \([0-9]*\) | \([a-z_]*\) |.*/\1 \2/p' | sort -n | tr '\n' ' ')
+    [ "$man" = "0 ok 1 busy 64 usage 65 damaged 66 not_found 69 connection 70 internal 73 exists 75 lost 76 broker 77 access " ] ||
+        fail "man page: $man"
+    [ "$readme" = "$man" ] || fail "README: $readme; man page: $man"
+    [ "$help" = "$(awk '{ for (i = 1; i <= NF; i += 2) printf "%s ", $i }' <<<"$man")" ] || fail "--help: $help"
 }
 
 # --- last: nothing above made a queue -------------------------------------------------------------

@@ -105,22 +105,22 @@ teardown() { test_cleanup; }
     [ "$(json_status "$n" '[.held, .free]')" = '[[],[1]]' ]
 }
 
-@test "hold without -- or without a command is a usage error (exit 2) that runs nothing" {
+@test "hold without -- or without a command is a usage error (exit 64) that runs nothing" {
     al create "$n" 1
-    run -2 al hold "$n" touch "$T/ran"
-    run -2 al hold "$n"
-    run -2 al hold "$n" --
-    run -2 al hold -n "$n"
+    run -64 al hold "$n" touch "$T/ran"
+    run -64 al hold "$n"
+    run -64 al hold "$n" --
+    run -64 al hold -n "$n"
     [ ! -e "$T/ran" ]
 }
 
-@test "-E takes 0..255 only (else exit 2)" {
+@test "-E takes 0..255 only (else exit 64)" {
     al create "$n" 1
-    run -2 al hold -E 256 "$n" -- touch "$T/ran"
-    run -2 al hold -E -1 "$n" -- touch "$T/ran"
-    run -2 al hold -E x "$n" -- touch "$T/ran"
-    run -2 al acquire -E 256 "$n"
-    run -2 al wait -E 300 "$n"
+    run -64 al hold -E 256 "$n" -- touch "$T/ran"
+    run -64 al hold -E -1 "$n" -- touch "$T/ran"
+    run -64 al hold -E x "$n" -- touch "$T/ran"
+    run -64 al acquire -E 256 "$n"
+    run -64 al wait -E 300 "$n"
     [ ! -e "$T/ran" ]
     [ "$(json_status "$n" .held)" = '[]' ]
 }
@@ -169,22 +169,22 @@ teardown() { test_cleanup; }
     [ "$(json_status "$n" .held)" = '[1]' ]
 }
 
-@test "a semaphore that does not exist is exit 3, waiting or not, and -E does not change that" {
+@test "a semaphore that does not exist is exit 66, waiting or not, and -E does not change that" {
     local m
     m=$(unique_name missing)
-    run -3 --separate-stderr timeout 15 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" hold "$m" -- touch "$T/ran"
+    run -66 --separate-stderr timeout 15 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" hold "$m" -- touch "$T/ran"
     refute_output
-    run -3 al hold -n "$m" -- touch "$T/ran"
-    run -3 al hold -w 2 "$m" -- touch "$T/ran"
-    run -3 al hold -w 2 -E 42 "$m" -- touch "$T/ran"
-    run -3 al hold -c "touch '$T/ran'" "$m"
+    run -66 al hold -n "$m" -- touch "$T/ran"
+    run -66 al hold -w 2 "$m" -- touch "$T/ran"
+    run -66 al hold -w 2 -E 42 "$m" -- touch "$T/ran"
+    run -66 al hold -c "touch '$T/ran'" "$m"
     [ ! -e "$T/ran" ]
-    run -3 --separate-stderr timeout 15 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" acquire "$m"
+    run -66 --separate-stderr timeout 15 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" acquire "$m"
     refute_output
-    run -3 al acquire -n "$m"
-    run -3 al acquire -w 2 -E 42 "$m"
+    run -66 al acquire -n "$m"
+    run -66 al acquire -w 2 -E 42 "$m"
     # and nothing was created
-    run -3 al status "$m"
+    run -66 al status "$m"
 }
 
 @test "a waiting hold -w 10 gets the slot within a second of its release" {
@@ -233,7 +233,7 @@ teardown() { test_cleanup; }
     kill -KILL "$proxy"
     note "hold -w 3 gave up $took s after it started (the relay fell silent at 1 s)"
     at_most "$took" 4
-    [ "$rc" -eq 6 ] || fail "hold exited $rc: $(cat "$T/w.err")"
+    [ "$rc" -eq 69 ] || fail "hold exited $rc: $(cat "$T/w.err")"
     grep -q "no reply from the broker.*the time to wait is up" "$T/w.err" || fail "stderr: $(cat "$T/w.err")"
     [ "$(wc -l <"$T/w.err")" -eq 1 ] || fail "stderr: $(cat "$T/w.err")"
     [ ! -e "$T/ran" ]
@@ -277,7 +277,7 @@ teardown() { test_cleanup; }
     took=$(since "$t0")
     kill -KILL "$proxy"
     at_most "$took" 3
-    [ "$rc" -eq 6 ] || fail "wait exited $rc: $(cat "$T/w.err")"
+    [ "$rc" -eq 69 ] || fail "wait exited $rc: $(cat "$T/w.err")"
 }
 
 @test "who holds what: each connection names its command, semaphore, host and pid, and carries amqplock's version" {
@@ -424,7 +424,7 @@ woken_by_release() {
     [ ! -s "$T/a.err" ]
 }
 
-@test "acquire loses a removed slot: exit 4, 'lost slot' on stderr, a lost event with --json" {
+@test "acquire loses a removed slot: exit 75, 'lost slot' on stderr, a lost event with --json" {
     al create "$n" 3
     bg a1 acquire "$n"
     local p1=$BG
@@ -441,12 +441,12 @@ woken_by_release() {
     t0=$(now)
     al remove "$n" 2
     wait_exit "$p2" 6
-    [ "$rc" -eq 4 ] || fail "acquire exited $rc"
+    [ "$rc" -eq 75 ] || fail "acquire exited $rc"
     at_most "$(since "$t0")" 3.5
     grep -qE "^amqplock: lost slot 2 of $n: .+" "$T/a2.err" || fail "stderr: $(cat "$T/a2.err")"
     [ "$(cat "$T/a2.out")" = 2 ]
     wait_exit "$p3" 6
-    [ "$rc" -eq 4 ]
+    [ "$rc" -eq 75 ]
     [ "$(wc -l <"$T/a3.out")" -eq 2 ]
     sed -n 2p "$T/a3.out" | jq -e --arg n "$n" '.event == "lost" and .semaphore == $n
         and .slot == 3 and (.reason | type == "string" and length > 0)' >/dev/null ||
@@ -487,7 +487,7 @@ woken_by_release() {
     wait_until 10 test -e "$T/sig.ready" || fail "CMD did not start: $(cat "$T/h.err")"
     kill -INT "$h"
     wait_exit "$h" 5
-    [ "$rc" -eq 9 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 65 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/sig")" = INT ]
     slot_free "$n" 1
 }
@@ -569,7 +569,7 @@ woken_by_release() {
 
 # --- hold: a lost slot -------------------------------------------------------------
 
-@test "a held slot removed: CMD and its children get TERM, hold exits 4 with 'lost slot'" {
+@test "a held slot removed: CMD and its children get TERM, hold exits 75 with 'lost slot'" {
     al create "$n" 1
     victim_hold hold "$n"
     local h=$BG m=$MARK
@@ -582,7 +582,7 @@ woken_by_release() {
     wait_until 4 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
     at_most "$(since "$t0")" 3
     wait_exit "$h" 8
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/signals")" = TERM ]
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     [ ! -s "$T/h.out" ]
@@ -607,7 +607,7 @@ woken_by_release() {
     at_least "$(since "$t1")" 0.5
     at_most "$(since "$t1")" 3
     wait_exit "$h" 8
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     # USR1 instead of TERM
     [ "$(cat "$T/signals")" = USR1 ]
     [ ! -e "$T/term_at" ]
@@ -628,13 +628,13 @@ woken_by_release() {
     at_least "$(since "$t1")" 0.5
     at_most "$(since "$t1")" 3
     wait_exit "$h" 8
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/signals")" = TERM ]
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err"
     no_marker "$m" || fail "the grandchild (which ignores TERM) survived"
 }
 
-@test "after a lost slot hold exits 4 even if nobody reaps the group's orphaned zombies" {
+@test "after a lost slot hold exits 75 even if nobody reaps the group's orphaned zombies" {
     # As when amqplock runs as a container's pid 1: the grandchild, killed,
     # stays a zombie in CMD's process group. Nothing of the group runs.
     al create "$n" 1
@@ -660,12 +660,12 @@ woken_by_release() {
     wait_until 2 no_marker "$m" || fail "the grandchild still runs"
     # detection, 1 s of grace, and a little more
     wait_exit "$w" 8
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     at_most "$(since "$t0")" 6
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err"
 }
 
-@test "without a lease, the broker closing hold's connection: CMD gets TERM, hold exits 4 with 'lost slot'" {
+@test "without a lease, the broker closing hold's connection: CMD gets TERM, hold exits 75 with 'lost slot'" {
     al create "$n" 1
     rmqctl -q list_connections pid --no-table-headers 2>/dev/null | sort >"$T/before"
     victim_hold hold --lease 0 "$n"
@@ -681,14 +681,14 @@ woken_by_release() {
     wait_until 4 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
     at_most "$(since "$t0")" 3
     wait_exit "$h" 8
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/signals")" = TERM ]
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     no_marker "$m"
     slot_free "$n" 1
 }
 
-@test "without a lease, a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 4" {
+@test "without a lease, a silent broker (--heartbeat 1 through a stopped relay): CMD gets TERM, hold exits 75" {
     al create "$n" 1
     start_relay
     local proxy=$RELAY
@@ -705,7 +705,7 @@ woken_by_release() {
     at_most "$(since "$t0")" 4
     wait_exit "$h" 10
     kill -CONT "$proxy"
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/signals")" = TERM ]
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     no_marker "$m"
@@ -773,7 +773,7 @@ woken_by_release() {
     run -0 al wait -w 10 "$n"
     [ "$(json_status "$n" .orphans)" = '[]' ]
     wait_exit "$p2" 3
-    [ "$rc" -eq 4 ]
+    [ "$rc" -eq 75 ]
     grep -qE "^amqplock: lost slot 2 of $n: .+" "$T/a2.err"
     [ "$(json_status "$n" '[.max, .held, .orphans]')" = '[1,[],[]]' ]
 }
@@ -790,7 +790,7 @@ woken_by_release() {
     run -0 al wait -w 20 "$n"
     [ -e "$T/done" ] || fail "wait returned while the orphan's command still ran"
     wait_exit "$h" 8
-    [ "$rc" -eq 4 ]
+    [ "$rc" -eq 75 ]
 }
 
 @test "wait after destroy: every holder is an orphan" {
@@ -801,26 +801,26 @@ woken_by_release() {
     local a=$BG
     [ "$(await_slot a)" = 2 ]
     al destroy "$n"
-    run -3 al status "$n"
+    run -66 al status "$n"
 
     run -1 al wait -n "$n"
     kill "$q"
     run -0 al wait -w 10 "$n"
     # the acquire gave its slot up
     wait_exit "$a" 3
-    [ "$rc" -eq 4 ]
+    [ "$rc" -eq 75 ]
     # now nothing is left by that name: not found, as status says
-    run -3 --separate-stderr al --json wait -n "$n"
+    run -66 --separate-stderr al --json wait -n "$n"
     jq -e --arg n "$n" '.ok == false and .semaphore == $n and .error == "not_found"' \
         <<<"$output" >/dev/null || fail "bad JSON: $output"
 }
 
-@test "wait on a name that was never created exits 3 at once, as status and max do" {
-    run -3 --separate-stderr al wait "$n-typo"
+@test "wait on a name that was never created exits 66 at once, as status and max do" {
+    run -66 --separate-stderr al wait "$n-typo"
     assert_error_line
     [[ $stderr == *"does not exist"* ]] || fail "stderr: $stderr"
-    run -3 al wait -w 5 "$n-typo"
-    run -3 --separate-stderr al --json wait "$n-typo"
+    run -66 al wait -w 5 "$n-typo"
+    run -66 --separate-stderr al --json wait "$n-typo"
     jq -e '.error == "not_found"' <<<"$output" >/dev/null || fail "bad JSON: $output"
 }
 

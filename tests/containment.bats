@@ -310,7 +310,7 @@ ctrl_z_ticker() {
     slot_free "$n" 1
 }
 
-@test "without a lease, a 5 s Ctrl-Z with --heartbeat 1: another hold -n gets the slot; after fg the first CMD never runs again, exit 4" {
+@test "without a lease, a 5 s Ctrl-Z with --heartbeat 1: another hold -n gets the slot; after fg the first CMD never runs again, exit 75" {
     al create "$n" 1
     local d=$T/tk d2=$T/tk2
     ctrl_z_ticker "$d" "'$AMQPLOCK_BIN' --heartbeat 1 hold --lease 0 $n -- perl '$H/ticker.pl' '$d' 0" \
@@ -462,7 +462,7 @@ ctrl_z_ticker() {
     slot_free "$n" 1
 }
 
-@test "without a lease, a 5 s kill -STOP with --heartbeat 1: another hold -n gets the slot; after kill -CONT the CMD never runs again, exit 4 at once" {
+@test "without a lease, a 5 s kill -STOP with --heartbeat 1: another hold -n gets the slot; after kill -CONT the CMD never runs again, exit 75 at once" {
     al create "$n" 1
     local d=$T/tk d2=$T/tk2
     ticker_hold bg "$d" 0 --heartbeat 1 --lease 0
@@ -474,7 +474,7 @@ ctrl_z_ticker() {
     kill -CONT "$h"
     wait_exit "$h" 8
     note "hold -n got the slot $TOOK s into the stop (--heartbeat 1); the first hold exited $(since "$t0") s after kill -CONT"
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     # stopped, it was killed without running another instruction: with
     # the default --grace of 10 s, a TERM would have left it waiting
@@ -520,7 +520,7 @@ ctrl_z_ticker() {
     slot_free "$n" 1
 }
 
-@test "a setsid child is ended on a lost slot (remove): it gets TERM, hold exits 4" {
+@test "a setsid child is ended on a lost slot (remove): it gets TERM, hold exits 75" {
     al create "$n" 1
     local d=$T/d
     daemon_hold "$d"
@@ -566,7 +566,7 @@ ctrl_z_ticker() {
     job=$(marker_pids "$m")
     al remove "$n" >/dev/null
     wait_exit "$h" 10
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     grep -qEx "amqplock: lost slot 1 of $n: .+" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     ended "$job" || fail "the job survived the lost slot"
     no_marker "$m"
@@ -603,7 +603,7 @@ ctrl_z_ticker() {
     [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
 }
 
-@test "the holder queue deleted (rabbitmqctl delete_queue): CMD gets TERM, hold exits 4 and names the queue" {
+@test "the holder queue deleted (rabbitmqctl delete_queue): CMD gets TERM, hold exits 75 and names the queue" {
     al create "$n" 1
     victim_hold hold "$n"
     local h=$BG m=$MARK t0
@@ -612,7 +612,7 @@ ctrl_z_ticker() {
     wait_until 5 has_line "$T/signals" TERM || fail "CMD got no TERM: $(cat "$T/h.err")"
     note "CMD got TERM $(since "$t0") s after rabbitmqctl delete_queue began"
     wait_exit "$h" 10
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     # (CMD's shell may add "Terminated")
     grep -qx "amqplock: lost slot 1 of $n: its holder queue amqplock.$n-1-B was deleted" "$T/h.err" ||
         fail "stderr: $(cat "$T/h.err")"
@@ -632,7 +632,7 @@ ctrl_z_ticker() {
     slot_free "$n" 1
     # CMD's own status, which the kernel would throw away for a parent that
     # ignores SIGCHLD; and a CMD with a child of its own
-    run -7 timeout 20 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV or die' -- "$AMQPLOCK_BIN" hold "$n" -- \
+    run -77 timeout 20 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV or die' -- "$AMQPLOCK_BIN" hold "$n" -- \
         sh -c 'sleep 0.2 & wait; exit 7'
     slot_free "$n" 1
     # CHLD and PIPE ignored, ALRM and WINCH blocked: CMD starts clean, but
@@ -795,7 +795,7 @@ linger_hold() {
     # lost while stopped (4) and killed (137) are the only failures; a
     # hold that stays stopped after CONT shows as 1 (others waited 30 s
     # in vain) or 124 (timeout)
-    [ -z "$(grep -vxE '0|4|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+    [ -z "$(grep -vxE '0|75|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
     check_contention "$d" 100 3
     [ "$stops" -ge 20 ] || fail "only $stops stops"
     [ "$named" -ge 2 ] || fail "only $named stops by name"

@@ -265,7 +265,7 @@ man_text() { cat "$SRC/man.txt"; }
 
 # --- every command: --help, an unknown option, --version ------------------------
 
-@test "every command answers --help with exit 0 and an unknown option with exit 2; --version is the Makefile's" {
+@test "every command answers --help with exit 0 and an unknown option with exit 64; --version is the Makefile's" {
     local cmd out rc
     out=$(amqplock --help 2>&1) || fail "amqplock --help exited $?"
     [[ $out == 'Usage: amqplock '* ]] || fail "amqplock --help: $out"
@@ -276,10 +276,10 @@ man_text() { cat "$SRC/man.txt"; }
         [[ $out == "Usage: amqplock $cmd "* ]] || fail "help $cmd: $out"
         rc=0
         out=$(amqplock "$cmd" --no-such-option 2>&1) || rc=$?
-        [ "$rc" -eq 2 ] || fail "$cmd --no-such-option exited $rc"
+        [ "$rc" -eq 64 ] || fail "$cmd --no-such-option exited $rc"
         [ "$out" = 'amqplock: unknown option "--no-such-option"' ] || fail "$cmd: $out"
     done
-    run -2 --separate-stderr amqplock --no-such-option
+    run -64 --separate-stderr amqplock --no-such-option
     refute_output
     assert_error_line
     local v

@@ -113,7 +113,7 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     # (a short run may end before an added slot was used)
     [ "$most" -ge 4 ] || [ "$want" -lt 200 ] || fail "never more than $most inside: the added slots were not used"
     # a hold on a removed slot loses it (4), a killed one is 137
-    [ -z "$(grep -vxE '0|4|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+    [ -z "$(grep -vxE '0|75|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
     [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
 }
 
@@ -160,7 +160,7 @@ trappers_lost() {
     local i
     for i in $(seq 1 "${#hs[@]}"); do
         wait_exit "${hs[$((i - 1))]}" "$1"
-        [ "$rc" -eq 4 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
+        [ "$rc" -eq 75 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
         [ "$(cat "$T/sig$i")" = TERM ]
         grep -qE "$2" "$T/h$i.err" || fail "stderr: $(cat "$T/h$i.err")"
     done
@@ -193,7 +193,7 @@ trappers_lost() {
     wait_until 3 test -z "$(pgrep -f -- "$T/ready" || true)" || fail "commands outlived their hold"
 }
 
-@test "without a lease, rabbitmqctl close_all_connections: every CMD signalled, every hold exits 4" {
+@test "without a lease, rabbitmqctl close_all_connections: every CMD signalled, every hold exits 75" {
     al create "$n" 3
     local hs
     start_trappers 3 --lease 0
@@ -258,7 +258,7 @@ trappers_lost() {
 
 # --- 4. broker restarts -----------------------------------------------------------------
 
-@test "without a lease, the broker's app stopped and started: CMDs signalled, holds exit 4, slots survive, new holds work" {
+@test "without a lease, the broker's app stopped and started: CMDs signalled, holds exit 75, slots survive, new holds work" {
     al create "$n" 3
     local hs
     start_trappers 3 --lease 0
@@ -269,7 +269,7 @@ trappers_lost() {
     trappers_lost 15 "^amqplock: lost slot [1-3] of $n: .+"
     note "3 holds ended $(since "$t0") s after stop_app began"
     # while it is down: connection errors, at once
-    run -6 al --connect-timeout 2 status "$n"
+    run -69 al --connect-timeout 2 status "$n"
     rmqctl start_app >/dev/null
     APP_STOPPED=
     wait_until 30 al status "$n" || fail "broker not back"
@@ -312,25 +312,25 @@ every_command() {
         i=$((i + 1))
         read -r status took <"$T/every$i.rc"
         stderr=$(cat "$T/every$i.err")
-        [ "$status" -eq 6 ] || fail "$c: exit $status, stderr '$stderr'"
+        [ "$status" -eq 69 ] || fail "$c: exit $status, stderr '$stderr'"
         assert_error_line
         at_most "$took" 4.5
     done
     [ ! -e "$T/ran" ] || fail "hold ran its command"
 }
 
-@test "a listener that never speaks: every command exits 6 within --connect-timeout, hold runs nothing" {
+@test "a listener that never speaks: every command exits 69 within --connect-timeout, hold runs nothing" {
     start_silent_listener
     keep "$SILENT_PID"
     every_command "amqp://guest:guest@127.0.0.1:$SILENT_PORT/"
     every_command "amqps://guest:guest@localhost:$SILENT_PORT/"
 }
 
-@test "a closed port: every command exits 6 at once, hold runs nothing" {
+@test "a closed port: every command exits 69 at once, hold runs nothing" {
     every_command "amqp://guest:guest@127.0.0.1:$(closed_port)/"
 }
 
-@test "an unroutable address (a network namespace without routes): every command exits 6" {
+@test "an unroutable address (a network namespace without routes): every command exits 69" {
     unshare -n true 2>/dev/null || skip "no network namespaces here"
     # Inside the namespace nothing but its own loopback exists: 192.0.2.1
     # (TEST-NET-1) has no route.
@@ -344,12 +344,12 @@ every_command() {
             echo "$c: $rc $(awk -v a="$t0" -v b="$EPOCHREALTIME" "BEGIN { print b - a }") $(cat "'"$T"'/err")"
         done' "$AMQPLOCK_BIN"
     echo "$output"
-    [ "$(grep -c ': 6 ' <<<"$output")" -eq 4 ] || fail "$output"
+    [ "$(grep -c ': 69 ' <<<"$output")" -eq 4 ] || fail "$output"
     grep -q "unreachable" <<<"$output"
     [ ! -e "$T/ran" ]
 }
 
-@test "a broker frozen mid-operation (relay stopped during create): exit 6 within --rpc-timeout, no holes" {
+@test "a broker frozen mid-operation (relay stopped during create): exit 69 within --rpc-timeout, no holes" {
     start_relay
     local proxy=$RELAY
     local url="$RELAY_URL"
@@ -364,7 +364,7 @@ every_command() {
     local took
     took=$(since "$t0")
     note "create gave up $took s after the broker fell silent (--rpc-timeout 2)"
-    [ "$rc" -eq 6 ] || fail "create exited $rc: $(cat "$T/c.err")"
+    [ "$rc" -eq 69 ] || fail "create exited $rc: $(cat "$T/c.err")"
     grep -q "no reply" "$T/c.err" || fail "stderr: $(cat "$T/c.err")"
     at_most "$took" 4
     kill -KILL "$proxy"
@@ -410,7 +410,7 @@ every_command() {
         # shellcheck disable=SC2086
         run --separate-stderr al $c
         took=$(since "$t0")
-        [ "$status" -eq 8 ] || fail "$c: exit $status, stderr '$stderr'"
+        [ "$status" -eq 76 ] || fail "$c: exit $status, stderr '$stderr'"
         assert_error_line
         [[ $stderr == *"resource alarm"* ]] || fail "$c: '$stderr'"
         at_most "$took" 3

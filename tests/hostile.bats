@@ -30,7 +30,7 @@ bats_require_minimum_version 1.5.0
 load lib/helper
 
 setup_file() {
-    al create jobs 2 >/dev/null || [ $? -eq 5 ] # 5: left by an interrupted run
+    al create jobs 2 >/dev/null || [ $? -eq 73 ] # 5: left by an interrupted run
 }
 
 teardown_file() {
@@ -384,7 +384,7 @@ check_row() {
     [ "$net" != closed-port ] || url=(--url "$closed_url")
     [[ " $MODES " == *" text "* ]] || { check_json_row; return; }
     run_al "${url[@]}" "${words[@]}"
-    [ "$status" -eq 2 ] || problem "text: exit $status, not 2 (stderr: $(shown "$stderr"))"
+    [ "$status" -eq 64 ] || problem "text: exit $status, not 64 (stderr: $(shown "$stderr"))"
     collect "text: stdout" refute_output
     collect "text: stderr" assert_error_line
     printable "text: stderr" "$stderr"
@@ -397,7 +397,7 @@ check_row() {
 
 check_json_row() {
     run_al --json "${words[@]}"
-    [ "$status" -eq 2 ] || problem "json: exit $status, not 2 (stderr: $(shown "$stderr"))"
+    [ "$status" -eq 64 ] || problem "json: exit $status, not 64 (stderr: $(shown "$stderr"))"
     if [ "${words[0]:-}" = hold ]; then
         # hold keeps stdout for CMD: its JSON object follows the error line
         # on stderr. Checked below as if it had been on stdout.

@@ -60,7 +60,7 @@ retry_hold() {
                 "${CMD_STOP:-0}" ${CMD_UNTIL:+"$T/go"} >>"$T/$tag.out" 2>>"$T/$tag.err" </dev/null ||
                 rc=$?
             echo "$rc" >>"$T/$tag.rcs"
-            [ "$rc" -eq 6 ] || break
+            [ "$rc" -eq 69 ] || break
             sleep 0.2
         done
     ) 3>&- &
@@ -350,7 +350,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     kill -CONT "$RELAY"
     for i in $(seq 1 "$reps"); do
         wait_exit "${hs[$((i - 1))]}" 15
-        [ "$rc" -eq 4 ] || fail "holder $i exited $rc: $(cat "$T/h$i.err")"
+        [ "$rc" -eq 75 ] || fail "holder $i exited $rc: $(cat "$T/h$i.err")"
         grep -q "^amqplock: lost slot 1 of $n-$i: could not get back to the broker before the lease ran out" \
             "$T/h$i.err" || fail "holder $i: $(cat "$T/h$i.err")"
         grep -q '^TERM ' "$T/h$i.cmd" || fail "holder $i's command got no TERM"
@@ -620,27 +620,27 @@ holder_done() {
     holder_done "$h"
 }
 
-@test "--lease: too short is a usage error that says the least; --lease 0 is the old behaviour (a closed connection: TERM, exit 4, no lease queue)" {
-    run -2 --separate-stderr al hold --lease 5 --grace 1 --heartbeat 5 "$n" -- touch "$T/ran"
+@test "--lease: too short is a usage error that says the least; --lease 0 is the old behaviour (a closed connection: TERM, exit 75, no lease queue)" {
+    run -64 --separate-stderr al hold --lease 5 --grace 1 --heartbeat 5 "$n" -- touch "$T/ran"
     assert_error_line
     [ "$stderr" = "amqplock: --lease 5 is too short for --grace 1 with --heartbeat 5: at least 9 s, or 0 for no lease" ]
     # the least is (grace + silence + 2) / 0.95, shown rounded up
-    run -2 --separate-stderr al hold --grace 1 --heartbeat 2 --lease 5.2 "$n" -- touch "$T/ran"
+    run -64 --separate-stderr al hold --grace 1 --heartbeat 2 --lease 5.2 "$n" -- touch "$T/ran"
     [ "$stderr" = "amqplock: --lease 5.2 is too short for --grace 1 with --heartbeat 2: at least 6 s, or 0 for no lease" ] ||
         fail "$stderr"
-    run -2 --separate-stderr al hold --grace 2 --heartbeat 1 --lease 5 "$n" -- touch "$T/ran"
+    run -64 --separate-stderr al hold --grace 2 --heartbeat 1 --lease 5 "$n" -- touch "$T/ran"
     [ "$stderr" = "amqplock: --lease 5 is too short for --grace 2 with --heartbeat 1: at least 6 s, or 0 for no lease" ] ||
         fail "$stderr"
     # without heartbeats the silence is --rpc-timeout
-    run -2 --separate-stderr al hold --heartbeat 0 --rpc-timeout 3 --grace 1 --lease 6 "$n" -- touch "$T/ran"
+    run -64 --separate-stderr al hold --heartbeat 0 --rpc-timeout 3 --grace 1 --lease 6 "$n" -- touch "$T/ran"
     [[ $stderr == "amqplock: --lease 6 is too short for --grace 1 with "*"at least 7 s, or 0 for no lease" ]] ||
         fail "$stderr"
-    run -2 --separate-stderr al acquire --heartbeat 5 --lease 7 "$n"
+    run -64 --separate-stderr al acquire --heartbeat 5 --lease 7 "$n"
     assert_error_line
     [[ $stderr == *"--lease 7 is too short"*"at least 8 s, or 0 for no lease" ]] || fail "$stderr"
-    run -2 --separate-stderr al hold --lease x "$n" -- true
+    run -64 --separate-stderr al hold --lease x "$n" -- true
     assert_error_line
-    run -2 --separate-stderr al status --lease 10 "$n"
+    run -64 --separate-stderr al status --lease 10 "$n"
     assert_error_line
     [ ! -e "$T/ran" ]
     # the least is enough
@@ -654,7 +654,7 @@ holder_done() {
     [ "$(queues_like "amqplock.$n-" | awk '{ print $1 }' | tr '\n' ' ')" = "amqplock.$n-1-A amqplock.$n-1-B " ]
     rmqctl close_all_connections "lease suite" >/dev/null
     wait_exit "$h" 10
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/sig")" = TERM ]
     grep -q "closed the connection" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
     [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]
@@ -704,7 +704,7 @@ amqplock.$n-1-L true false" ]
     [ "$(awk '$1 == "start" { print $3 }' "$T/r.cmd")" = 2 ]
     run -0 al remove "$n" 1
     wait_exit "$r" 10
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/r.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/r.err")"
     grep -q '^TERM ' "$T/r.cmd" || fail "its command got no TERM"
     [ "$(queues_like "amqplock.$n-" | awk '{ print $1 }' | tr '\n' ' ')" = "amqplock.$n-1-A amqplock.$n-1-B amqplock.$n-1-L " ] ||
         fail "queues: $(queues_like "amqplock.$n-")"
@@ -728,7 +728,7 @@ lease_hold() {
     timeout -k 5 120 "$AMQPLOCK_BIN" --heartbeat 1 hold -w 60 --grace 1 --lease 20 "$n" -- \
         bash -c ': >"$2"; end=$((SECONDS + 3)); while [ $SECONDS -lt $end ]; do perl "$0" "$1" || exit; done' \
         "$H/crit.pl" "$1" "$ran" || rc=$?
-    if [ "$rc" -eq 6 ]; then
+    if [ "$rc" -eq 69 ]; then
         # a connection error is for a hold that was still waiting
         [ ! -e "$ran" ] || echo "a hold exited 6 after its command ran" >>"$1/bad"
         sleep 0.5
@@ -796,7 +796,7 @@ close_holders() {
     if grep -q '^amqplock: lost slot' "$d/err"; then
         fail "slots lost: $(grep '^amqplock: lost slot' "$d/err" | head -5)"
     fi
-    [ -z "$(grep -vxE '0|6' "$d/rc" || true)" ] ||
+    [ -z "$(grep -vxE '0|69' "$d/rc" || true)" ] ||
         fail "holds failed: $(exit_counts "$d"); $(grep -v '^amqplock: \(connection for\|reconnected\)' "$d/err" | sort | uniq -c | head)"
     [ "$(grep -c '^amqplock: reconnected' "$d/err" || true)" -ge 3 ] ||
         fail "too few reconnections: $(sed -E 's/t[0-9]+-s-[0-9-]+/N/g; s/[0-9]+(\.[0-9]+)? s/S s/g; s/:[0-9]+/:P/g' "$d/err" | sort | uniq -c | sort -rn | head -20)"

@@ -126,7 +126,7 @@ snapshot() { as admin --json status "$1" 2>/dev/null || true; }
 # saying the broker refused access, and nothing on stdout.
 refused() {
     run --separate-stderr as "$@"
-    [ "$status" -eq 7 ] || fail "as $1 ${*:2}: exit $status, not 7; stderr: '$stderr'"
+    [ "$status" -eq 77 ] || fail "as $1 ${*:2}: exit $status, not 77; stderr: '$stderr'"
     assert_error_line
     [[ $stderr == *ACCESS_REFUSED* || $stderr == *NOT_ALLOWED* ]] ||
         fail "as $1 ${*:2}: the message does not say access was refused: '$stderr'"
@@ -199,7 +199,7 @@ new_holder() {
     run -0 as admin hold "$n" -- printenv AMQPLOCK_SLOT
     assert_output 1
     run -0 as admin destroy "$n"
-    run -3 as admin max "$n"
+    run -66 as admin max "$n"
 
     # quorum slots: the administrator re-declares slot 1 to learn their
     # type, and keeps the quorum marker (configure on it)
@@ -220,7 +220,7 @@ new_holder() {
     [ -z "$(vhost_queues "amqplock.$n")" ] || fail "left behind: $(vhost_queues "amqplock.$n")"
 }
 
-@test "inspector: status, max and wait work; everything else exits 7 and changes nothing" {
+@test "inspector: status, max and wait work; everything else exits 77 and changes nothing" {
     as admin create "$n" 3
     bg_as holder client acquire "$n"
     [ "$(await_slot holder)" = 1 ]
@@ -230,7 +230,7 @@ new_holder() {
     assert_json '.max == 3 and .held == [1] and .free == [2,3] and .orphans == []'
     before=$output
     run -0 as inspector wait -n "$n"
-    run -3 as inspector status "$n-none"
+    run -66 as inspector status "$n-none"
 
     refused inspector create "$n-new" 1
     refused inspector destroy "$n"
@@ -242,13 +242,13 @@ new_holder() {
     [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
     [[ $stderr == *"access to queue 'amqplock.$n-2-B'"* ]] ||
         fail "the message does not name the holder queue: '$stderr'"
-    run -7 --separate-stderr as inspector --json create "$n" 1
+    run -77 --separate-stderr as inspector --json create "$n" 1
     assert_json '.ok == false and .error == "access" and (.message | test("ACCESS_REFUSED"))'
     [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
-    run -3 as admin max "$n-new"
+    run -66 as admin max "$n-new"
 }
 
-@test "client: acquire, hold, status, max and wait work; admin commands exit 7 and change nothing" {
+@test "client: acquire, hold, status, max and wait work; admin commands exit 77 and change nothing" {
     as admin create "$n" 2
     run -0 as client hold "$n" -- printenv AMQPLOCK_SLOT
     assert_output 1
@@ -269,10 +269,10 @@ new_holder() {
     refused client max "$n" 0
     [[ $stderr == *"access to queue 'amqplock.$n'"* ]] ||
         fail "the message does not name the admin mutex: '$stderr'"
-    run -7 --separate-stderr as client --json remove "$n"
+    run -77 --separate-stderr as client --json remove "$n"
     assert_json '.ok == false and .error == "access"'
     [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
-    run -3 as admin max "$n-new"
+    run -66 as admin max "$n-new"
 
     kill -TERM "$BG"
     wait_exit "$BG" 5
@@ -366,7 +366,7 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
 # A claim asks for its lease beside its holder queue, on a channel of its
 # own, so the broker may grant the lease and refuse the holder queue; the
 # lease is then deleted at once, or it would block the slot for its length.
-@test "a claim granted its lease but refused its holder queue deletes the lease: exit 7, nothing left" {
+@test "a claim granted its lease but refused its holder queue deletes the lease: exit 77, nothing left" {
     as admin create "$n" 1
     refused noholder hold "$n" -- touch "$T/ran"
     [[ $stderr == *"access to queue 'amqplock.$n-1-B'"* ]] ||
@@ -378,7 +378,7 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     assert_output 1
 }
 
-@test "a client without configure on lease queues: a leased hold exits 7 and leaves nothing; --lease 0 works" {
+@test "a client without configure on lease queues: a leased hold exits 77 and leaves nothing; --lease 0 works" {
     as admin create "$n" 1
     refused nolease hold "$n" -- touch "$T/ran"
     [[ $stderr == *"access to queue 'amqplock.$n-1-L'"* ]] ||
@@ -401,7 +401,7 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     [ "$(held_by admin "$n")" = "[1]" ]
     refused client check "$n"
     refused inspector check --repair "$n"
-    run -9 --separate-stderr as adminonly --json check "$n"
+    run -65 --separate-stderr as adminonly --json check "$n"
     assert_json '(.problems | map([.kind, .slot, .repaired])) == [["stray_holder", 1, false]]
         and .error == "damaged"'
     # adminonly may not delete holder queues: check --repair is refused,
@@ -449,7 +449,7 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
 
 # --- what is left out -----------------------------------------------------------
 
-@test "write on the prefix instead of amq.default: every command exits 7 and changes nothing" {
+@test "write on the prefix instead of amq.default: every command exits 77 and changes nothing" {
     as admin create "$n" 2
     before=$(snapshot "$n")
     for args in "status $n" "wait -n $n" "acquire -n $n" "create $n-new 1" "destroy $n"; do
@@ -461,23 +461,23 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     refused naive hold "$n" -- touch "$T/ran"
     [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
     [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
-    run -3 as admin max "$n-new"
+    run -66 as admin max "$n-new"
 }
 
-@test "no permissions on the vhost: the login is refused, exit 7" {
+@test "no permissions on the vhost: the login is refused, exit 77" {
     refused nobody status "$n"
     [[ $stderr == *"login to "*" refused"* ]] || fail "not a login refusal: '$stderr'"
-    run -7 --separate-stderr as nobody --json max "$n"
+    run -77 --separate-stderr as nobody --json max "$n"
     assert_json '.ok == false and .error == "access"'
 }
 
 @test "create refused half-way takes back the slots it made" {
     # partial may configure amqplock.partial and its slot 1, not slot 2
-    run -7 --separate-stderr as partial create partial 3
+    run -77 --separate-stderr as partial create partial 3
     assert_error_line
     [[ $stderr == *"access to queue 'amqplock.partial-2-A'"* ]] ||
         fail "not refused at slot 2: '$stderr'"
-    run -3 as admin max partial
+    run -66 as admin max partial
 }
 
 # --- another prefix ---------------------------------------------------------------

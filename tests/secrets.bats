@@ -204,7 +204,7 @@ bad_login_commands() {
 
 # --- no password in any output ---------------------------------------------
 
-@test "a wrong password in the URL: exit 7, one error line, the password nowhere (text, --json, -v)" {
+@test "a wrong password in the URL: exit 77, one error line, the password nowhere (text, --json, -v)" {
     local c mode i=0 traced=("-v" "--json -v")
     # every command in text and --json, and traced (-v, --json -v in turn)
     while read -r c; do
@@ -218,10 +218,10 @@ bad_login_commands() {
     fails_quietly 7 --json -v -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
     # nothing was done
     [ ! -e "$T/ran" ]
-    run -3 al status "$n"
+    run -66 al status "$n"
 }
 
-@test "a wrong password from --password-file, AMQPLOCK_URL or AMQP_URL: exit 7, the password nowhere" {
+@test "a wrong password from --password-file, AMQPLOCK_URL or AMQP_URL: exit 77, the password nowhere" {
     private "$T/pw" "$BAD_PW"
     local c mode i=0
     local modes=("" --json -v "--json -v")
@@ -242,10 +242,10 @@ bad_login_commands() {
         export AMQPLOCK_URL=$MAIN_URL
     done < <(bad_login_commands)
     [ ! -e "$T/ran" ]
-    run -3 al status "$n"
+    run -66 al status "$n"
 }
 
-@test "after a good login a failure (exit 3) shows no password, nor does a success, with -v and --json" {
+@test "after a good login a failure (exit 66) shows no password, nor does a success, with -v and --json" {
     private "$T/pw" "$SEC_PW"
     local m c mode i=0
     local modes=("" --json -v "--json -v")
@@ -293,7 +293,7 @@ bad_login_commands() {
     done
 }
 
-@test "usage errors about the URL or the options do not echo the password (exit 2)" {
+@test "usage errors about the URL or the options do not echo the password (exit 64)" {
     local u i=0 p=127.0.0.1:$AMQPLOCK_TEST_PORT
     for u in "amqp://guest:$BAD_PW@127.0.0.1:99999/" "amqp://guest:$BAD_PW@127.0.0.1:0/" \
         "amqp://guest:$BAD_PW@127.0.0.1:port/" "amqp://guest:$BAD_PW@/" \
@@ -318,46 +318,46 @@ bad_login_commands() {
 
 # --- the password file -------------------------------------------------------
 
-@test "a password file readable by group or others, or missing, is refused (exit 2) before connecting" {
+@test "a password file readable by group or others, or missing, is refused (exit 64) before connecting" {
     local closed mode
     closed=amqp://$SEC_USER@127.0.0.1:$(closed_port)/
     private "$T/pw" "$SEC_PW"
     for mode in 640 604 644 660; do
         chmod "$mode" "$T/pw"
         # a closed port: exit 2 means nothing was tried on the network
-        run -2 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
+        run -64 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
         refute_output
         assert_error_line
         stderr_has "chmod 600"
         no_secret
-        run -2 --separate-stderr al --json -u "$closed" --password-file "$T/pw" status "$n"
+        run -64 --separate-stderr al --json -u "$closed" --password-file "$T/pw" status "$n"
         assert_json '.ok == false and .error == "usage" and (.message | contains("chmod 600"))'
         assert_error_line
     done
     # nor against the real broker
-    run -2 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+    run -64 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
         --password-file "$T/pw" create "$n" 1
     assert_error_line
-    run -3 al status "$n"
+    run -66 al status "$n"
 
     for mode in 600 400; do
         chmod "$mode" "$T/pw"
         # accepted: it goes on to connect, and fails at the closed port
-        run -6 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
+        run -69 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
         assert_error_line
-        run -3 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+        run -66 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
             --password-file "$T/pw" status "$n"
         assert_error_line
     done
 
     # a missing or unreadable file is exit 2 too, before connecting
-    run -2 --separate-stderr al -u "$closed" --password-file "$T/no-such-file" status "$n"
+    run -64 --separate-stderr al -u "$closed" --password-file "$T/no-such-file" status "$n"
     refute_output
     assert_error_line
-    run -2 --separate-stderr al --json -u "$closed" --password-file "$T/no-such-file" status "$n"
+    run -64 --separate-stderr al --json -u "$closed" --password-file "$T/no-such-file" status "$n"
     assert_json '.ok == false and .error == "usage"'
     mkdir -m 700 "$T/dir"
-    run -2 --separate-stderr al -u "$closed" --password-file "$T/dir" status "$n"
+    run -64 --separate-stderr al -u "$closed" --password-file "$T/dir" status "$n"
     assert_error_line
 }
 
@@ -424,7 +424,7 @@ bad_login_commands() {
         --password-file <(printf '%s\n' "$SEC_PW") status "$n"
 }
 
-@test "a wrong password from a FIFO or a pipe is the usual 'login ... refused' (exit 7)" {
+@test "a wrong password from a FIFO or a pipe is the usual 'login ... refused' (exit 77)" {
     al create "$n" 1
     mkfifo -m 600 "$T/fifo"
     feed "$T/fifo" "$BAD_PW"
@@ -440,14 +440,14 @@ bad_login_commands() {
     [ ! -e "$T/ran" ]
 }
 
-@test "a FIFO open to group or others is refused at once (exit 2, chmod 600); usage errors come before the FIFO is read" {
+@test "a FIFO open to group or others is refused at once (exit 64, chmod 600); usage errors come before the FIFO is read" {
     local t0 mode
     mkfifo "$T/fifo"
     for mode in 604 640 666; do
         chmod "$mode" "$T/fifo"
         t0=$(now)
         # no writer: refused without waiting for one
-        run -2 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+        run -64 --separate-stderr al -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
             --password-file "$T/fifo" status "$n"
         at_most "$(since "$t0")" 3
         assert_error_line
@@ -457,17 +457,17 @@ bad_login_commands() {
     # waiting for the FIFO's writer
     chmod 600 "$T/fifo"
     t0=$(now)
-    run -2 --separate-stderr al -u "$GOOD_URL amqp://$SEC_USER@127.0.0.1:99999/" \
+    run -64 --separate-stderr al -u "$GOOD_URL amqp://$SEC_USER@127.0.0.1:99999/" \
         --password-file "$T/fifo" status "$n"
     assert_error_line
     stderr_has "2 of 2"
-    run -2 --separate-stderr al -u "$GOOD_URL" --password-file "$T/fifo" \
+    run -64 --separate-stderr al -u "$GOOD_URL" --password-file "$T/fifo" \
         --key "$TLS/client.key" status "$n"
     assert_error_line
     at_most "$(since "$t0")" 3
 }
 
-@test "a terminal as --password-file is refused (exit 2): the password would be echoed" {
+@test "a terminal as --password-file is refused (exit 64): the password would be echoed" {
     command -v script >/dev/null || skip "needs script(1), for a terminal"
     run -0 script -qec "$(printf '%q' "$AMQPLOCK_BIN") --password-file /dev/tty status $n; echo rc=\$?" \
         /dev/null </dev/null
@@ -499,7 +499,7 @@ bad_login_commands() {
     ! grep -q s3cr3t "$T/w.err" || fail "a password in the trace"
 }
 
-@test "--key (the client's private key) readable by group or others is refused (exit 2, chmod 600)" {
+@test "--key (the client's private key) readable by group or others is refused (exit 64, chmod 600)" {
     local closed u mode
     closed=$(tls_url localhost "$(closed_port)")
     u=$(tls_url)
@@ -507,22 +507,22 @@ bad_login_commands() {
     cat "$TLS/client.pem" "$TLS/client.key" >"$T/both.pem"
     for mode in 644 640 604; do
         chmod "$mode" "$T/client.key" "$T/both.pem"
-        run -2 --separate-stderr al -u "$closed" --cacert "$TLS/ca.pem" \
+        run -64 --separate-stderr al -u "$closed" --cacert "$TLS/ca.pem" \
             --cert "$TLS/client.pem" --key "$T/client.key" status "$n"
         refute_output
         assert_error_line
         stderr_has "chmod 600"
-        run -2 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+        run -64 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
             --cert "$TLS/client.pem" --key "$T/client.key" create "$n" 1
         assert_error_line
         stderr_has "chmod 600"
         # the key inside the --cert file is a secret too
-        run -2 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" --cert "$T/both.pem" \
+        run -64 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" --cert "$T/both.pem" \
             create "$n" 1
         assert_error_line
         stderr_has "chmod 600"
     done
-    run -3 al status "$n"
+    run -66 al status "$n"
     # at 600 they are used
     chmod 600 "$T/client.key" "$T/both.pem"
     run -0 al -u "$u" --cacert "$TLS/ca.pem" --cert "$TLS/client.pem" --key "$T/client.key" \
@@ -815,7 +815,7 @@ option_forms() {
             [[ $output == *" $c ${opt[*]} "* ]] || fail "${opt[*]} changed: '$output'"
             wait_exit "$BG" 10
             # the closed port: the options were good
-            [ "$rc" -eq 6 ] || fail "${opt[*]}: exit $rc: $(cat "$T/x.err")"
+            [ "$rc" -eq 69 ] || fail "${opt[*]}: exit $rc: $(cat "$T/x.err")"
             forms=$((forms + 1))
         done
     done < <(option_forms)
@@ -856,40 +856,40 @@ option_forms() {
         --cacert "$TLS/ca.pem" status "$n"
 
     run -0 al -u "$u" --cacert "$TLS/ca.pem" destroy "$n"
-    run -3 al status "$n"
+    run -66 al status "$n"
 }
 
-@test "amqps:// without --cacert (the system bundle), or with another CA's: exit 6, no trusted CA" {
-    run -6 --separate-stderr al -u "$(tls_url)" create "$n" 1
+@test "amqps:// without --cacert (the system bundle), or with another CA's: exit 69, no trusted CA" {
+    run -69 --separate-stderr al -u "$(tls_url)" create "$n" 1
     refute_output
     assert_error_line
     stderr_has "trusted CA"
-    run -6 --separate-stderr al --json -u "$(tls_url)" status "$n"
+    run -69 --separate-stderr al --json -u "$(tls_url)" status "$n"
     assert_json '.ok == false and .error == "connection" and (.message | contains("trusted CA"))'
 
     # --cacert of a CA that did not sign the broker's certificate
-    run -6 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/other-ca.pem" create "$n" 1
+    run -69 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/other-ca.pem" create "$n" 1
     refute_output
     assert_error_line
     stderr_has "not signed by a trusted CA"
-    run -3 al status "$n"
+    run -66 al status "$n"
 }
 
-@test "amqps:// to 127.0.0.1, which the certificate does not name: exit 6 even with the right CA" {
-    run -6 --separate-stderr al -u "$(tls_url 127.0.0.1)" --cacert "$TLS/ca.pem" create "$n" 1
+@test "amqps:// to 127.0.0.1, which the certificate does not name: exit 69 even with the right CA" {
+    run -69 --separate-stderr al -u "$(tls_url 127.0.0.1)" --cacert "$TLS/ca.pem" create "$n" 1
     refute_output
     assert_error_line
     stderr_has "does not name the host"
     stderr_has "127.0.0.1"
-    run -6 --separate-stderr al --json -u "$(tls_url 127.0.0.1)" --cacert "$TLS/ca.pem" status "$n"
+    run -69 --separate-stderr al --json -u "$(tls_url 127.0.0.1)" --cacert "$TLS/ca.pem" status "$n"
     assert_json '.ok == false and .error == "connection" and (.message | contains("does not name the host"))'
-    run -3 al status "$n"
+    run -66 al status "$n"
 }
 
-@test "amqps:// to the plain AMQP port: exit 6 with a TLS message" {
+@test "amqps:// to the plain AMQP port: exit 69 with a TLS message" {
     local t0
     t0=$(now)
-    run -6 --separate-stderr al -u "$(tls_url localhost "$AMQPLOCK_TEST_PORT")" \
+    run -69 --separate-stderr al -u "$(tls_url localhost "$AMQPLOCK_TEST_PORT")" \
         --cacert "$TLS/ca.pem" status "$n"
     refute_output
     assert_error_line
@@ -897,19 +897,19 @@ option_forms() {
     at_most "$(since "$t0")" 6
 }
 
-@test "amqps:// to a silent listener with --connect-timeout 1: exit 6 within 3 s" {
+@test "amqps:// to a silent listener with --connect-timeout 1: exit 69 within 3 s" {
     start_silent_listener
     PIDS+=("$SILENT_PID")
     [ -n "$SILENT_PORT" ] || fail "no silent listener"
     local t0
     t0=$(now)
-    run -6 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
+    run -69 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
         --connect-timeout 1 status "$n"
     at_most "$(since "$t0")" 3
     refute_output
     assert_error_line
     t0=$(now)
-    run -6 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
+    run -69 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
         --connect-timeout 1 hold "$n" -- touch "$T/ran"
     at_most "$(since "$t0")" 3
     [ ! -e "$T/ran" ]
@@ -929,7 +929,7 @@ option_forms() {
     [ "$(al --json status "$n" | jq -c .held)" = '[]' ]
 }
 
-@test "a client certificate from the broker's CA is accepted; one from another CA is refused (exit 6)" {
+@test "a client certificate from the broker's CA is accepted; one from another CA is refused (exit 69)" {
     local u
     u=$(tls_url)
     run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
@@ -940,30 +940,30 @@ option_forms() {
 
     local m
     m=$(unique_name other)
-    run -6 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+    run -69 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
         --cert "$TLS/other-client.pem" --key "$TLS/other-client.key" create "$m" 1
     refute_output
     assert_error_line
-    run -6 --separate-stderr al --json -u "$u" --cacert "$TLS/ca.pem" \
+    run -69 --separate-stderr al --json -u "$u" --cacert "$TLS/ca.pem" \
         --cert "$TLS/other-client.pem" --key "$TLS/other-client.key" status "$n"
     assert_json '.ok == false and .error == "connection"'
-    run -6 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
+    run -69 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
         --cert "$TLS/other-client.pem" --key "$TLS/other-client.key" hold "$n" -- touch "$T/ran"
     [ ! -e "$T/ran" ]
-    run -3 al status "$m"
+    run -66 al status "$m"
 }
 
-@test "TLS options: --key without --cert, or any with amqp://, and a missing --cacert are exit 2" {
+@test "TLS options: --key without --cert, or any with amqp://, and a missing --cacert are exit 64" {
     local closed_tls closed_plain
     closed_tls=$(tls_url localhost "$(closed_port)")
     closed_plain=amqp://guest:guest@127.0.0.1:$(closed_port)/
 
-    run -2 --separate-stderr al -u "$closed_tls" --cacert "$TLS/ca.pem" --key "$TLS/client.key" \
+    run -64 --separate-stderr al -u "$closed_tls" --cacert "$TLS/ca.pem" --key "$TLS/client.key" \
         status "$n"
     refute_output
     assert_error_line
     stderr_has "--cert"
-    run -2 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/ca.pem" --key "$TLS/client.key" \
+    run -64 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/ca.pem" --key "$TLS/client.key" \
         create "$n" 1
     assert_error_line
 
@@ -971,22 +971,22 @@ option_forms() {
     for opt in "--cacert $TLS/ca.pem" "--cert $TLS/client.pem" \
         "--cert $TLS/client.pem --key $TLS/client.key" "--key $TLS/client.key" --insecure; do
         # shellcheck disable=SC2086
-        run -2 --separate-stderr al -u "$closed_plain" $opt status "$n"
+        run -64 --separate-stderr al -u "$closed_plain" $opt status "$n"
         refute_output
         assert_error_line
         stderr_has "amqps://"
         # shellcheck disable=SC2086
-        run -2 --separate-stderr al --json $opt create "$n" 1
+        run -64 --separate-stderr al --json $opt create "$n" 1
         assert_json '.ok == false and .error == "usage"'
     done
 
-    run -2 --separate-stderr al -u "$closed_tls" --cacert "$T/no-such-ca.pem" status "$n"
+    run -64 --separate-stderr al -u "$closed_tls" --cacert "$T/no-such-ca.pem" status "$n"
     refute_output
     assert_error_line
-    run -2 --separate-stderr al -u "$(tls_url)" --cacert "$T/no-such-ca.pem" create "$n" 1
+    run -64 --separate-stderr al -u "$(tls_url)" --cacert "$T/no-such-ca.pem" create "$n" 1
     assert_error_line
-    run -2 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/ca.pem" \
+    run -64 --separate-stderr al -u "$(tls_url)" --cacert "$TLS/ca.pem" \
         --cert "$T/no-such-cert.pem" --key "$TLS/client.key" create "$n" 1
     assert_error_line
-    run -3 al status "$n"
+    run -66 al status "$n"
 }

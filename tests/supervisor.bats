@@ -144,7 +144,7 @@ lines() { wc -l <"$T/$1.cmd"; }
     run -0 al wait -w 20 "$n"
     ended "$job" || fail "wait returned while the job runs"
     wait_exit "$h" 10
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/j1.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/j1.err")"
     al create "$n" 1
     next_hold j2 1
     handed_over j1 j2
@@ -212,7 +212,7 @@ lines() { wc -l <"$T/$1.cmd"; }
     run -0 al wait -w 30 "$n"
     ended_itself j1 || fail "wait returned while the job runs: $(tail -n 1 "$T/j1.cmd")"
     wait_exit "$h" 10
-    [ "$rc" -eq 4 ] || fail "hold exited $rc: $(cat "$T/j1.err")"
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/j1.err")"
     [ "$(grep -c 'cannot signal' "$T/j1.err")" -eq 1 ] || fail "stderr: $(cat "$T/j1.err")"
     grep -qEx "amqplock: cannot signal process $JOB \(rootjob\) of the command \(.+\); slot 1 of $n stays held until it exits" \
         "$T/j1.err" || fail "stderr: $(cat "$T/j1.err")"
@@ -249,7 +249,7 @@ named_job_hold() {
         # (not pkill -CONT -s: that would continue the job too)
         kill -CONT "$h"
         wait_exit "$h" 10
-        [ "$rc" -eq 4 ] || fail "$form: hold exited $rc: $(cat "$T/j1.err")"
+        [ "$rc" -eq 75 ] || fail "$form: hold exited $rc: $(cat "$T/j1.err")"
         handed_over j1 j2
         note "pkill -STOP $form: the next hold got the slot after $NEXT_WAITED s, $MARGIN s after the stopped job's last line"
     done

@@ -167,7 +167,7 @@ await_slot() {
     has_line "$T/acq.out" '.*"released".*'
 }
 
-@test "hold -- true and hold -- sh -c 'exit 3' under valgrind" {
+@test "hold -- true and hold -- sh -c 'exit 66' under valgrind" {
     plain create "$n" 1
     vg 0 hold -w 20 "$n" -- true
     vg 3 hold -w 20 "$n" -- sh -c 'echo "slot $AMQPLOCK_SLOT"; exit 3'
@@ -217,7 +217,7 @@ await_slot() {
     assert_json '.ok and .max == 0 and .previous == 2'
 }
 
-@test "not_found and usage errors under valgrind: exit 3 and 2" {
+@test "not_found and usage errors under valgrind: exit 66 and 2" {
     vg 3 status "$n"
     assert_error_line
     vg 3 --json status "$n"
@@ -229,7 +229,7 @@ await_slot() {
     vg 2 hold "$n"
 }
 
-@test "a wrong password (exit 7) and a closed port (exit 6) under valgrind" {
+@test "a wrong password (exit 77) and a closed port (exit 69) under valgrind" {
     local url
     url=$(sed -E 's#^(amqps?://[^:/@]*:)[^@]*@#\1wrong-password@#' <<<"$AMQPLOCK_URL")
     [ "$url" != "$AMQPLOCK_URL" ] || fail "no password to swap in $AMQPLOCK_URL"

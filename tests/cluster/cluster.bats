@@ -165,7 +165,7 @@ ready() {
         # each node's data lives in its own directory
         [ -d "$AMQPLOCK_TEST_CLUSTER_DIR/n$k/mnesia/$(node "$k")" ]
         # every node answers AMQP (a semaphore that does not exist: 3)
-        run -3 c "$k" max "$n"
+        run -66 c "$k" max "$n"
     done
     # one cookie, one epmd, on loopback only; the nodes listen where they
     # are told (distribution ports differ)
@@ -227,13 +227,13 @@ ready() {
     [ -z "$(slot_types 3 "$n")" ]
 }
 
-@test "the slot type sticks: add, max and remove keep it; a contradicting --slot-type is refused with exit 2" {
+@test "the slot type sticks: add, max and remove keep it; a contradicting --slot-type is refused with exit 64" {
     run -0 c 1 create --slot-type quorum "$n" 2
     run -0 c 2 add "$n"
     run -0 c 3 add --slot-type quorum "$n" 1
     run -0 c 1 max "$n" 6
     assert_equal "$(slot_types 1 "$n")" "$(slot_queues "$n" 6 quorum)"
-    run -2 --separate-stderr c 2 add --slot-type classic "$n" 1
+    run -64 --separate-stderr c 2 add --slot-type classic "$n" 1
     assert_error_line
     [[ $stderr == *quorum* ]] || fail "the message does not name the slots' type: $stderr"
     run -0 c 3 remove "$n" 2
@@ -246,7 +246,7 @@ ready() {
     run -0 c 1 create "$m" 2
     run -0 c 2 add "$m"
     assert_equal "$(slot_types 3 "$m")" "$(slot_queues "$m" 3 classic)"
-    run -2 --separate-stderr c 3 add --slot-type quorum "$m" 1
+    run -64 --separate-stderr c 3 add --slot-type quorum "$m" 1
     assert_error_line
     [[ $stderr == *classic* ]] || fail "the message does not name the slots' type: $stderr"
     assert_equal "$(c 1 max "$m")" 3
@@ -256,7 +256,7 @@ ready() {
     assert_equal "$(slot_types 1 "$m")" "$(slot_queues "$m" 1 classic)"
     run -0 c 2 destroy "$m"
     # and no other type exists
-    run -2 --separate-stderr c 1 create --slot-type stream "$m" 1
+    run -64 --separate-stderr c 1 create --slot-type stream "$m" 1
     assert_error_line
     [ -z "$(slot_types 1 "$m")" ]
 }
@@ -305,7 +305,7 @@ ready() {
     note "a silent first broker cost $took s with --connect-timeout 1"
     # all dead: a connection error, each try bounded
     t0=$(now)
-    run -6 --separate-stderr timeout 30 "$AMQPLOCK_BIN" --connect-timeout 1 \
+    run -69 --separate-stderr timeout 30 "$AMQPLOCK_BIN" --connect-timeout 1 \
         --url "amqp://guest:guest@127.0.0.1:$SILENT_PORT/" --url "$dead_url" max "$n"
     took=$(since "$t0")
     at_most "$took" 4
@@ -315,7 +315,7 @@ ready() {
 
 # --- failover -------------------------------------------------------------------------------
 
-@test "without a lease, a node dies under a holder: its CMD is signalled and it exits 4, other holders keep their slots, quorum slots survive, a waiter via a survivor gets the slot (on 4.2+ once the node is back), the node rejoins" {
+@test "without a lease, a node dies under a holder: its CMD is signalled and it exits 75, other holders keep their slots, quorum slots survive, a waiter via a survivor gets the slot (on 4.2+ once the node is back), the node rejoins" {
     run -0 c 1 create --slot-type quorum "$n" 3
     assert_equal "$(slot_types 2 "$n")" "$(slot_queues "$n" 3 quorum)"
     # one holder through each node, without a lease: losing its node ends
@@ -340,7 +340,7 @@ ready() {
     t0=$KILLED_AT
     wait_exit "$hold3" 20
     t_exit=$(since "$t0")
-    [ "$rc" -eq 4 ] || fail "the hold through node 3 exited $rc: $(cat "$T/h3.err")"
+    [ "$rc" -eq 75 ] || fail "the hold through node 3 exited $rc: $(cat "$T/h3.err")"
     [ "$(cat "$T/h3")" = TERM ] || fail "its CMD got '$(cat "$T/h3" 2>/dev/null)', not TERM"
     grep -qE "^amqplock: lost slot $s3 of $n: .+" "$T/h3.err" || fail "stderr: $(cat "$T/h3.err")"
     local revived=
@@ -460,7 +460,7 @@ line_node() {
 
     kill_node 1
     wait_exit "$w1" 20
-    [ "$rc" -eq 6 ] || fail "the waiter through node 1 exited $rc: $(tail -n 3 "$T/w1.err")"
+    [ "$rc" -eq 69 ] || fail "the waiter through node 1 exited $rc: $(tail -n 3 "$T/w1.err")"
     # the slot is let go: both waiters through the survivors run, one
     # after the other, soon
     local t0

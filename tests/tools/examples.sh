@@ -30,7 +30,7 @@
 #     every line but blank and `#` lines is one. A line ending in `\`, `|`,
 #     `&&` or `||` goes on on the next. A command must exit 0, unless a
 #     comment at its end begins with `exit N`: then it must exit N
-#     (`amqplock status x   # exit 3: no such semaphore yet`). Multi-line
+#     (`amqplock status x   # exit 66: no such semaphore yet`). Multi-line
 #     compound commands (if/for over several lines) are not supported
 #     outside scripts.
 #   - A comment line beginning with `# crontab` makes the rest of the

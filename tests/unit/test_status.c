@@ -19,10 +19,15 @@ int main(void)
 	fail_context(AL_BUSY, "timed out: ");
 	is_str(status_message(), "timed out: ", "context without a cause is the context");
 	status_clear();
-	ok(status_exit_code(AL_OK) == 0 && status_exit_code(AL_BUSY) == 1 &&
-		   status_exit_code(AL_DAMAGED) == 9,
-	   "a status is its exit code");
-	ok(status_exit_code(AL_INTERNAL) == 8, "internal failures exit 8, as broker ones do");
+	ok(status_exit_code(AL_OK) == 0 && status_exit_code(AL_BUSY) == 1,
+	   "ok is 0 and busy 1, as with flock");
+	ok(status_exit_code(AL_USAGE) == 64 && status_exit_code(AL_DAMAGED) == 65 &&
+		   status_exit_code(AL_NOT_FOUND) == 66 && status_exit_code(AL_CONNECTION) == 69 &&
+		   status_exit_code(AL_INTERNAL) == 70 && status_exit_code(AL_EXISTS) == 73 &&
+		   status_exit_code(AL_LOST) == 75 && status_exit_code(AL_BROKER) == 76 &&
+		   status_exit_code(AL_ACCESS) == 77,
+	   "amqplock's own failures take sysexits codes");
+	ok(status_exit_code((enum al_status)42) == 70, "an unknown status is internal (70)");
 	is_str(status_name(AL_INTERNAL), "internal", "and are named internal");
 	is_str(status_name(AL_BROKER), "broker", "broker failures are named broker");
 	is_str(status_name(AL_NOT_FOUND), "not_found", "not found is not_found");
