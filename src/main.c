@@ -81,8 +81,10 @@ static void print_help(FILE *f, const struct command *cmd)
 static int finish(struct cli *cli, enum al_status st)
 {
 	/* -q: "busy" is an answer, not an error; its exit code says it all,
-	 * as with flock -n. */
-	bool quiet_busy = st == AL_BUSY && cli->quiet;
+	 * as with flock -n. -E 0 says a busy semaphore is no failure at all
+	 * (flock -E 0 -n: a cron run skipped), so nothing is said of it that
+	 * cron would mail. */
+	bool quiet_busy = st == AL_BUSY && (cli->quiet || cli->conflict_exit == 0);
 
 	if (st != AL_OK && !cli->reported && !quiet_busy)
 		out_error(st, st == AL_USAGE ? NULL : cli->name,

@@ -169,6 +169,26 @@ teardown() { test_cleanup; }
     [ "$(json_status "$n" .held)" = '[1]' ]
 }
 
+@test "-E 0 -n on a full semaphore is silent, as flock -E 0 -n: exit 0, nothing said, in text or JSON" {
+    al create "$n" 1
+    bg al hold "$n" -- sleep 30
+    wait_until 10 slot_held "$n" 1 || fail "slot 1 not held"
+    run -0 --separate-stderr al hold -E 0 -n "$n" -- touch "$T/ran"
+    refute_output
+    [ -z "$stderr" ] || fail "cron would mail: '$stderr'"
+    run -0 --separate-stderr al acquire -E 0 -n "$n"
+    [ -z "$stderr$output" ] || fail "acquire -E 0: '$output' '$stderr'"
+    run -0 --separate-stderr al hold -E 0 -w 0.3 "$n" -- touch "$T/ran"
+    [ -z "$stderr" ] || fail "-w 0.3 -E 0: '$stderr'"
+    # as -q: a skipped run is no event (hold's JSON goes to stderr)
+    run -0 --separate-stderr al --json hold -E 0 -n "$n" -- touch "$T/ran"
+    [ -z "$stderr$output" ] || fail "--json -E 0: '$output' '$stderr'"
+    # any other -E still says why
+    run -3 --separate-stderr al hold -E 3 -n "$n" -- touch "$T/ran"
+    [[ $stderr == "amqplock: "*held* ]] || fail "-E 3: '$stderr'"
+    [ ! -e "$T/ran" ]
+}
+
 @test "a semaphore that does not exist is exit 66, waiting or not, and -E does not change that" {
     local m
     m=$(unique_name missing)
