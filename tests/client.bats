@@ -507,7 +507,7 @@ woken_by_release() {
     wait_until 10 test -e "$T/sig.ready" || fail "CMD did not start: $(cat "$T/h.err")"
     kill -INT "$h"
     wait_exit "$h" 5
-    [ "$rc" -eq 65 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$rc" -eq 9 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/sig")" = INT ]
     slot_free "$n" 1
 }

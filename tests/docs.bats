@@ -192,15 +192,17 @@ man_text() { cat "$SRC/man.txt"; }
         '#waiters' '#quorum' '-k-A' '-k-B' '-k-L' 'flock(1)' 'rabbitmqctl(8)'; do
         [[ $text == *"$s"* ]] || fail "the man page does not mention $s"
     done
-    # the codes of src/status.h with their names from src/status.c
+    # the codes of status_exit_code (src/status.c, sysexits.h names
+    # resolved) with their names from status_name
     assert_none_missing "exit statuses" "$(perl -e '
-        my %code;
-        open(my $h, "<", $ARGV[0]) or die;
-        while (<$h>) { $code{$1} = $2 if /^\s*AL_(\w+)\s*=\s*(\d+)/ }
-        $code{INTERNAL} = $code{BROKER}; # status_exit_code: internal exits 8
-        open(my $c, "<", $ARGV[1]) or die;
-        while (<$c>) { print "$code{$1} $2\n" if /\[AL_(\w+)\]\s*=\s*"(\w+)"/ }
-    ' "$TOP/src/status.h" "$TOP/src/status.c")" \
+        my (%ex, %code);
+        open(my $x, "<", "/usr/include/sysexits.h") or die;
+        while (<$x>) { $ex{$1} = $2 if /^#define\s+(EX_\w+)\s+(\d+)/ }
+        open(my $c, "<", $ARGV[0]) or die;
+        my @lines = <$c>;
+        for (@lines) { $code{$1} = $ex{$2} // $2 if /\[AL_(\w+)\]\s*=\s*(EX_\w+|\d+),/ }
+        for (@lines) { print "$code{$1} $2\n" if /\[AL_(\w+)\]\s*=\s*"(\w+)"/ }
+    ' "$TOP/src/status.c")" \
         "$(sed -nE 's/^ +([0-9]+) \(([a-z_]+)\).*/\1 \2/p' <<<"$text")"
     for code in 126 127 128; do
         [[ $text == *" $code "* ]] || fail "hold's exit status $code is not explained"

@@ -68,7 +68,7 @@ setup_file() {
         fail "import_definitions failed: $(cat "$BATS_FILE_TMPDIR/import.out")"
     # RabbitMQ may apply the definitions after the command returns, in
     # order: once the last role ("team") can log in and probe, all can.
-    wait_until 20 exits 3 as team --prefix team.locks. max ready ||
+    wait_until 20 exits 66 as team --prefix team.locks. max ready ||
         fail "the imported users do not work: $(as team --prefix team.locks. max ready 2>&1)"
 }
 

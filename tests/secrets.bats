@@ -210,12 +210,12 @@ bad_login_commands() {
     while read -r c; do
         for mode in "" --json "${traced[i++ % 2]}"; do
             # shellcheck disable=SC2086
-            fails_quietly 7 $mode -u "$BAD_URL" $c
+            fails_quietly 77 $mode -u "$BAD_URL" $c
         done
     done < <(bad_login_commands)
     # guest with a wrong password alike
-    fails_quietly 7 -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
-    fails_quietly 7 --json -v -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
+    fails_quietly 77 -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
+    fails_quietly 77 --json -v -u "amqp://guest:$BAD_PW@127.0.0.1:$AMQPLOCK_TEST_PORT/" status "$n"
     # nothing was done
     [ ! -e "$T/ran" ]
     run -66 al status "$n"
@@ -230,15 +230,15 @@ bad_login_commands() {
         mode=${modes[i++ % 4]}
         # the file's password replaces the URL's (right) one
         # shellcheck disable=SC2086
-        fails_quietly 7 $mode -u "$GOOD_URL" --password-file "$T/pw" $c
+        fails_quietly 77 $mode -u "$GOOD_URL" --password-file "$T/pw" $c
         mode=${modes[i++ % 4]}
         # shellcheck disable=SC2086
-        AMQPLOCK_URL=$BAD_URL fails_quietly 7 $mode $c
+        AMQPLOCK_URL=$BAD_URL fails_quietly 77 $mode $c
         # AMQP_URL when AMQPLOCK_URL is not set
         mode=${modes[i++ % 4]}
         unset AMQPLOCK_URL
         # shellcheck disable=SC2086
-        AMQP_URL=$BAD_URL fails_quietly 7 $mode $c
+        AMQP_URL=$BAD_URL fails_quietly 77 $mode $c
         export AMQPLOCK_URL=$MAIN_URL
     done < <(bad_login_commands)
     [ ! -e "$T/ran" ]
@@ -256,17 +256,17 @@ bad_login_commands() {
         "hold $m -- touch $T/ran"; do
         mode=${modes[i % 4]}
         # shellcheck disable=SC2086
-        fails_quietly 3 $mode -u "$GOOD_URL" $c
+        fails_quietly 66 $mode -u "$GOOD_URL" $c
         mode=${modes[(i + 2) % 4]}
         case $((i++ % 2)) in
         0)
             # shellcheck disable=SC2086
-            fails_quietly 3 $mode -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
+            fails_quietly 66 $mode -u "amqp://$SEC_USER@127.0.0.1:$AMQPLOCK_TEST_PORT/" \
                 --password-file "$T/pw" $c
             ;;
         1)
             # shellcheck disable=SC2086
-            AMQPLOCK_URL=$GOOD_URL fails_quietly 3 $mode $c
+            AMQPLOCK_URL=$GOOD_URL fails_quietly 66 $mode $c
             ;;
         esac
     done
@@ -300,19 +300,19 @@ bad_login_commands() {
         "amqp://guest:$BAD_PW@:$AMQPLOCK_TEST_PORT/" "http://guest:$BAD_PW@$p/" \
         "guest:$BAD_PW@$p" "amqp://guest:$BAD_PW@$p/$(printf 'v%.0s' $(seq 1100))"; do
         case $((i++ % 3)) in
-        0) fails_quietly 2 -u "$u" status "$n" ;;
-        1) fails_quietly 2 -v --json -u "$u" create "$n" 1 ;;
-        2) AMQPLOCK_URL=$u fails_quietly 2 --json hold "$n" -- touch "$T/ran" ;;
+        0) fails_quietly 64 -u "$u" status "$n" ;;
+        1) fails_quietly 64 -v --json -u "$u" create "$n" 1 ;;
+        2) AMQPLOCK_URL=$u fails_quietly 64 --json hold "$n" -- touch "$T/ran" ;;
         esac
-        AMQPLOCK_URL=$u fails_quietly 2 -v acquire -n "$n"
+        AMQPLOCK_URL=$u fails_quietly 64 -v acquire -n "$n"
     done
     # bad options and arguments next to a URL with a password
-    fails_quietly 2 -u "$BAD_URL" --bogus status "$n"
-    fails_quietly 2 --json -u "$BAD_URL" status 'bad name!'
-    fails_quietly 2 -u "$BAD_URL" --connect-timeout x status "$n"
-    fails_quietly 2 -u "$BAD_URL" --cacert "$TLS/ca.pem" status "$n"
-    fails_quietly 2 --json -u "$BAD_URL" create "$n" 0
-    fails_quietly 2 -u "$BAD_URL" hold "$n"
+    fails_quietly 64 -u "$BAD_URL" --bogus status "$n"
+    fails_quietly 64 --json -u "$BAD_URL" status 'bad name!'
+    fails_quietly 64 -u "$BAD_URL" --connect-timeout x status "$n"
+    fails_quietly 64 -u "$BAD_URL" --cacert "$TLS/ca.pem" status "$n"
+    fails_quietly 64 --json -u "$BAD_URL" create "$n" 0
+    fails_quietly 64 -u "$BAD_URL" hold "$n"
     [ ! -e "$T/ran" ]
 }
 
@@ -369,7 +369,7 @@ bad_login_commands() {
     private "$T/pw" "$SEC_PW" "$BAD_PW"
     run -0 al -u "$u" --password-file "$T/pw" status "$n"
     private "$T/pw" "$BAD_PW" "$SEC_PW"
-    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
+    fails_quietly 77 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
 
     # a CRLF line ending, or none
     printf '%s\r\n' "$SEC_PW" >"$T/pw"
@@ -385,11 +385,11 @@ bad_login_commands() {
         status "$n"
     AMQPLOCK_URL=$u run -0 al --password-file "$T/pw" status "$n"
     private "$T/pw" "$BAD_PW"
-    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
-    AMQPLOCK_URL=$GOOD_URL fails_quietly 7 --password-file "$T/pw" status "$n"
+    fails_quietly 77 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
+    AMQPLOCK_URL=$GOOD_URL fails_quietly 77 --password-file "$T/pw" status "$n"
     # an empty file is an empty password, not the URL's
     : >"$T/pw"
-    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
+    fails_quietly 77 -u "$GOOD_URL" --password-file "$T/pw" status "$n"
 }
 
 @test "--password-file from <(...), a FIFO or /dev/stdin (pipes): exit 0, the file's password used" {
@@ -428,15 +428,15 @@ bad_login_commands() {
     al create "$n" 1
     mkfifo -m 600 "$T/fifo"
     feed "$T/fifo" "$BAD_PW"
-    fails_quietly 7 -u "$GOOD_URL" --password-file "$T/fifo" status "$n"
+    fails_quietly 77 -u "$GOOD_URL" --password-file "$T/fifo" status "$n"
     [[ $stderr == "amqplock: login to 127.0.0.1:$AMQPLOCK_TEST_PORT as "*refused* ]] ||
         fail "stderr: '$stderr'"
     feed "$T/fifo" "$BAD_PW"
-    fails_quietly 7 --json -u "$GOOD_URL" --password-file "$T/fifo" hold "$n" -- touch "$T/ran"
-    fails_quietly 7 -u "$GOOD_URL" --password-file <(printf '%s\n' "$BAD_PW") status "$n"
+    fails_quietly 77 --json -u "$GOOD_URL" --password-file "$T/fifo" hold "$n" -- touch "$T/ran"
+    fails_quietly 77 -u "$GOOD_URL" --password-file <(printf '%s\n' "$BAD_PW") status "$n"
     stderr_has "refused"
     # an empty pipe is an empty password
-    fails_quietly 7 -u "$GOOD_URL" --password-file <(:) status "$n"
+    fails_quietly 77 -u "$GOOD_URL" --password-file <(:) status "$n"
     [ ! -e "$T/ran" ]
 }
 
@@ -850,9 +850,9 @@ option_forms() {
     [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
 
     # the password through TLS: a wrong one is exit 7 and not shown
-    fails_quietly 7 -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
+    fails_quietly 77 -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
         --cacert "$TLS/ca.pem" status "$n"
-    fails_quietly 7 --json -v -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
+    fails_quietly 77 --json -v -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
         --cacert "$TLS/ca.pem" status "$n"
 
     run -0 al -u "$u" --cacert "$TLS/ca.pem" destroy "$n"

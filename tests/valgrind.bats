@@ -201,7 +201,7 @@ await_slot() {
     timeout 20 perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" --delete "amqplock.$n-3-A" \
         --shared "amqplock.$n" "amqplock.$n-1-B" --exit >"$T/holdq.out" 2>&1 </dev/null 3>&- ||
         fail "holdq: $(cat "$T/holdq.out")"
-    vg 9 --json check --admin-wait 0 "$n"
+    vg 65 --json check --admin-wait 0 "$n"
     assert_json '(.problems | map(.kind)) == ["stray_mutex", "missing_slot", "stray_holder"]
         and .error == "damaged"'
     vg 0 check --repair "$n"
@@ -218,26 +218,26 @@ await_slot() {
 }
 
 @test "not_found and usage errors under valgrind: exit 66 and 2" {
-    vg 3 status "$n"
+    vg 66 status "$n"
     assert_error_line
-    vg 3 --json status "$n"
+    vg 66 --json status "$n"
     assert_json '.ok == false and .error == "not_found"'
-    vg 2 create "$n" lots
+    vg 64 create "$n" lots
     assert_error_line
-    vg 2 --json --no-such-option status "$n"
+    vg 64 --json --no-such-option status "$n"
     assert_json '.ok == false and .error == "usage"'
-    vg 2 hold "$n"
+    vg 64 hold "$n"
 }
 
 @test "a wrong password (exit 77) and a closed port (exit 69) under valgrind" {
     local url
     url=$(sed -E 's#^(amqps?://[^:/@]*:)[^@]*@#\1wrong-password@#' <<<"$AMQPLOCK_URL")
     [ "$url" != "$AMQPLOCK_URL" ] || fail "no password to swap in $AMQPLOCK_URL"
-    vg 7 -u "$url" status "$n"
+    vg 77 -u "$url" status "$n"
     assert_error_line
-    vg 7 --json -u "$url" create "$n" 1
+    vg 77 --json -u "$url" create "$n" 1
     assert_json '.ok == false and .error == "access"'
-    vg 6 -u "amqp://guest:guest@127.0.0.1:$(closed_port)/" status "$n"
+    vg 69 -u "amqp://guest:guest@127.0.0.1:$(closed_port)/" status "$n"
     assert_error_line
 }
 
