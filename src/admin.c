@@ -92,6 +92,24 @@ enum al_status count_slots(struct sem *s, struct census *cs)
 	return st;
 }
 
+/* How many of slots first..first+n-1 a holder holds (a holder queue or a
+ * lease): the jobs a shrink is about to end, for its report. */
+static enum al_status count_held(struct sem *s, unsigned first, unsigned n, unsigned *held)
+{
+	bool *taken = calloc(n ? n : 1, sizeof(*taken));
+	enum al_status st;
+	unsigned i;
+
+	*held = 0;
+	if (!taken)
+		return fail(AL_INTERNAL, "out of memory");
+	st = probe_taken(s, first, n, taken, NULL, NULL);
+	for (i = 0; st == AL_OK && i < n; i++)
+		*held += taken[i];
+	free(taken);
+	return st;
+}
+
 static enum al_status delete_slots_down(struct sem *s, unsigned top, unsigned count)
 {
 	unsigned done;
@@ -466,7 +484,8 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		if ((st = declare_slots(s, max + 1, target - max)) == AL_OK)
 			st = record_write(s->conn, &s->name, max + 1, target);
 	} else if (target < max) {
-		if ((st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
+		if ((st = count_held(s, target + 1, max - target, &out->ended_holders)) == AL_OK &&
+		    (st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
 				     target + 1)) == AL_OK)
 			st = delete_slots_down(s, max, max - target);
 	}

@@ -40,6 +40,8 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 		out_uint("swept_holders", NULL, ch->swept_holders);
 	if (ch->filled)
 		out_uint("filled", NULL, ch->filled);
+	if (ch->ended_holders)
+		out_uint("ended_holders", NULL, ch->ended_holders);
 }
 
 /* A warning line on stderr, if count (its first argument) is not 0. */
@@ -87,6 +89,15 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		"warning: %u stray slot queue(s) of %s above max left alone: a holder holds "
 		"each (see amqplock status, orphans)",
 		ch.strays_kept, cli->name);
+	/* Jobs about to be signalled on hosts the administrator may not be
+	 * watching: say so, and how to know when they have ended. */
+	warn_if(ch.ended_holders,
+		ch.ended_holders == 1
+			? "%u running holder of %s lost its slot: its job is signalled and ends "
+			  "(amqplock wait %s returns once it has)"
+			: "%u running holders of %s lost their slots: their jobs are signalled and "
+			  "end (amqplock wait %s returns once they have)",
+		ch.ended_holders, cli->name, cli->name);
 	warn_if(ch.holders_kept,
 		"warning: %u stray holder queue(s) of %s could not be deleted (refused by the "
 		"broker); see amqplock check",

@@ -146,6 +146,9 @@ struct sem_change {
 	 * the broker would not let us delete (a user without configure
 	 * permission on holder queues). */
 	unsigned swept_holders, holders_kept;
+	/* Slots taken away that a holder held when they went (shrinking,
+	 * destroy): each holder's job is signalled and ends. */
+	unsigned ended_holders;
 };
 
 /* Runs one administrative change under the admin mutex. Every operation

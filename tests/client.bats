@@ -589,6 +589,33 @@ woken_by_release() {
 
 # --- hold: a lost slot -------------------------------------------------------------
 
+@test "remove, max N and destroy say how many running holders lose their slots, and suggest wait" {
+    al create "$n" 4
+    local i pids=()
+    for i in 1 2 3; do
+        bg al hold "$n" -- sleep 60
+        pids+=("$BG")
+    done
+    wait_until 20 test "$(json_status "$n" '.held | length')" = 3 || fail "not 3 held: $(al status "$n")"
+    # a shrink of free slots alone says nothing more than the change
+    run -0 --separate-stderr al remove "$n" 1
+    assert_output "$n: 4 -> 3 slots"
+    [ -z "$stderr" ] || fail "free slot removed: '$stderr'"
+    run -0 --separate-stderr al remove "$n" 2
+    assert_output "$n: 3 -> 1 slot"
+    [ "$stderr" = "amqplock: 2 running holders of $n lost their slots: their jobs are signalled and end (amqplock wait $n returns once they have)" ] ||
+        fail "remove: '$stderr'"
+    run -0 al wait -w 30 "$n"
+    run -0 --separate-stderr al --json destroy "$n"
+    assert_json '.ok == true and .ended_holders == 1'
+    [[ $stderr == "amqplock: 1 running holder of $n lost its slot: its job is signalled and ends (amqplock wait $n returns once it has)" ]] ||
+        fail "destroy: '$stderr'"
+    for i in "${pids[@]}"; do
+        wait_exit "$i" 30
+        [ "$rc" -eq 75 ] || fail "a hold exited $rc"
+    done
+}
+
 @test "a held slot removed: CMD and its children get TERM, hold exits 75 with 'lost slot'" {
     al create "$n" 1
     victim_hold hold "$n"
