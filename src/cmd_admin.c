@@ -71,6 +71,14 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		return st;
 	st = sem_admin(&s, op, n, &ch);
 	conn_close(&c);
+	/* Refused at the admin mutex, the first thing every change declares:
+	 * a user of the client or inspector role, not a broken broker. */
+	if (st == AL_ACCESS)
+		fail_context(st,
+			     "%s changes a semaphore, which this user may not do (it needs the "
+			     "admin role's configure permission; see RabbitMQ permissions in the "
+			     "README): ",
+			     cli->command_name);
 	if (ch.swept)
 		trace("deleted %u stray slot queue(s) above slot %u", ch.swept, ch.previous);
 	if (ch.swept_holders)

@@ -269,6 +269,8 @@ new_holder() {
     refused client max "$n" 0
     [[ $stderr == *"access to queue 'amqplock.$n'"* ]] ||
         fail "the message does not name the admin mutex: '$stderr'"
+    [[ $stderr == "amqplock: max changes a semaphore, which this user may not do (it needs the admin role's configure permission"* ]] ||
+        fail "the message does not say what the user lacks: '$stderr'"
     run -77 --separate-stderr as client --json remove "$n"
     assert_json '.ok == false and .error == "access"'
     [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
