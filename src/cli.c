@@ -17,7 +17,10 @@
 #include "secret.h"
 
 /* The defaults. Numbers are written as --help shows them. */
-#define DEFAULT_URL             "amqp://guest:guest@localhost:5672/"
+#define DEFAULT_URL "amqp://guest:guest@localhost:5672/"
+/* The one copy of DEFAULT_URL that struct cli points at: a URL that is
+ * this pointer was given by nobody. */
+static const char default_url[] = DEFAULT_URL;
 #define DEFAULT_PREFIX          "amqplock."
 #define DEFAULT_HEARTBEAT       5
 #define DEFAULT_CONNECT_TIMEOUT 5
@@ -174,7 +177,7 @@ void cli_defaults(struct cli *cli)
 	const char *env;
 
 	*cli = (struct cli){
-		.conn = {.url = DEFAULT_URL,
+		.conn = {.url = default_url,
 			 .heartbeat = DEFAULT_HEARTBEAT,
 			 .connect_timeout = DEFAULT_CONNECT_TIMEOUT,
 			 .rpc_timeout = DEFAULT_RPC_TIMEOUT},
@@ -503,6 +506,11 @@ static enum al_status cli_open(struct cli *cli, struct conn *c, struct deadline 
 	if (cli->conn.insecure)
 		out_error_line("warning: --insecure: the broker's certificate is not verified");
 	st = conn_open(c, &cli->conn, by);
+	/* In cron, the environment a login shell sets is not there: say that
+	 * the broker tried was nobody's choice. */
+	if ((st == AL_CONNECTION || st == AL_ACCESS) && cli->conn.url == default_url)
+		fail_context(st, "no broker URL was given (--url, AMQPLOCK_URL or AMQP_URL), and "
+				 "the default one failed: ");
 	if (st != AL_OK)
 		conn_close(c);
 	return st;

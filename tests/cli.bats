@@ -331,6 +331,18 @@ teardown() {
     assert_error_line
 }
 
+@test "no URL anywhere: the failure says that the default was tried and how to give one" {
+    # a network namespace of its own: nothing listens on its localhost:5672
+    run -69 --separate-stderr env -u AMQPLOCK_URL -u AMQP_URL unshare --net \
+        timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" status "$n"
+    [[ $stderr == "amqplock: no broker URL was given (--url, AMQPLOCK_URL or AMQP_URL), and the default one failed: cannot connect to localhost:5672: "* ]] ||
+        fail "stderr: '$stderr'"
+    # one given, the same failure says nothing of the default
+    run -69 --separate-stderr env -u AMQPLOCK_URL -u AMQP_URL unshare --net \
+        timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" -u amqp://localhost/ status "$n"
+    [[ $stderr == "amqplock: cannot connect to localhost:5672: "* ]] || fail "stderr: '$stderr'"
+}
+
 @test "connection: a listener that never speaks, --connect-timeout 1, exits 69 within 3 s" {
     start_silent_listener
     local t0
