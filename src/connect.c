@@ -110,9 +110,21 @@ static amqp_table_entry_t utf8_entry(const char *key, const char *value)
 			  .value.bytes = amqp_cstring_bytes(value ? value : "")}};
 }
 
-static enum al_status login(struct conn *c, const struct conn_opts *o,
-			    const struct amqp_connection_info *info, struct deadline by)
+/* What a refused login most likely means: a URL with a user but no
+ * password (and no --password-file), which logs in with amqp_parse_url's
+ * default "guest"; otherwise `otherwise`. */
+static const char *refusal_hint(const struct conn_opts *o, const struct broker_url *b,
+				const char *otherwise)
 {
+	if (b->no_password && !o->password_read)
+		return " (the URL gives a user but no password: put it in a --password-file)";
+	return otherwise;
+}
+
+static enum al_status login(struct conn *c, const struct conn_opts *o, const struct broker_url *b,
+			    struct deadline by)
+{
+	const struct amqp_connection_info *info = &b->info;
 	struct timeval tv = timeval_of(deadline_left(by));
 	amqp_rpc_reply_t r;
 	char user[64], vhost[64], waited[64];
@@ -160,9 +172,10 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 
 		return fail(
 			status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
-			"login to %s as %s (vhost %s) refused: %s", c->where, user,
+			"login to %s as %s (vhost %s) refused: %s%s", c->where, user,
 			quote_arg(info->vhost, vhost, sizeof(vhost)),
-			printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
+			printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len),
+			refusal_hint(o, b, ""));
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
@@ -172,9 +185,8 @@ static enum al_status login(struct conn *c, const struct conn_opts *o,
 		 * asked for a close method; either way it is a refusal. */
 		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
 		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
-			return fail(AL_ACCESS,
-				    "login to %s as %s refused (wrong user or password?)", c->where,
-				    user);
+			return fail(AL_ACCESS, "login to %s as %s refused%s", c->where, user,
+				    refusal_hint(o, b, " (wrong user or password?)"));
 		/* With TLS 1.3 the broker checks a client certificate after
 		 * the handshake, so its refusal arrives here. */
 		if (r.library_error == AMQP_STATUS_SSL_ERROR)
@@ -236,7 +248,7 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 	trace("connecting to %s", c->where);
 	st = open_socket(c, o, info, connected);
 	if (st == AL_OK)
-		st = login(c, o, info, connected);
+		st = login(c, o, &o->broker[nth], connected);
 	if (st == AL_OK) {
 		c->heartbeat = (unsigned)amqp_get_heartbeat(c->amqp);
 		c->version = server_version(c);

@@ -78,6 +78,20 @@ unsigned url_count(const char *list)
 	return n;
 }
 
+/* Whether url's authority has a user and no ":password" before its "@". */
+static bool names_user_only(const char *url)
+{
+	const char *p = strstr(url, "://"), *at;
+	size_t authority;
+
+	if (!p)
+		return false;
+	p += 3;
+	authority = strcspn(p, "/?#");
+	at = memchr(p, '@', authority);
+	return at && at > p && !memchr(p, ':', (size_t)(at - p));
+}
+
 static enum al_status refuse(struct broker_url *b, enum al_status st)
 {
 	explicit_bzero(b, sizeof(*b));
@@ -105,6 +119,7 @@ enum al_status url_check(const char *url, size_t len, unsigned nth, unsigned n, 
 		why = url_problem(b->text);
 	if (why)
 		return refuse(b, fail(AL_USAGE, "invalid broker URL%s: %s (%s)", which, why, form));
+	b->no_password = names_user_only(b->text);
 	if (amqp_parse_url(b->text, info) != AMQP_STATUS_OK)
 		return refuse(b, fail(AL_USAGE, "invalid broker URL%s (%s)", which, form));
 	if (info->port <= 0 || info->port > 65535)

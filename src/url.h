@@ -23,6 +23,10 @@
 struct broker_url {
 	struct amqp_connection_info info; /* vhost "/" where the URL has none */
 	char text[URL_MAX];               /* the URL, as amqp_parse_url left it */
+	/* The URL names a user but gives no password ("amqp://bob@host/"):
+	 * amqp_parse_url then leaves the default "guest", which a refused
+	 * login should name as the likely cause. */
+	bool no_password;
 };
 
 /* How many URLs the space-separated list holds (NULL: none). */

@@ -343,6 +343,18 @@ teardown() {
     [[ $stderr == "amqplock: cannot connect to localhost:5672: "* ]] || fail "stderr: '$stderr'"
 }
 
+@test "access: a URL with a user and no password: the refusal says the password is missing" {
+    run -77 --separate-stderr al -u "amqp://amqplock-nopw@$HOST_PORT/" status "$n"
+    [[ $stderr == *"refused"*"(the URL gives a user but no password: put it in a --password-file)" ]] ||
+        fail "stderr: '$stderr'"
+    # with a password file the hint would be wrong
+    local pw=$T/pw
+    printf 'wrong\n' >"$pw"
+    chmod 600 "$pw"
+    run -77 --separate-stderr al -u "amqp://amqplock-nopw@$HOST_PORT/" --password-file "$pw" status "$n"
+    [[ $stderr != *"no password"* ]] || fail "stderr: '$stderr'"
+}
+
 @test "connection: a listener that never speaks, --connect-timeout 1, exits 69 within 3 s" {
     start_silent_listener
     local t0

@@ -114,6 +114,13 @@ static void logins(void)
 	   "%%40 and %%3A are decoded in user and password");
 	ok(check("amqp://u:p%2fw@h", false) == AL_OK && strcmp(b.info.password, "p/w") == 0,
 	   "%%2f too");
+	ok(check("amqp://bob@h:5672/v", false) == AL_OK && b.no_password &&
+		   strcmp(b.info.user, "bob") == 0,
+	   "a user without a password is noted (the login will say so)");
+	ok(check("amqp://bob:@h", false) == AL_OK && !b.no_password, "an empty password is one");
+	ok(check("amqp://h/v@x", false) == AL_OK && !b.no_password, "an @ in the vhost is no user");
+	ok(check("amqp://bob:pw@h", false) == AL_OK && !b.no_password, "user and password");
+	ok(check("amqp://h", false) == AL_OK && !b.no_password, "no user at all: the defaults");
 	refused("amqp://u:p@ss@h", NULL, "a second @ (unencoded)");
 	refused("amqp://u:p%00w@h", "%00", "%00 in the password");
 	refused("amqp://h/v%00", "%00", "%00 in the vhost");
