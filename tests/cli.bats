@@ -613,6 +613,19 @@ teardown() {
     [ "$help" = "$(awk '{ for (i = 1; i <= NF; i += 2) printf "%s ", $i }' <<<"$man")" ] || fail "--help: $help"
 }
 
+@test "the harness undoes signals ignored by whoever started it (nohup make check)" {
+    run -0 perl -e '$SIG{HUP} = $SIG{INT} = "IGNORE"; exec @ARGV' \
+        "$BATS_TEST_DIRNAME/lib/default-signals.pl" grep -E '^Sig(Ign|Blk):' /proc/self/status
+    assert_output $'SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000'
+    grep -q 'default-signals.pl tests/run.sh' "$BATS_TEST_DIRNAME/run.sh"
+    grep -q 'default-signals.pl tests/cluster/run.sh' "$BATS_TEST_DIRNAME/cluster/run.sh"
+    # and this suite runs under it when tests/run.sh started it: SIGHUP
+    # (bit 0 of SigIgn) is not ignored here
+    [ -z "${AMQPLOCK_SIGNALS_DEFAULT:-}" ] ||
+        [ $((0x$(awk '/^SigIgn:/ { print $2 }' /proc/$$/status) & 1)) -eq 0 ] ||
+        fail "bats runs with SIGHUP ignored"
+}
+
 # --- last: nothing above made a queue -------------------------------------------------------------
 
 @test "no usage error above created a queue" {

@@ -10,6 +10,12 @@
 #   AMQPLOCK_TEST_SKIP  suites to leave out, by name (e.g. "docs")
 set -u
 cd "$(dirname "$0")/.."
+# Signals at their defaults, whatever started this (nohup, a background
+# job of a script): see tests/lib/default-signals.pl.
+if [ -z "${AMQPLOCK_SIGNALS_DEFAULT:-}" ]; then
+    export AMQPLOCK_SIGNALS_DEFAULT=1
+    exec tests/lib/default-signals.pl tests/run.sh "$@"
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-test.XXXXXX")
 tap="$work/tap"

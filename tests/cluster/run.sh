@@ -5,6 +5,12 @@
 # any failure. Arguments, if any, are passed on to bats (e.g. -f REGEX).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
+# Signals at their defaults, whatever started this (nohup, a background
+# job of a script): see tests/lib/default-signals.pl.
+if [ -z "${AMQPLOCK_SIGNALS_DEFAULT:-}" ]; then
+    export AMQPLOCK_SIGNALS_DEFAULT=1
+    exec tests/lib/default-signals.pl tests/cluster/run.sh "$@"
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-cluster.XXXXXX")
 tap="$work/tap"
