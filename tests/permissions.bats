@@ -2,7 +2,7 @@
 # Least-privilege broker users: each role of the README's "RabbitMQ
 # permissions" gets exactly its configure/write/read regexes on a vhost of
 # its own, and may do its commands and nothing more.
-# A refused command exits 7 with one "amqplock: ..." line and leaves the
+# A refused command exits 77 with one "amqplock: ..." line and leaves the
 # semaphore as it was.
 #
 # Needs jq and perl (core modules only). Makes a vhost of its own and a
@@ -68,7 +68,7 @@ setup_file() {
         fail "import_definitions failed: $(cat "$BATS_FILE_TMPDIR/import.out")"
     # RabbitMQ may apply the definitions after the command returns, in
     # order: once the last role ("team") can log in and probe, all can.
-    wait_until 20 exits 3 as team --prefix team.locks. max ready ||
+    wait_until 20 exits 66 as team --prefix team.locks. max ready ||
         fail "the imported users do not work: $(as team --prefix team.locks. max ready 2>&1)"
 }
 
@@ -122,7 +122,7 @@ bg_as() {
 # error object when it does not exist).
 snapshot() { as admin --json status "$1" 2>/dev/null || true; }
 
-# refused ROLE ARGS...: amqplock ARGS as ROLE exits 7 with one error line
+# refused ROLE ARGS...: amqplock ARGS as ROLE exits 77 with one error line
 # saying the broker refused access, and nothing on stdout.
 refused() {
     run --separate-stderr as "$@"
