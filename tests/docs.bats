@@ -579,7 +579,7 @@ search_dirs() {
     done
 }
 
-# --- README's table of tested versions --------------------------------------
+# --- docs/versions.md's table of tested versions ------------------------------
 
 # version_of PACKAGE: its installed Debian version, upstream part only
 # (3.10.8-1.1+deb12u1 -> 3.10.8, 1:25.2.3+dfsg-1 -> 25.2.3).
@@ -587,16 +587,16 @@ version_of() {
     dpkg-query -W -f='${Version}' "$1" 2>/dev/null | sed -E 's/^[0-9]+://; s/[-+~].*$//'
 }
 
-@test "README's Supported versions table names this machine's RabbitMQ, Erlang and rabbitmq-c" {
+@test "docs/versions.md's table names this machine's RabbitMQ, Erlang and rabbitmq-c" {
     # (make check-brokers checks the trixie and sid rows against its roots)
     local row rmq erl rmqc
-    row=$(grep -E '^\| host \(Debian 12\) \|' "$TOP/README.md") || fail "no host row in README"
+    row=$(grep -E '^\| host \(Debian 12\) \|' "$TOP/docs/versions.md") || fail "no host row in docs/versions.md"
     rmq=$(version_of rabbitmq-server)
     erl=$(version_of erlang-base)
     rmqc=$(version_of librabbitmq4)
     [ -n "$rmq" ] && [ -n "$erl" ] && [ -n "$rmqc" ] || skip "not a Debian machine with the test packages"
     [ "$(cut -d'|' -f3-5 <<<"$row" | tr -d ' ')" = "$rmq|$erl|$rmqc" ] ||
-        fail "README says '$row'; this machine has RabbitMQ $rmq, Erlang $erl, rabbitmq-c $rmqc"
+        fail "docs/versions.md says '$row'; this machine has RabbitMQ $rmq, Erlang $erl, rabbitmq-c $rmqc"
 }
 
 # hacking_rows: HACKING.md's layer table as "FILE<tab>MAY-INCLUDE" lines,
