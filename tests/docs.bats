@@ -579,6 +579,44 @@ search_dirs() {
     done
 }
 
+# completion_loaded SHELL [ARGS...]: a new SHELL (fresh_shell, interactive)
+# has its completion system loaded: zsh's compinit has run (compdef is
+# defined), bash-completion is loaded (its loader is defined).
+completion_loaded() {
+    local shell=$1
+    shift
+    case $shell in
+    zsh) fresh_shell zsh "$@" -i -c '(( $+functions[compdef] ))' ;;
+    bash) fresh_shell bash "$@" -i -c \
+        'declare -F _comp_load >/dev/null || declare -F __load_completion >/dev/null' ;;
+    esac 2>/dev/null
+}
+
+@test "README: a non-login bash and a new zsh on Debian complete only once set up as it says" {
+    local home=$BATS_TEST_TMPDIR/home
+    mkdir -p "$home"
+    # zsh: Debian's /etc/zsh/zshrc runs no compinit; the README's line does
+    run -1 completion_loaded zsh
+    grep -qF 'autoload -Uz compinit && compinit' "$TOP/README.md" "$TOP/docs/operators.md" ||
+        fail "README and docs/operators.md lost the compinit line"
+    echo 'autoload -Uz compinit && compinit' >"$home/.zshrc"
+    run -0 completion_loaded zsh
+    rm -f "$home/.zshrc" "$home"/.zcompdump*
+    # bash: a login shell has bash-completion (/etc/profile.d), a non-login
+    # one only through ~/.bashrc or /etc/bash.bashrc's snippet, which
+    # Debian ships commented out
+    run -0 completion_loaded bash -l
+    run -1 completion_loaded bash
+    echo 'source /usr/share/bash-completion/bash_completion' >"$home/.bashrc"
+    run -0 completion_loaded bash
+    rm "$home/.bashrc"
+    grep -qE '^#[[:space:]]*\. /usr/share/bash-completion/bash_completion' /etc/bash.bashrc ||
+        skip "this /etc/bash.bashrc has no commented-out bash-completion snippet"
+    # uncommented, it loads bash-completion (--rcfile: instead of both rc files)
+    sed -E '/enable bash completion/,/^#?fi/ { /enable/! s/^#// }' /etc/bash.bashrc >"$BATS_TEST_TMPDIR/bash.bashrc"
+    run -0 completion_loaded bash --rcfile "$BATS_TEST_TMPDIR/bash.bashrc"
+}
+
 # --- docs/versions.md's table of tested versions ------------------------------
 
 # version_of PACKAGE: its installed Debian version, upstream part only
