@@ -617,6 +617,25 @@ completion_loaded() {
     run -0 completion_loaded bash --rcfile "$BATS_TEST_TMPDIR/bash.bashrc"
 }
 
+@test "every link of README and docs/*.md names a file that exists, and a heading in it" {
+    # [text](path#anchor): GitHub's anchors, the heading lower-cased,
+    # without punctuation, blanks as dashes
+    run -0 perl -e '
+        use File::Basename;
+        sub anchors { my %a; open(my $h, "<", $_[0]) or return;
+            while (<$h>) { next unless /^#+ (.*)/; my $t = lc $1;
+                $t =~ s/[^\w\- ]//g; $t =~ s/ /-/g; $a{$t} = 1 } return \%a }
+        for my $f (@ARGV) { open(my $h, "<", $f) or die; my $n = 0;
+            while (<$h>) { $n++;
+                while (/\]\(([^)#\s]*)(?:#([^)\s]*))?\)/g) {
+                    my ($p, $a) = ($1, $2); next if $p =~ /^[a-z]+:/;
+                    my $t = $p eq "" ? $f : dirname($f) . "/$p";
+                    if (!-e $t) { print "$f:$n: no file $p\n"; next }
+                    print "$f:$n: no heading #$a in $p\n" if defined $a && !anchors($t)->{$a} } } }
+    ' "$TOP/README.md" "$TOP"/docs/*.md
+    assert_output ""
+}
+
 # --- docs/versions.md's table of tested versions ------------------------------
 
 # version_of PACKAGE: its installed Debian version, upstream part only
