@@ -581,7 +581,64 @@ search_dirs() {
     done
 }
 
-# --- README's table of tested versions --------------------------------------
+# completion_loaded SHELL [ARGS...]: a new SHELL (fresh_shell, interactive)
+# has its completion system loaded: zsh's compinit has run (compdef is
+# defined), bash-completion is loaded (its loader is defined).
+completion_loaded() {
+    local shell=$1
+    shift
+    case $shell in
+    zsh) fresh_shell zsh "$@" -i -c '(( $+functions[compdef] ))' ;;
+    bash) fresh_shell bash "$@" -i -c \
+        'declare -F _comp_load >/dev/null || declare -F __load_completion >/dev/null' ;;
+    esac 2>/dev/null
+}
+
+@test "README: a non-login bash and a new zsh on Debian complete only once set up as it says" {
+    local home=$BATS_TEST_TMPDIR/home
+    mkdir -p "$home"
+    # zsh: Debian's /etc/zsh/zshrc runs no compinit; the README's line does
+    run -1 completion_loaded zsh
+    grep -qF 'autoload -Uz compinit && compinit' "$TOP/README.md" "$TOP/docs/operators.md" ||
+        fail "README and docs/operators.md lost the compinit line"
+    echo 'autoload -Uz compinit && compinit' >"$home/.zshrc"
+    run -0 completion_loaded zsh
+    rm -f "$home/.zshrc" "$home"/.zcompdump*
+    # bash: a login shell has bash-completion (/etc/profile.d), a non-login
+    # one only through ~/.bashrc or /etc/bash.bashrc's snippet, which
+    # Debian ships commented out
+    run -0 completion_loaded bash -l
+    run -1 completion_loaded bash
+    echo 'source /usr/share/bash-completion/bash_completion' >"$home/.bashrc"
+    run -0 completion_loaded bash
+    rm "$home/.bashrc"
+    grep -qE '^#[[:space:]]*\. /usr/share/bash-completion/bash_completion' /etc/bash.bashrc ||
+        skip "this /etc/bash.bashrc has no commented-out bash-completion snippet"
+    # uncommented, it loads bash-completion (--rcfile: instead of both rc files)
+    sed -E '/enable bash completion/,/^#?fi/ { /enable/! s/^#// }' /etc/bash.bashrc >"$BATS_TEST_TMPDIR/bash.bashrc"
+    run -0 completion_loaded bash --rcfile "$BATS_TEST_TMPDIR/bash.bashrc"
+}
+
+@test "every link of README and docs/*.md names a file that exists, and a heading in it" {
+    # [text](path#anchor): GitHub's anchors, the heading lower-cased,
+    # without punctuation, blanks as dashes
+    run -0 perl -e '
+        use File::Basename;
+        sub anchors { my %a; open(my $h, "<", $_[0]) or return;
+            while (<$h>) { next unless /^#+ (.*)/; my $t = lc $1;
+                $t =~ s/[^\w\- ]//g; $t =~ s/ /-/g; $a{$t} = 1 } return \%a }
+        for my $f (@ARGV) { open(my $h, "<", $f) or die; my $n = 0;
+            while (<$h>) { $n++;
+                while (/\]\(([^)#\s]*)(?:#([^)\s]*))?\)/g) {
+                    my ($p, $a) = ($1, $2); next if $p =~ /^[a-z]+:/;
+                    my $t = $p eq "" ? $f : dirname($f) . "/$p";
+                    if (!-e $t) { print "$f:$n: no file $p\n"; next }
+                    print "$f:$n: no heading #$a in $p\n" if defined $a && !anchors($t)->{$a} } } }
+    ' "$TOP/README.md" "$TOP"/docs/*.md
+    assert_output ""
+}
+
+# --- docs/versions.md's table of tested versions ------------------------------
 
 # version_of PACKAGE: its installed Debian version, upstream part only
 # (3.10.8-1.1+deb12u1 -> 3.10.8, 1:25.2.3+dfsg-1 -> 25.2.3).
@@ -589,16 +646,16 @@ version_of() {
     dpkg-query -W -f='${Version}' "$1" 2>/dev/null | sed -E 's/^[0-9]+://; s/[-+~].*$//'
 }
 
-@test "README's Supported versions table names this machine's RabbitMQ, Erlang and rabbitmq-c" {
+@test "docs/versions.md's table names this machine's RabbitMQ, Erlang and rabbitmq-c" {
     # (make check-brokers checks the trixie and sid rows against its roots)
     local row rmq erl rmqc
-    row=$(grep -E '^\| host \(Debian 12\) \|' "$TOP/README.md") || fail "no host row in README"
+    row=$(grep -E '^\| host \(Debian 12\) \|' "$TOP/docs/versions.md") || fail "no host row in docs/versions.md"
     rmq=$(version_of rabbitmq-server)
     erl=$(version_of erlang-base)
     rmqc=$(version_of librabbitmq4)
     [ -n "$rmq" ] && [ -n "$erl" ] && [ -n "$rmqc" ] || skip "not a Debian machine with the test packages"
     [ "$(cut -d'|' -f3-5 <<<"$row" | tr -d ' ')" = "$rmq|$erl|$rmqc" ] ||
-        fail "README says '$row'; this machine has RabbitMQ $rmq, Erlang $erl, rabbitmq-c $rmqc"
+        fail "docs/versions.md says '$row'; this machine has RabbitMQ $rmq, Erlang $erl, rabbitmq-c $rmqc"
 }
 
 # hacking_rows: HACKING.md's layer table as "FILE<tab>MAY-INCLUDE" lines,

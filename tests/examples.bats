@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# The examples of README.md (the tour, the cheat sheet, every block marked
-# `<!-- example: ID -->`) and of the man page's EXAMPLES, run as they are
+# The examples of README.md and docs/*.md (the tour, the cheat sheet, every
+# block marked `<!-- example: ID -->`) and of the man page's EXAMPLES, run as they are
 # written against the test broker, so that they cannot drift from what
 # amqplock does. tests/tools/examples.sh copies them out; its header says
 # how a block is read, how `# exit N` gives a command's expected status,
@@ -14,8 +14,8 @@ load lib/helper
 
 # Every example, by ID (`tests/tools/examples.sh list`); each is run by a
 # test below.
-KNOWN="cheatsheet tour-private tour-own tour-job tour-cron tour-resize tour-look
-tour-scripts admin-shrink man-1 man-2 man-3 man-4 man-5 man-6"
+KNOWN="tour-private tour-own tour-job tour-look tour-resize tour-cron
+cheatsheet tour-scripts admin-shrink clusters man-1 man-2 man-3 man-4 man-5 man-6"
 
 # The semaphore names the examples use (examples.sh makes them NAME.$S).
 NAMES="nightly batch jobs reports"
@@ -90,9 +90,11 @@ jobs_ran() {
     ! grep -vEx "$1\.$S [0-9]+" "$X/job.log" || fail "a job ran outside a slot of $1.$S"
 }
 
-THE_REST="tour-job tour-cron tour-resize tour-look tour-scripts"
+# the rest of the README's tour, in its order, and then docs/operators.md's
+# In scripts, which goes on from it
+THE_REST="tour-job tour-look tour-resize tour-cron tour-scripts"
 
-@test "every example of README and of the man page is one this suite runs" {
+@test "every example of README, docs/*.md and the man page is one this suite runs" {
     run -0 "$H/examples.sh" list
     local ids
     ids=$(awk '{ print $1 }' <<<"$output" | sort)
@@ -125,15 +127,23 @@ THE_REST="tour-job tour-cron tour-resize tour-look tour-scripts"
     [ "$status" -eq 77 ] || fail "without the password file: status $status, $output"
 }
 
-@test "README's cheat sheet, row by row" {
+@test "docs/operators.md's cheat sheet, row by row" {
     run_examples cheatsheet
     jobs_ran '(nightly|batch)'
 }
 
-@test "README's Administration: remove, then wait" {
+@test "docs/operators.md's Resizing: remove, then wait" {
     al create "jobs.$S" 3
     run_examples admin-shrink
     [ "$(al max "jobs.$S")" = 1 ] || fail "max is $(al max "jobs.$S")"
+}
+
+@test "docs/operators.md's Clusters: quorum slots, and every node's URL in AMQPLOCK_URL" {
+    # the nodes' URLs all become the test broker's: the first answers
+    run_examples clusters
+    jobs_ran nightly
+    run -0 al check "nightly.$S"
+    assert_line --partial "3 slots (quorum)"
 }
 
 @test "man page: the cron example, then the same with -w, -c, --lost-signal and --grace" {

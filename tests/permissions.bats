@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
-# Least-privilege broker users: each role of the README's "RabbitMQ
-# permissions" gets exactly its configure/write/read regexes on a vhost of
-# its own, and may do its commands and nothing more.
-# A refused command exits 7 with one "amqplock: ..." line and leaves the
-# semaphore as it was.
+# Least-privilege broker users: each role of the README's "Permissions"
+# and docs/operators.md's "RabbitMQ permissions" gets exactly its
+# configure/write/read regexes on a vhost of its own, and may do its
+# commands and nothing more. A refused command exits 77 with one
+# "amqplock: ..." line and leaves the semaphore as it was.
 #
 # Needs jq and perl (core modules only). Makes a vhost of its own and a
 # user per role (setup_file), and deletes them again (teardown_file).
@@ -11,8 +11,9 @@
 bats_require_minimum_version 1.5.0
 load lib/helper
 
-# USER CONFIGURE WRITE READ. inspector, client, admin and adminonly are
-# the README's set_permissions lines, and must stay as they are there.
+# USER CONFIGURE WRITE READ. inspector, client and admin are the README's
+# set_permissions lines, team and adminonly docs/operators.md's, and must
+# stay as they are there.
 # noread is a client that may not consume from #waiters, nowaiters one
 # that may not even declare it (their waiters poll instead); nolease is
 # the client of before leases (with read on slot queues, which RabbitMQ
@@ -122,7 +123,7 @@ bg_as() {
 # error object when it does not exist).
 snapshot() { as admin --json status "$1" 2>/dev/null || true; }
 
-# refused ROLE ARGS...: amqplock ARGS as ROLE exits 7 with one error line
+# refused ROLE ARGS...: amqplock ARGS as ROLE exits 77 with one error line
 # saying the broker refused access, and nothing on stdout.
 refused() {
     run --separate-stderr as "$@"
@@ -171,21 +172,30 @@ new_holder() {
 
 # --- the roles at work --------------------------------------------------------
 
-@test "the README's set_permissions lines are the roles tested here" {
-    local doc=$TOP/README.md
-    grep -qs '^#\+ RabbitMQ permissions' "$doc" || fail "README.md has no RabbitMQ permissions section"
-    # "ROLE CONF WRITE READ" of each set_permissions line (continuations
-    # joined), with the user name as the role
-    run -0 perl -0777 -ne 's/\s*\\\n\s*/ /g;
+# set_permissions_in DOC: "ROLE CONF WRITE READ" of each set_permissions
+# line of DOC (continuations joined), with the user name as the role
+set_permissions_in() {
+    perl -0777 -ne 's/\s*\\\n\s*/ /g;
         while (/set_permissions -p \S+ (\S+) \x27([^\x27]*)\x27 \x27([^\x27]*)\x27 \x27([^\x27]*)\x27/g) {
-            print "$1 $2 $3 $4\n" }' "$doc"
-    for role in inspector client admin team; do
+            print "$1 $2 $3 $4\n" }' "$1"
+}
+
+@test "the set_permissions lines of README and docs/operators.md are the roles tested here" {
+    local readme=$TOP/README.md ops=$TOP/docs/operators.md role
+    grep -qs '^## Permissions' "$readme" || fail "README.md has no Permissions section"
+    grep -qs '^## RabbitMQ permissions' "$ops" || fail "docs/operators.md has no RabbitMQ permissions section"
+    # the README: the three roles, and nothing else
+    run -0 set_permissions_in "$readme"
+    for role in inspector client admin; do
         assert_line "$(roles | grep "^$role ")"
     done
-    [ "${#lines[@]}" -eq 4 ] || fail "set_permissions lines not tested here: $output"
+    [ "${#lines[@]}" -eq 3 ] || fail "README's set_permissions lines not tested here: $output"
+    # the operator's guide: another prefix, and nothing else
+    run -0 set_permissions_in "$ops"
+    assert_output "$(roles | grep "^team ")"
     # the administrator that cannot hold, given inline
     grep -qF "$(roles | awk '$1 == "adminonly" { printf "\x27%s\x27 \x27%s\x27 \x27%s\x27", $2, $3, $4 }')" \
-        "$doc" || fail "$doc does not give adminonly's regexes"
+        "$ops" || fail "$ops does not give adminonly's regexes"
 }
 
 # Each bats test costs a few tenths of a second here, so related checks

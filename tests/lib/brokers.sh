@@ -418,17 +418,17 @@ not_run() {
 # 27.3.4).
 upstream() { sed -E 's/^[0-9]+://; s/[-+~].*$//' <<<"$1"; }
 
-# readme_row SUITE: README's Supported versions row for SUITE's root names
-# the RabbitMQ and Erlang it has (one test, counted).
-readme_row() {
+# versions_row SUITE: docs/versions.md's row for SUITE's root names the
+# RabbitMQ and Erlang it has (one test, counted).
+versions_row() {
     local suite=$1 root=$ROOTS/$1 want row
     want="$(upstream "$(version "$root" rabbitmq-server)")|$(upstream "$(version "$root" erlang-base)")"
-    row=$(grep -E "^\| $suite root " README.md | head -n 1) || true
+    row=$(grep -E "^\| $suite root " docs/versions.md | head -n 1) || true
     if [ "$(cut -d'|' -f3-4 <<<"$row" | tr -d ' ')" = "$want" ]; then
-        echo "ok - README's Supported versions row for the $suite root: RabbitMQ|Erlang $want"
+        echo "ok - docs/versions.md's row for the $suite root: RabbitMQ|Erlang $want"
         PASSED=$((PASSED + 1))
     else
-        echo "not ok - README's Supported versions row for the $suite root is '$row'; the root has RabbitMQ|Erlang $want"
+        echo "not ok - docs/versions.md's row for the $suite root is '$row'; the root has RabbitMQ|Erlang $want"
         FAILED=$((FAILED + 1))
         STATUS=1
     fi
@@ -503,7 +503,7 @@ suite_runs() {
     [ ${#runs[@]} -gt 0 ] || return 0
     if make_root "$suite" && mount_root "$root"; then
         wrappers "$suite"
-        readme_row "$suite"
+        versions_row "$suite"
         host_runs "$suite" "$rmq"
         if want "$rmq-build"; then sid_build; fi
     else

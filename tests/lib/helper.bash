@@ -263,7 +263,7 @@ start_relay() {
 }
 
 # expire_policy MS: an expires policy on the queues of this test's
-# semaphore, the clean-up policy operators set (README, "Policies");
+# semaphore, the clean-up policy operators set (docs/operators.md, "Policies");
 # clear_expire_policy (teardown) clears it.
 expire_policy() {
     POLICY="expire-$n"

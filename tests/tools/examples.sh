@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# examples.sh: the examples of README.md and of the man page, copied out
+# examples.sh: the examples of README.md, docs/*.md and the man page, copied out
 # into runnable form, so that tests/examples.bats runs them as they are
 # written and they cannot drift from what amqplock does.
 #
-#   examples.sh list               one line per example: ID SOURCE:LINE KIND
+#   examples.sh list               one line per example: ID FILE:LINE KIND
 #   examples.sh extract DIR SUFFIX  write DIR/ID.sh for each example, and
 #                                  the stand-ins they use (see below)
 #
 # Which text is an example:
 #
-#   README.md   a line `<!-- example: ID -->` (an HTML comment: invisible
+#   README.md, docs/*.md
+#               a line `<!-- example: ID -->` (an HTML comment: invisible
 #               on GitHub) followed, after blank lines, by either
 #               - an indented code block (4 spaces): the example, or
 #               - a table: its last column's code spans that begin with
@@ -19,7 +20,7 @@
 #               section, as man-1, man-2, ... in order; roff escapes
 #               (\e, \-, \&, \(aq, \(dq) are undone.
 #
-# How a block is read (the same for both sources):
+# How a block is read (the same for every source):
 #
 #   - A block whose first line starts with `#!` is a script: DIR/ID.sh is
 #     that script (substituted as below), made executable; the suite runs
@@ -136,9 +137,9 @@ sub add_example {
     push @examples, {id => $id, where => $where, lines => $lines, table => $table};
 }
 
-# README.md
-{
-    my @r = split /\n/, slurp("$top/README.md"), -1;
+# README.md and docs/*.md
+for my $doc ("README.md", map { s{^\Q$top\E/}{}r } sort glob("$top/docs/*.md")) {
+    my @r = split /\n/, slurp("$top/$doc"), -1;
     for (my $i = 0; $i < @r; $i++) {
         next unless $r[$i] =~ /^<!--\s*example:\s*(\S+)\s*-->\s*$/;
         my ($id, $at) = ($1, $i + 1);
@@ -157,14 +158,14 @@ sub add_example {
                     push @lines, [$code, $j + 1] if $code =~ /^amqplock /;
                 }
             }
-            add_example($id, "README.md:$at", \@lines, 1);
+            add_example($id, "$doc:$at", \@lines, 1);
         } else {
             for (; $j < @r && ($r[$j] =~ /^    / || $r[$j] =~ /^\s*$/); $j++) {
                 push @lines, [substr($r[$j], 4), $j + 1] if $r[$j] =~ /^    /;
                 # a blank line ends the block unless indented text follows
                 last if $r[$j] =~ /^\s*$/ && !($j + 1 < @r && $r[$j + 1] =~ /^    /);
             }
-            add_example($id, "README.md:$at", \@lines, 0);
+            add_example($id, "$doc:$at", \@lines, 0);
         }
     }
 }
