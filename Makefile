@@ -24,7 +24,7 @@ endif
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -DAMQPLOCK_VERSION='"$(VERSION)"' \
-	$(PKG_CFLAGS) $(CFLAGS)
+	$(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 
 # The pure sources (no I/O): names, numbers, time arithmetic and broker
