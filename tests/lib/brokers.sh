@@ -271,17 +271,15 @@ host_runs() {
     fi
 }
 
-# sid_build: the project's files (tracked, and new ones not ignored) copied
-# to WORK/src; inside the sid root, the project's own install-deps.sh with
-# the Makefile's DEB_PKGS (and procps and perl, which the tests use and a
-# minimal root lacks), then the build, unit tests and the admin and client
-# suites against the root's own RabbitMQ.
+# sid_build: the project's files (tracked, and new ones not ignored:
+# tests/lib/copy-tree.sh) copied to WORK/src; inside the sid root, the
+# project's own install-deps.sh with the Makefile's DEB_PKGS (and procps and
+# perl, which the tests use and a minimal root lacks), then the build, unit
+# tests and the admin and client suites against the root's own RabbitMQ.
 sid_build() {
     local root=$ROOTS/sid pkgs versions gcc
-    mkdir -p "$WORK/src"
-    if ! git ls-files -z --cached --others --exclude-standard |
-        tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$WORK/src"; then
-        not_run 4.3-build "could not copy the project's files (git ls-files) to $WORK/src"
+    if ! tests/lib/copy-tree.sh "$WORK/src"; then
+        not_run 4.3-build "could not copy the project's files (tests/lib/copy-tree.sh) to $WORK/src"
         return
     fi
     # shellcheck disable=SC2016
