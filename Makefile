@@ -123,6 +123,26 @@ install: amqplock
 uninstall:
 	rm -f $(INSTALLED:%='$(DESTDIR)%')
 
+# make deb: the Debian package (debian/), built with dpkg-buildpackage from
+# a copy of the tree in build/deb/ (debian/ gets no build files), installs
+# what debian/control's Build-Depends name when missing; prints the .deb's
+# path. debian/changelog's version must be VERSION.
+DEB_DIR := build/deb
+.PHONY: deb
+deb:
+	@tests/lib/install-deps.sh --build-deps .
+	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = '$(VERSION)' ] || { \
+		echo "make deb: debian/changelog's version is $$v, the Makefile's VERSION $(VERSION):" \
+			"add a debian/changelog entry for $(VERSION)" >&2; exit 1; }
+	rm -rf $(DEB_DIR)
+	tests/lib/copy-tree.sh $(DEB_DIR)/amqplock-$(VERSION)
+	@# (the package is built as a clean clone would be, without this make's
+	@# flags and variables)
+	cd $(DEB_DIR)/amqplock-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+		dpkg-buildpackage -b -us -uc -Jauto
+	rm -rf $(DEB_DIR)/amqplock-$(VERSION)
+	@echo "$(DEB_DIR)/amqplock_$(VERSION)_$$(dpkg --print-architecture).deb"
+
 # Deliberately broken builds, each of which some test must catch.
 mutants: deps
 	tests/mutants.sh
