@@ -126,9 +126,11 @@ uninstall:
 # make deb: the Debian package (debian/), built with dpkg-buildpackage from
 # a copy of the tree in build/deb/ (debian/ gets no build files), installs
 # what debian/control's Build-Depends name when missing; prints the .deb's
-# path. debian/changelog's version must be VERSION.
+# path. debian/changelog's version must be VERSION. make check-deb: lintian,
+# and the package installed and tried in a clean Debian root
+# (tests/lib/deb-check.sh).
 DEB_DIR := build/deb
-.PHONY: deb
+.PHONY: deb check-deb
 deb:
 	@tests/lib/install-deps.sh --build-deps .
 	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = '$(VERSION)' ] || { \
@@ -142,6 +144,9 @@ deb:
 		dpkg-buildpackage -b -us -uc -Jauto
 	rm -rf $(DEB_DIR)/amqplock-$(VERSION)
 	@echo "$(DEB_DIR)/amqplock_$(VERSION)_$$(dpkg --print-architecture).deb"
+
+check-deb:
+	tests/lib/deb-check.sh
 
 # Deliberately broken builds, each of which some test must catch.
 mutants: deps

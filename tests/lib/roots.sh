@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# Sourced by tests/lib/brokers.sh: minimal Debian roots made with
-# debootstrap from the mirror the host's apt sources use, kept for the next
-# run and reused when their set-up finished; the mounts in them, taken down
-# whatever way a run ends; how long each phase took. (It sources procs.sh.)
+# Sourced by tests/lib/brokers.sh and tests/lib/deb-check.sh: minimal
+# Debian roots made with debootstrap from the mirror the host's apt sources
+# use, kept for the next run and reused when their set-up finished; the
+# mounts in them, taken down whatever way a run ends; how long each phase
+# took. (It sources procs.sh.)
 #
 # The script that sources it sets, before making or entering a root:
 #   ROOTS   the directory the roots live in (ROOTS/SUITE each)
