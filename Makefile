@@ -24,7 +24,7 @@ endif
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -DAMQPLOCK_VERSION='"$(VERSION)"' \
-	$(PKG_CFLAGS) $(CFLAGS)
+	$(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 
 # The pure sources (no I/O): names, numbers, time arithmetic and broker
@@ -122,6 +122,31 @@ install: amqplock
 
 uninstall:
 	rm -f $(INSTALLED:%='$(DESTDIR)%')
+
+# make deb: the Debian package (debian/), built with dpkg-buildpackage from
+# a copy of the tree in build/deb/ (debian/ gets no build files), installs
+# what debian/control's Build-Depends name when missing; prints the .deb's
+# path. debian/changelog's version must be VERSION. make check-deb: lintian,
+# and the package installed and tried in a clean Debian root
+# (tests/lib/deb-check.sh).
+DEB_DIR := build/deb
+.PHONY: deb check-deb
+deb:
+	@tests/lib/install-deps.sh --build-deps .
+	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = '$(VERSION)' ] || { \
+		echo "make deb: debian/changelog's version is $$v, the Makefile's VERSION $(VERSION):" \
+			"add a debian/changelog entry for $(VERSION)" >&2; exit 1; }
+	rm -rf $(DEB_DIR)
+	tests/lib/copy-tree.sh $(DEB_DIR)/amqplock-$(VERSION)
+	@# (the package is built as a clean clone would be, without this make's
+	@# flags and variables)
+	cd $(DEB_DIR)/amqplock-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+		dpkg-buildpackage -b -us -uc -Jauto
+	rm -rf $(DEB_DIR)/amqplock-$(VERSION)
+	@echo "$(DEB_DIR)/amqplock_$(VERSION)_$$(dpkg --print-architecture).deb"
+
+check-deb:
+	tests/lib/deb-check.sh
 
 # Deliberately broken builds, each of which some test must catch.
 mutants: deps

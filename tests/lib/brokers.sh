@@ -39,8 +39,8 @@
 # removes the work directory; it never removes a directory while something
 # is mounted below it.
 set -euo pipefail
-# shellcheck source=tests/lib/procs.sh
-. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
+# shellcheck source=tests/lib/roots.sh
+. "$(dirname "${BASH_SOURCE[0]}")/roots.sh"
 cd "$(dirname "$0")/../.."
 
 ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
@@ -49,45 +49,17 @@ ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
 RECIPE="amqplock-root 1"
 ALL_RUNS=(4.0 4.0-cluster 4.3 4.3-cluster 4.3-build)
 
-die() {
-    echo "brokers.sh: $*" >&2
-    exit 1
-}
-say() { echo "# $*"; }
-
-# --- time ---------------------------------------------------------------------------
-
-# phase_start / phase_end NAME: how long a phase took, printed and kept for
-# the summary at the end.
-PHASES=()
-phase_start() { PHASE_T0=$SECONDS; }
-phase_end() {
-    local s=$((SECONDS - PHASE_T0))
-    PHASES+=("$1: $s s")
-    say "$1 took $s s"
-}
-
 # --- mounts and processes ------------------------------------------------------------
-
-# mounts_under DIR: mount points at DIR or below it, deepest first. Our
-# paths have no characters that mountinfo escapes (checked below).
-mounts_under() {
-    awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
-}
-mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
 # our_pids: every live process of our runs: those whose root is one of our
 # roots (nodes, epmd, rabbitmqctl, a build), and those that carry the work
 # directory in their environment (the harness, its tests and what they
-# start, the brokers' markers). Never this script or its tee.
+# start, the brokers' markers). Never this script or its tee. (kill_ours,
+# tests/lib/roots.sh, kills them.)
 our_pids() {
-    local p r
+    local p
     {
-        for p in /proc/[0-9]*; do
-            r=$(readlink "$p/root" 2>/dev/null) || continue
-            [ "$r" = "$ROOTS/trixie" ] || [ "$r" = "$ROOTS/sid" ] || continue
-            echo "${p#/proc/}"
-        done
+        pids_rooted_in "$ROOTS/trixie" "$ROOTS/sid"
         # (grep fails on the environ of processes that just ended)
         if [ -n "${WORK:-}" ]; then
             grep -lzF -e "TMPDIR=$WORK/tmp" -e "AMQPLOCK_BROKER_OWNER=$WORK/" \
@@ -97,68 +69,6 @@ our_pids() {
     } | sort -un | while read -r p; do
         if [ "$p" != $$ ] && [ "$p" != "${TEE_PID:-}" ] && ! ended "$p"; then echo "$p"; fi
     done
-}
-
-# kill_ours: kills every process our_pids finds; bounded (10 s).
-kill_ours() {
-    local pids p end=$((SECONDS + 10))
-    while :; do
-        mapfile -t pids < <(our_pids)
-        [ ${#pids[@]} -gt 0 ] || return 0
-        [ $SECONDS -lt $end ] || {
-            echo "brokers.sh: processes left: ${pids[*]}" >&2
-            return 1
-        }
-        kill -KILL "${pids[@]}" 2>/dev/null || true
-        sleep 0.2
-    done
-}
-
-# bind SRC DST: a bind mount, once. Private, so that nothing mounted later
-# below SRC shows up in the root (or the other way round) on a host whose /
-# is a shared mount.
-bind() {
-    mounted "$2" && return 0
-    mount --bind "$1" "$2" || return 1
-    mount --make-private "$2" 2>/dev/null || true
-}
-
-# mount_root ROOT: /proc (Erlang needs it), /dev (/dev/null, /dev/urandom)
-# and the work directory, at the same path, in ROOT.
-mount_root() {
-    local root=$1
-    mounted "$root/proc" || mount -t proc proc "$root/proc" || return 1
-    bind /dev "$root/dev" || return 1
-    [ -z "${WORK:-}" ] || { mkdir -p "$root$WORK" && bind "$WORK" "$root$WORK"; }
-}
-
-# umount_under DIR: takes down every mount at or below DIR, deepest first;
-# what keeps one busy is killed between tries (bounded: 20 tries).
-umount_under() {
-    local dir=$1 m
-    local -a ms
-    for _ in $(seq 1 20); do
-        mapfile -t ms < <(mounts_under "$dir")
-        [ ${#ms[@]} -gt 0 ] || return 0
-        for m in "${ms[@]}"; do umount "$m" 2>/dev/null || true; done
-        [ -n "$(mounts_under "$dir")" ] || return 0
-        kill_ours || true
-        sleep 0.5
-    done
-    echo "brokers.sh: could not unmount: $(mounts_under "$dir" | tr '\n' ' ')" >&2
-    return 1
-}
-
-# safe_rm DIR: rm -rf DIR, refused while anything is mounted at or below it
-# (a bind of /dev or of the work directory would be emptied through it).
-safe_rm() {
-    local m
-    m=$(mounts_under "$1")
-    [ -z "$m" ] || {
-        echo "brokers.sh: not removing $1: mounted below it: $(tr '\n' ' ' <<<"$m")" >&2
-        return 1
-    }
-    rm -rf --one-file-system -- "$1"
 }
 
 # --- the runs' session ----------------------------------------------------------------
@@ -218,52 +128,7 @@ keep_logs() {
     done
 }
 
-# --- the host's apt sources -----------------------------------------------------------
-
-# mirror: the first URI of the host's apt sources (deb822 .sources files,
-# then classic sources.list lines) that serves the host's own suite, e.g.
-# bookworm (not bookworm-security).
-mirror() {
-    local suite f
-    # shellcheck disable=SC1091
-    suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-    [ -n "$suite" ] || die "no VERSION_CODENAME in /etc/os-release"
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk -v want="$suite" '
-            function check() {
-                if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " want " ") && uri != "") {
-                    print uri; found = 1; exit
-                }
-                types = suites = uri = enabled = ""
-            }
-            /^[ \t]*#/ { next }
-            /^[ \t]*$/ { check(); next }
-            # field names are case-insensitive
-            { key = tolower($1); val = $0; sub(/^[^:]*:[ \t]*/, "", val) }
-            key == "types:" { types = val }
-            key == "suites:" { suites = val }
-            key == "uris:" { split(val, u, /[ \t]+/); uri = u[1] }
-            key == "enabled:" { enabled = tolower(val) }
-            END { if (!found) check() }' "$f"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        # deb [options] URI SUITE COMPONENTS...
-        sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v want="$suite" '$1 == "deb" && $3 == want { print $2 }'
-    done
-}
-
 # --- the roots ------------------------------------------------------------------------
-
-# in_root ROOT CMD...: CMD in ROOT as root, with a plain environment;
-# bounded (10 minutes: an apt-get from the mirror).
-in_root() {
-    local root=$1
-    shift
-    timeout -k 10 600 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-        DEBIAN_FRONTEND=noninteractive "$@" {LOCK}>&-
-}
 
 # version ROOT PACKAGE-PATTERN: the version of the installed package that
 # matches (ROOT / for the host's), the first if several do.
@@ -273,53 +138,6 @@ version() {
     # shellcheck disable=SC2016
     chroot "$root" dpkg-query -W -f '${db:Status-Abbrev} ${Version}\n' "$@" 2>/dev/null |
         awk '$1 == "ii" && v == "" { v = $2 } END { print v == "" ? "?" : v }' || true
-}
-
-# make_root SUITE: ROOTS/SUITE with rabbitmq-server installed, reused if its
-# stamp says so; returns non-zero (having said why) if it could not be made.
-make_root() {
-    local suite=$1 root=$ROOTS/$1 want
-    want="$RECIPE: $suite from $MIRROR"
-    if [ "$(cat "$root/.amqplock-root" 2>/dev/null)" = "$want" ]; then
-        say "reusing the $suite root $root"
-        return 0
-    fi
-    # Half made (or by another recipe): made anew. Whatever an interrupted
-    # debootstrap left mounted goes first.
-    if [ -e "$root" ]; then
-        say "making the $suite root $root anew"
-        umount_under "$root" && safe_rm "$root" || return 1
-    fi
-    phase_start
-    say "debootstrap --variant=minbase $suite $root $MIRROR"
-    if ! timeout -k 10 600 debootstrap --variant=minbase "$suite" "$root" "$MIRROR" >"$ROOTS/$suite.log" 2>&1 \
-        {LOCK}>&-; then
-        tail -n 20 "$ROOTS/$suite.log" | sed 's/^/#   /'
-        echo "brokers.sh: debootstrap of $suite failed (log in $ROOTS/$suite.log)" >&2
-        return 1
-    fi
-    phase_end "$suite: debootstrap"
-    phase_start
-    # sid's Release file may be past its Valid-Until on the mirror; any
-    # apt-get inside (tests/lib/install-deps.sh too) must accept it.
-    echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99amqplock"
-    cp /etc/resolv.conf "$root/etc/resolv.conf"
-    # "localhost", which the nodes' names use, must resolve inside.
-    cp /etc/hosts "$root/etc/hosts"
-    # No service starts from a package's postinst.
-    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
-    chmod 755 "$root/usr/sbin/policy-rc.d"
-    mount_root "$root" || return 1
-    if ! { in_root "$root" apt-get update -qq &&
-        in_root "$root" apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null; } \
-        >"$ROOTS/$suite-install.log" 2>&1; then
-        tail -n 20 "$ROOTS/$suite-install.log" | sed 's/^/#   /'
-        echo "brokers.sh: installing rabbitmq-server in the $suite root failed" >&2
-        return 1
-    fi
-    kill_ours
-    echo "$want" >"$root/.amqplock-root"
-    phase_end "$suite: rabbitmq-server installed"
 }
 
 # wrappers SUITE: WORK/bin-SUITE, a directory of the root's
@@ -453,17 +271,15 @@ host_runs() {
     fi
 }
 
-# sid_build: the project's files (tracked, and new ones not ignored) copied
-# to WORK/src; inside the sid root, the project's own install-deps.sh with
-# the Makefile's DEB_PKGS (and procps and perl, which the tests use and a
-# minimal root lacks), then the build, unit tests and the admin and client
-# suites against the root's own RabbitMQ.
+# sid_build: the project's files (tracked, and new ones not ignored:
+# tests/lib/copy-tree.sh) copied to WORK/src; inside the sid root, the
+# project's own install-deps.sh with the Makefile's DEB_PKGS (and procps and
+# perl, which the tests use and a minimal root lacks), then the build, unit
+# tests and the admin and client suites against the root's own RabbitMQ.
 sid_build() {
     local root=$ROOTS/sid pkgs versions gcc
-    mkdir -p "$WORK/src"
-    if ! git ls-files -z --cached --others --exclude-standard |
-        tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$WORK/src"; then
-        not_run 4.3-build "could not copy the project's files (git ls-files) to $WORK/src"
+    if ! tests/lib/copy-tree.sh "$WORK/src"; then
+        not_run 4.3-build "could not copy the project's files (tests/lib/copy-tree.sh) to $WORK/src"
         return
     fi
     # shellcheck disable=SC2016
@@ -501,7 +317,7 @@ suite_runs() {
         ! want "$r" || runs+=("$r")
     done
     [ ${#runs[@]} -gt 0 ] || return 0
-    if make_root "$suite" && mount_root "$root"; then
+    if make_root "$suite" rabbitmq-server && mount_root "$root"; then
         wrappers "$suite"
         versions_row "$suite"
         host_runs "$suite" "$rmq"

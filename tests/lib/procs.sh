@@ -1,6 +1,7 @@
 # Sourced by tests/lib/helper.bash, tests/lib/broker.sh, tests/lib/cluster.sh,
-# tests/lib/brokers.sh and bench/run.sh: whether processes have ended, and
-# waiting for them to, the same way everywhere.
+# tests/lib/roots.sh (for brokers.sh and deb-check.sh) and bench/run.sh:
+# whether processes have ended, and waiting for them to, the same way
+# everywhere.
 
 # ended PID: the process has ended: no such process, or only a zombie
 # (ended, not yet reaped).
