@@ -27,6 +27,7 @@ static const struct command commands[] = {
 	{"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
 	 ADMIN | SCAN | GROW, false},
 	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN, false},
+	{"list", cmd_list, 0, 0, "", "list the semaphores, with max, held and waiting", 0, false},
 	{"check", cmd_check, 1, 1, "NAME", "report what is wrong with a semaphore, or repair it",
 	 ADMIN | SCAN | REPAIR, false},
 	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
@@ -86,6 +87,7 @@ static int finish(struct cli *cli, enum al_status st)
 	 * cron would mail. */
 	bool quiet_busy = st == AL_BUSY && (cli->quiet || cli->conflict_exit == 0);
 
+	cli_suggest(cli, st);
 	if (st != AL_OK && !cli->reported && !quiet_busy)
 		out_error(st, st == AL_USAGE ? NULL : cli->name,
 			  status_message()[0] ? status_message() : "failed");
@@ -282,7 +284,8 @@ static int run(int argc, char **argv)
 	if (st != AL_OK || end < argc)
 		return usage_error(&cli, cmd);
 	cli.command_name = cmd->name;
-	if ((st = cli_check_name(&cli, args[0])) != AL_OK ||
+	if ((st = cmd->max_args > 0 ? cli_check_name(&cli, args[0]) : cli_check_prefix(&cli)) !=
+		    AL_OK ||
 	    (st = conn_check_opts(&cli.conn)) != AL_OK)
 		return finish(&cli, st);
 	return finish(&cli, cmd->run(&cli, nargs, args));
