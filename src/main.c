@@ -55,8 +55,9 @@ static void print_help(FILE *f, const struct command *cmd)
 	char left[64];
 
 	if (cmd) {
-		fprintf(f, "Usage: amqplock %s [OPTIONS] %s\n\n%c%s.\n", cmd->name, cmd->args,
-			cmd->summary[0] - 'a' + 'A', cmd->summary + 1);
+		fprintf(f, "Usage: amqplock %s [OPTIONS]%s%s\n\n%c%s.\n", cmd->name,
+			cmd->args[0] ? " " : "", cmd->args, cmd->summary[0] - 'a' + 'A',
+			cmd->summary + 1);
 		if (cmd->scopes & ~GLOBAL) {
 			fprintf(f, "\nOptions:\n");
 			cli_print_options(f, cmd->scopes & ~GLOBAL);
@@ -102,8 +103,8 @@ static int usage_error(struct cli *cli, const struct command *cmd)
 	char usage[128];
 
 	if (cmd)
-		snprintf(usage, sizeof(usage), "usage: amqplock %s [OPTIONS] %s", cmd->name,
-			 cmd->args);
+		snprintf(usage, sizeof(usage), "usage: amqplock %s [OPTIONS]%s%s", cmd->name,
+			 cmd->args[0] ? " " : "", cmd->args);
 	else
 		snprintf(usage, sizeof(usage),
 			 "usage: amqplock [OPTIONS] COMMAND ARGS... "
@@ -160,8 +161,9 @@ static enum al_status wrong_count(const struct command *cmd, char **args, int na
 	int i;
 
 	if (nargs > cmd->max_args)
-		return fail(AL_USAGE, "unexpected argument %s (usage: amqplock %s [OPTIONS] %s)",
-			    quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name, cmd->args);
+		return fail(AL_USAGE, "unexpected argument %s (usage: amqplock %s [OPTIONS]%s%s)",
+			    quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name,
+			    cmd->args[0] ? " " : "", cmd->args);
 	for (i = 0; i < nargs && word; i++)
 		word = strchr(word, ' ') ? strchr(word, ' ') + 1 : NULL;
 	len = word ? strcspn(word, " ") : 0;
