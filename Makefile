@@ -6,6 +6,8 @@ VERSION := 0.2.0
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 PKGS := librabbitmq libcjson
+# libcurl: its headers only; mgmt.c loads it when asked (dlopen).
+HEADER_PKGS := libcurl
 
 # CI builds with -Werror; WERROR=1 asks for the same anywhere.
 ifeq ($(CI),true)
@@ -21,17 +23,18 @@ ifeq ($(SANITIZE),1)
 OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
-PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(HEADER_PKGS) 2>/dev/null)
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -DAMQPLOCK_VERSION='"$(VERSION)"' \
 	$(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 
-# The pure sources (no I/O): names, numbers, time arithmetic and broker
-# URLs, tested on their own by tests/unit. url.c needs librabbitmq's
-# amqp_parse_url, hence $(PKG_LIBS) on the unit tests' link line.
-PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c
-SRCS := $(PURE_SRCS) src/conn.c src/conn_opts.c src/connect.c src/channels.c src/secret.c src/probe.c src/record.c src/request.c src/look.c src/admin.c src/check.c src/claim.c src/lease.c src/line.c src/out.c src/cmd_admin.c src/cmd_client.c src/take.c src/hold.c src/job.c src/signals.c src/supervise.c src/keeper.c src/cli.c src/main.c
+# The pure sources (no I/O): names, numbers, time arithmetic, broker URLs
+# and the list of semaphores, tested on their own by tests/unit. url.c
+# needs librabbitmq's amqp_parse_url and list.c cJSON, hence $(PKG_LIBS)
+# on the unit tests' link line.
+PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c src/list.c
+SRCS := $(PURE_SRCS) src/conn.c src/conn_opts.c src/connect.c src/channels.c src/secret.c src/probe.c src/record.c src/request.c src/look.c src/admin.c src/check.c src/claim.c src/lease.c src/line.c src/mgmt.c src/out.c src/cmd_admin.c src/cmd_client.c src/take.c src/hold.c src/job.c src/signals.c src/supervise.c src/keeper.c src/cli.c src/main.c
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
@@ -61,7 +64,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # Installs, with apt-get, whatever of the build and test dependencies is
 # missing. Does nothing when all are there. (libc6-dev: gcc only recommends
 # it, and install-deps.sh installs no recommends.)
-DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev rabbitmq-server jq clang-format bats \
+DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev libcurl4-openssl-dev rabbitmq-server jq clang-format bats \
 	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 psmisc
 deps:
 	@tests/lib/install-deps.sh $(DEB_PKGS)

@@ -8,10 +8,10 @@
 # completed by its own completion, as for sudo.
 
 _amqplock_global_opts='--url --password-file --cacert --cert --key --insecure
-    --prefix --json --quiet --verbose --heartbeat --connect-timeout
-    --rpc-timeout --help --version'
+    --prefix --management-url --json --quiet --verbose --heartbeat
+    --connect-timeout --rpc-timeout --help --version'
 
-_amqplock_commands='create destroy add remove max status check wait acquire hold help'
+_amqplock_commands='create destroy add remove max status list check wait acquire hold help'
 
 # The signals amqplock accepts for --lost-signal: those whose default action
 # ends a process, by the names glibc gives them (not KILL STOP CONT CHLD
@@ -36,7 +36,7 @@ _amqplock_command_opts() {
 # dash) takes a value.
 _amqplock_value_opt() {
     case $1 in
-    -u | --url | --password-file | --cacert | --cert | --key | --prefix | \
+    -u | --url | --password-file | --cacert | --cert | --key | --prefix | --management-url | \
         --heartbeat | --connect-timeout | --rpc-timeout | --admin-wait | \
         --overshoot | --slot-type | -w | --wait | -E | --conflict-exit-code | -c | \
         --command | --lost-signal | --grace | --lease)

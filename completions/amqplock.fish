@@ -3,7 +3,7 @@
 # files for the options that name one, and "--" and a command for hold.
 
 # The options that take a value, as amqplock's getopt tables have them.
-set -g __amqplock_value_opts -u --url --password-file --cacert --cert --key --prefix \
+set -g __amqplock_value_opts -u --url --password-file --cacert --cert --key --prefix --management-url \
     --heartbeat --connect-timeout --rpc-timeout --admin-wait --overshoot --slot-type -w --wait \
     -E --conflict-exit-code -c --command --lost-signal --grace --lease
 
@@ -96,13 +96,14 @@ complete -c amqplock -n $nocmd -a add -d 'Add COUNT slots (default 1)'
 complete -c amqplock -n $nocmd -a remove -d 'Remove the COUNT highest slots (default 1)'
 complete -c amqplock -n $nocmd -a max -d 'Print the number of slots, or set it to N'
 complete -c amqplock -n $nocmd -a status -d 'Show held, free and orphan slots'
+complete -c amqplock -n $nocmd -a list -d 'List the semaphores, with max, held and waiting'
 complete -c amqplock -n $nocmd -a check -d 'Report what is wrong with a semaphore, or repair it'
 complete -c amqplock -n $nocmd -a wait -d 'Wait until no holder is left above max'
 complete -c amqplock -n $nocmd -a acquire -d 'Take a slot, print it, hold it until a signal'
 complete -c amqplock -n $nocmd -a hold -d 'Run a command while holding a slot'
 complete -c amqplock -n $nocmd -a help -d "Show a command's options"
 complete -c amqplock -n '__amqplock_using help' \
-    -a 'create destroy add remove max status check wait acquire hold'
+    -a 'create destroy add remove max status list check wait acquire hold'
 
 # Global options, before or after the command (not after hold's "--").
 set -l global 'not __amqplock_after_hold_dashdash'
@@ -113,6 +114,7 @@ complete -c amqplock -n $global -l cert -r -F -d 'Client certificate for amqps:/
 complete -c amqplock -n $global -l key -r -F -d 'Private key of the client certificate'
 complete -c amqplock -n $global -l insecure -d "amqps:// without checking the broker's certificate"
 complete -c amqplock -n $global -l prefix -x -d 'Queue-name prefix'
+complete -c amqplock -n $global -l management-url -x -d 'The management HTTP API, for list and "did you mean"'
 complete -c amqplock -n $global -l json -d 'Print one JSON object per result'
 complete -c amqplock -n $global -s q -l quiet -d 'Print nothing on stdout'
 complete -c amqplock -n $global -s v -l verbose -d 'Trace each step on stderr'

@@ -1,7 +1,8 @@
 # libFuzzer targets for the parts of amqplock that read untrusted text:
 # semaphore names and queue names (fuzz_names), numbers, signals and quoted
 # arguments (fuzz_numbers), the broker URL and the password file
-# (fuzz_url). Included by the top Makefile, whose variables it uses.
+# (fuzz_url), the management API's lists (fuzz_list). Included by the top
+# Makefile, whose variables it uses.
 #
 #   make fuzz         installs clang and its fuzzer runtime if missing, builds
 #                     every target and runs each for FUZZ_SECONDS (default 60)
@@ -19,7 +20,7 @@
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := fuzz_names fuzz_numbers fuzz_url
+FUZZ_TARGETS := fuzz_names fuzz_numbers fuzz_url fuzz_list
 FUZZ_DEB_PKGS := clang libclang-rt-14-dev
 
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
@@ -31,6 +32,8 @@ FUZZ_SRCS_fuzz_names := names.c
 FUZZ_SRCS_fuzz_numbers := parse.c
 FUZZ_SRCS_fuzz_url := conn_opts.c url.c clock.c parse.c status.c
 FUZZ_LIBS_fuzz_url = $(PKG_LIBS)
+FUZZ_SRCS_fuzz_list := list.c names.c status.c
+FUZZ_LIBS_fuzz_list = $(PKG_LIBS)
 
 FUZZ_BINS := $(FUZZ_TARGETS:%=build/fuzz/%)
 FUZZ_OBJS := $(sort $(foreach t,$(FUZZ_TARGETS),$(FUZZ_SRCS_$(t):%.c=build/fuzz/obj/%.o)))

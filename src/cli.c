@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mgmt.h"
 #include "names.h"
 #include "out.h"
 #include "parse.h"
@@ -25,6 +26,8 @@ static const char default_url[] = DEFAULT_URL;
 #define DEFAULT_HEARTBEAT       5
 #define DEFAULT_CONNECT_TIMEOUT 5
 #define DEFAULT_RPC_TIMEOUT     10
+/* "Did you mean": how long the management API may take, all of it. */
+#define SUGGEST_SECONDS 1.5
 /* Long enough for a peer's create of a few thousand slots. */
 #define DEFAULT_ADMIN_WAIT 30
 /* A pipelined probe of 128 missing queues costs about 1 ms. */
@@ -69,6 +72,7 @@ enum opt_id {
 	OPT_SLOT_TYPE,
 	OPT_REPAIR,
 	OPT_LEASE,
+	OPT_MANAGEMENT_URL,
 };
 
 /* What an option does with its field. */
@@ -112,6 +116,7 @@ static enum al_status set_wait(struct cli *cli, const struct opt_def *o, char *a
 static enum al_status set_lost_signal(struct cli *cli, const struct opt_def *o, char *arg);
 static enum al_status set_verbose(struct cli *cli, const struct opt_def *o, char *arg);
 static enum al_status set_show(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_management_url(struct cli *cli, const struct opt_def *o, char *arg);
 
 static const struct opt_def opt_defs[] = {
 	{"url", OPT_URL, "URL", GLOBAL, CALL(add_url),
@@ -130,6 +135,10 @@ static const struct opt_def opt_defs[] = {
 	 .help = "amqps:// without checking the broker's certificate (unsafe)"},
 	{"prefix", OPT_PREFIX, "P", GLOBAL, TEXT(prefix),
 	 .help = "queue-name prefix (default $AMQPLOCK_PREFIX, \"" DEFAULT_PREFIX "\")"},
+	{"management-url", OPT_MANAGEMENT_URL, "URL", GLOBAL, CALL(set_management_url),
+	 .help = "the management HTTP API, for list and \"did you mean\"\n"
+		 "(default $AMQPLOCK_MANAGEMENT_URL, else http://HOST:15672/\n"
+		 "for amqp://HOST, https://HOST:15671/ for amqps://HOST)"},
 	{"json", OPT_JSON, NULL, GLOBAL, FLAG(json),
 	 .help = "print one JSON object per result on stdout"},
 	{"quiet", OPT_QUIET, NULL, GLOBAL, FLAG(quiet), .help = "print nothing on stdout"},
@@ -196,6 +205,8 @@ void cli_defaults(struct cli *cli)
 		cli->conn.url = env;
 	if ((env = getenv("AMQPLOCK_PREFIX")))
 		cli->prefix = env;
+	if ((env = getenv("AMQPLOCK_MANAGEMENT_URL")) && *env)
+		cli->management_url = env;
 }
 
 /* --- the values ----------------------------------------------------------- */
@@ -304,6 +315,20 @@ static enum al_status set_show(struct cli *cli, const struct opt_def *o, char *a
 {
 	(void)arg;
 	cli->show = o->id == OPT_VERSION ? CLI_SHOW_VERSION : CLI_SHOW_HELP;
+	return AL_OK;
+}
+
+/* Refused with a user or password in it: those come from the broker URL
+ * or --password-file, and would show in ps (so masked there too). */
+static enum al_status set_management_url(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	const char *why = mgmt_url_problem(arg);
+
+	if (why) {
+		secret_mask_urls(arg);
+		return fail(AL_USAGE, "invalid --%s: %s", o->name, why);
+	}
+	cli->management_url = arg;
 	return AL_OK;
 }
 
@@ -456,14 +481,24 @@ enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes
 
 /* --- using what the options say --------------------------------------------- */
 
+enum al_status cli_check_prefix(struct cli *cli)
+{
+	const char *why;
+	char q[64];
+
+	if ((why = prefix_problem(cli->prefix)))
+		return fail(AL_USAGE, "prefix %s %s", quote_arg(cli->prefix, q, sizeof(q)), why);
+	return AL_OK;
+}
+
 enum al_status cli_check_name(struct cli *cli, const char *name)
 {
 	struct sem_name sn;
 	const char *why;
 	char q[64];
 
-	if ((why = prefix_problem(cli->prefix)))
-		return fail(AL_USAGE, "prefix %s %s", quote_arg(cli->prefix, q, sizeof(q)), why);
+	if (cli_check_prefix(cli) != AL_OK)
+		return AL_USAGE;
 	if (!(why = name_problem(name)))
 		why = sem_name_init(&sn, cli->prefix, name);
 	if (why)
@@ -537,6 +572,43 @@ enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, str
 	if (st == AL_OK)
 		sem_reconnected(s);
 	return st;
+}
+
+enum al_status cli_list(struct cli *cli, struct deadline by, struct sem_list *l)
+{
+	const char *why;
+
+	*l = (struct sem_list){0};
+	/* The environment's, which the option's check has not seen. */
+	if (cli->management_url && (why = mgmt_url_problem(cli->management_url)))
+		return fail(AL_USAGE, "invalid AMQPLOCK_MANAGEMENT_URL: %s", why);
+	if (cli->conn.insecure)
+		out_error_line("warning: --insecure: the broker's certificate is not verified");
+	return mgmt_list(&cli->conn, cli->management_url, cli->prefix, by, l);
+}
+
+void cli_suggest(struct cli *cli, enum al_status st)
+{
+	char message[1024], hint[NAME_MAX_BYTES + 32] = "";
+	const char *near;
+	struct sem_list l;
+	int on = trace_enabled;
+
+	if (st != AL_NOT_FOUND || !cli->name || !cli->conn.brokers ||
+	    (cli->management_url && mgmt_url_problem(cli->management_url)))
+		return;
+	snprintf(message, sizeof(message), "%s", status_message());
+	/* Quietly: whatever the API answers, the failure stays the one said. */
+	trace_enabled = 0;
+	if (mgmt_list(&cli->conn, cli->management_url, cli->prefix, deadline_in(SUGGEST_SECONDS),
+		      &l) == AL_OK) {
+		if ((near = list_nearest(&l, cli->name)))
+			snprintf(hint, sizeof(hint), " (did you mean %s?)", near);
+		list_free(&l);
+	}
+	trace_enabled = on;
+	status_clear();
+	fail(st, "%s%s", message, hint);
 }
 
 /* A broker that crashes every look is not racing a deletion. */

@@ -9,6 +9,7 @@
 
 #include "conn.h"
 #include "hold.h"
+#include "list.h"
 #include "sem.h"
 #include "status.h"
 
@@ -57,6 +58,8 @@ struct cli {
 	bool urls_given;
 	char urls[CLI_URLS_MAX];
 	const char *prefix;
+	/* The management API's URL; NULL: derived from the broker URL. */
+	const char *management_url;
 	bool json, quiet;
 	enum cli_show show;
 	/* check */
@@ -88,7 +91,8 @@ struct command {
 	bool takes_command;     /* CMD [ARGS...] after "--" */
 };
 
-/* The defaults, then $AMQPLOCK_URL, $AMQP_URL and $AMQPLOCK_PREFIX. */
+/* The defaults, then $AMQPLOCK_URL, $AMQP_URL, $AMQPLOCK_PREFIX and
+ * $AMQPLOCK_MANAGEMENT_URL. */
 void cli_defaults(struct cli *cli);
 
 /* Parses the options in argv[1..argc) (argv[0] is the program or command
@@ -113,6 +117,19 @@ enum al_status cli_count(const char *arg, const char *what, unsigned long min, u
 			 unsigned *out);
 /* The semaphore name (with the prefix); sets cli->name. */
 enum al_status cli_check_name(struct cli *cli, const char *name);
+
+/* The prefix alone, for a command that takes no name (list). */
+enum al_status cli_check_prefix(struct cli *cli);
+
+/* Every semaphore under the prefix, from the management HTTP API as the
+ * options say (mgmt.h), all before `by`. */
+enum al_status cli_list(struct cli *cli, struct deadline by, struct sem_list *l);
+
+/* After a command failed with st: if the semaphore it named does not
+ * exist and the management API answers within a second or two, a name
+ * under the prefix a typo away is put in the message ("did you mean
+ * nightly?"). Nothing else changes, nor is said, when it does not. */
+void cli_suggest(struct cli *cli, enum al_status st);
 
 /* Names the connections that follow, for the broker's list of them:
  * command, semaphore, and slot once there is one (0: none yet). */
@@ -147,5 +164,6 @@ enum al_status cmd_check(struct cli *cli, int argc, char **argv);
 enum al_status cmd_acquire(struct cli *cli, int argc, char **argv);
 enum al_status cmd_hold(struct cli *cli, int argc, char **argv);
 enum al_status cmd_wait(struct cli *cli, int argc, char **argv);
+enum al_status cmd_list(struct cli *cli, int argc, char **argv);
 
 #endif

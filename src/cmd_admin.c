@@ -1,8 +1,9 @@
-/* create, destroy, add, remove, max, status and check: the administration
- * half. */
+/* create, destroy, add, remove, max, status, list and check: the
+ * administration half. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "out.h"
@@ -256,6 +257,43 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 	}
 	sem_status_free(&ss);
 	return st;
+}
+
+/* In text a table, its first column as wide as the longest name. */
+enum al_status cmd_list(struct cli *cli, int argc, char **argv)
+{
+	char name_fmt[32];
+	struct sem_list l;
+	enum al_status st;
+	size_t i, width = 9;
+
+	(void)argc, (void)argv;
+	if ((st = cli_list(cli, deadline_never(), &l)) != AL_OK)
+		return st;
+	for (i = 0; i < l.len; i++)
+		if (strlen(l.sem[i].name) > width)
+			width = strlen(l.sem[i].name);
+	snprintf(name_fmt, sizeof(name_fmt), "%%-%zus", width);
+	out_begin();
+	out_bool("ok", true);
+	out_str("prefix", NULL, cli->prefix);
+	if (l.len) {
+		out_str(NULL, name_fmt, "SEMAPHORE");
+		out_str(NULL, "  %5s  HELD  WAITING\n", "MAX");
+	}
+	out_list_begin("semaphores");
+	for (i = 0; i < l.len; i++) {
+		out_item_begin();
+		out_str("semaphore", name_fmt, l.sem[i].name);
+		out_uint("max", "  %5lu", l.sem[i].max);
+		out_uint("held", "  %4lu", l.sem[i].held);
+		out_uint("waiting", "  %7lu\n", l.sem[i].waiting);
+		out_item_end();
+	}
+	out_list_end();
+	out_str(NULL, l.len ? NULL : "no semaphores under prefix \"%s\"\n", cli->prefix);
+	list_free(&l);
+	return out_end();
 }
 
 /* The names scripts see in JSON. */

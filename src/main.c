@@ -27,6 +27,7 @@ static const struct command commands[] = {
 	{"max", cmd_max, 1, 2, "NAME [N]", "print the number of slots, or set it to N",
 	 ADMIN | SCAN | GROW, false},
 	{"status", cmd_status, 1, 1, "NAME", "show held, free and orphan slots", SCAN, false},
+	{"list", cmd_list, 0, 0, "", "list the semaphores, with max, held and waiting", 0, false},
 	{"check", cmd_check, 1, 1, "NAME", "report what is wrong with a semaphore, or repair it",
 	 ADMIN | SCAN | REPAIR, false},
 	{"wait", cmd_wait, 1, 1, "NAME", "wait until no holder is left above max", SCAN | WAIT,
@@ -54,8 +55,9 @@ static void print_help(FILE *f, const struct command *cmd)
 	char left[64];
 
 	if (cmd) {
-		fprintf(f, "Usage: amqplock %s [OPTIONS] %s\n\n%c%s.\n", cmd->name, cmd->args,
-			cmd->summary[0] - 'a' + 'A', cmd->summary + 1);
+		fprintf(f, "Usage: amqplock %s [OPTIONS]%s%s\n\n%c%s.\n", cmd->name,
+			cmd->args[0] ? " " : "", cmd->args, cmd->summary[0] - 'a' + 'A',
+			cmd->summary + 1);
 		if (cmd->scopes & ~GLOBAL) {
 			fprintf(f, "\nOptions:\n");
 			cli_print_options(f, cmd->scopes & ~GLOBAL);
@@ -86,6 +88,7 @@ static int finish(struct cli *cli, enum al_status st)
 	 * cron would mail. */
 	bool quiet_busy = st == AL_BUSY && (cli->quiet || cli->conflict_exit == 0);
 
+	cli_suggest(cli, st);
 	if (st != AL_OK && !cli->reported && !quiet_busy)
 		out_error(st, st == AL_USAGE ? NULL : cli->name,
 			  status_message()[0] ? status_message() : "failed");
@@ -100,8 +103,8 @@ static int usage_error(struct cli *cli, const struct command *cmd)
 	char usage[128];
 
 	if (cmd)
-		snprintf(usage, sizeof(usage), "usage: amqplock %s [OPTIONS] %s", cmd->name,
-			 cmd->args);
+		snprintf(usage, sizeof(usage), "usage: amqplock %s [OPTIONS]%s%s", cmd->name,
+			 cmd->args[0] ? " " : "", cmd->args);
 	else
 		snprintf(usage, sizeof(usage),
 			 "usage: amqplock [OPTIONS] COMMAND ARGS... "
@@ -158,8 +161,9 @@ static enum al_status wrong_count(const struct command *cmd, char **args, int na
 	int i;
 
 	if (nargs > cmd->max_args)
-		return fail(AL_USAGE, "unexpected argument %s (usage: amqplock %s [OPTIONS] %s)",
-			    quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name, cmd->args);
+		return fail(AL_USAGE, "unexpected argument %s (usage: amqplock %s [OPTIONS]%s%s)",
+			    quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name,
+			    cmd->args[0] ? " " : "", cmd->args);
 	for (i = 0; i < nargs && word; i++)
 		word = strchr(word, ' ') ? strchr(word, ' ') + 1 : NULL;
 	len = word ? strcspn(word, " ") : 0;
@@ -282,7 +286,8 @@ static int run(int argc, char **argv)
 	if (st != AL_OK || end < argc)
 		return usage_error(&cli, cmd);
 	cli.command_name = cmd->name;
-	if ((st = cli_check_name(&cli, args[0])) != AL_OK ||
+	if ((st = cmd->max_args > 0 ? cli_check_name(&cli, args[0]) : cli_check_prefix(&cli)) !=
+		    AL_OK ||
 	    (st = conn_check_opts(&cli.conn)) != AL_OK)
 		return finish(&cli, st);
 	return finish(&cli, cmd->run(&cli, nargs, args));

@@ -13,8 +13,9 @@
 # Debian service wrapper.
 #
 # Ports: a block of 32 starting at 16000 + 32k (16000-24991). In a block at
-# B: AMQP B, TLS B+1, Erlang distribution B+2, epmd B+3, and the
-# rabbitmqctl processes' own distribution ports B+8..B+31. All of it lies
+# B: AMQP B, TLS B+1, Erlang distribution B+2, epmd B+3, the management
+# HTTP API B+4, and the rabbitmqctl processes' own distribution ports
+# B+8..B+31. All of it lies
 # below Linux's ephemeral range (32768-60999), where an outgoing
 # connection may hold a port just when a node wants to listen on it, above
 # RabbitMQ's own defaults (4369, 5671, 5672, 15672) and below
@@ -35,10 +36,10 @@ die() { echo "broker.sh: $*" >&2; exit 1; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# ports BASE: sets TLS_PORT, DIST_PORT, EPMD_PORT, CTL_PORT_MIN and
+# ports BASE: sets TLS_PORT, DIST_PORT, EPMD_PORT, MGMT_PORT, CTL_PORT_MIN and
 # CTL_PORT_MAX for the block at BASE (the AMQP port).
 ports() {
-    TLS_PORT=$(($1 + 1)) DIST_PORT=$(($1 + 2)) EPMD_PORT=$(($1 + 3))
+    TLS_PORT=$(($1 + 1)) DIST_PORT=$(($1 + 2)) EPMD_PORT=$(($1 + 3)) MGMT_PORT=$(($1 + 4))
     CTL_PORT_MIN=$(($1 + 8)) CTL_PORT_MAX=$(($1 + 31))
 }
 
@@ -48,7 +49,7 @@ pick_ports() {
         base=$((16000 + 32 * (RANDOM % 281)))
         ports "$base"
         if port_free "$base" && port_free "$TLS_PORT" && port_free "$DIST_PORT" &&
-            port_free "$EPMD_PORT"; then
+            port_free "$EPMD_PORT" && port_free "$MGMT_PORT"; then
             echo "$base"
             return 0
         fi
@@ -100,8 +101,9 @@ start() {
     node="amqplock$port@localhost"
     mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
     : >"$dir/rabbitmq-env.conf"
-    # Loopback only, no plugins, and no disk alarm on a nearly full /tmp.
-    # A TLS listener too, that asks for (but does not require) a client
+    # Loopback only, no disk alarm on a nearly full /tmp, one plugin: the
+    # management HTTP API (amqplock list), plain HTTP on B+4. A TLS
+    # listener too, that asks for (but does not require) a client
     # certificate from the test CA.
     make_tls "$dir/tls" || die "openssl could not make the test certificates"
     cat >"$dir/rabbitmq.conf" <<CONF
@@ -114,12 +116,15 @@ ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = false
 disk_free_limit.absolute = 1MB
 loopback_users = none
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $MGMT_PORT
 CONF
-    : >"$dir/enabled_plugins"
+    echo '[rabbitmq_management].' >"$dir/enabled_plugins"
     cat >"$dir/env" <<ENV
 export AMQPLOCK_TEST_BROKER_DIR='$dir'
 export AMQPLOCK_TEST_PORT=$port
 export AMQPLOCK_TEST_TLS_PORT=$TLS_PORT
+export AMQPLOCK_TEST_MANAGEMENT_URL='http://127.0.0.1:$MGMT_PORT/'
 export AMQPLOCK_TEST_TLS_DIR='$dir/tls'
 export AMQPLOCK_TEST_NODE='$node'
 export AMQPLOCK_URL='amqp://guest:guest@127.0.0.1:$port/'
