@@ -2,7 +2,7 @@
 # Least-privilege broker users: each role of the README's "RabbitMQ
 # permissions" gets exactly its configure/write/read regexes on a vhost of
 # its own, and may do its commands and nothing more.
-# A refused command exits 7 with one "amqplock: ..." line and leaves the
+# A refused command exits 77 with one "amqplock: ..." line and leaves the
 # semaphore as it was.
 #
 # Needs jq and perl (core modules only). Makes a vhost of its own and a
