@@ -12,6 +12,9 @@
  * conn_reset_channel cycles through (1..1000). */
 #define CONSUMER_CHANNEL 1001
 #define PARALLEL_CHANNEL 1002
+/* conn_listen's: not the line's, whose close may still be under way when
+ * a waiter that got its slot starts to listen. */
+#define LISTEN_CHANNEL 1003
 
 /* Ends the consumer: publishes `last` on its channel if asked, closes
  * the channel (unless the broker has: closed), and tells the owner why. */
@@ -210,6 +213,88 @@ void conn_ack(struct conn *c, uint64_t tag)
 void conn_consume_end(struct conn *c, const struct conn_message *last)
 {
 	end_consumer(c, last, false, CONSUMER_LEFT);
+}
+
+enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_consumer *hooks)
+{
+	amqp_channel_open_t open = {0};
+	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue), .no_ack = 1};
+	int r;
+
+	if (c->dead)
+		return AL_CONNECTION;
+	if (c->consumer_channel)
+		return fail(AL_INTERNAL, "internal error: already consuming");
+	c->consumer_channel = LISTEN_CHANNEL;
+	c->consumer = *hooks;
+	c->delivering = 0;
+	/* Nothing is waited for: the open-ok and consume-ok are skipped
+	 * when they come, a refusal ends the consumer (take_consumed). */
+	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
+				  &consume)))
+		return connection_failed(c, r, "subscribing to a queue");
+	return AL_OK;
+}
+
+/* Direct reply-to: the broker gives a question's answers to the channel
+ * that published it, if that channel consumes this pseudo-queue. */
+#define REPLY_TO "amq.rabbitmq.reply-to"
+
+enum al_status conn_listen_replies(struct conn *c, const struct conn_consumer *hooks)
+{
+	return conn_listen(c, REPLY_TO, hooks);
+}
+
+enum al_status conn_ask(struct conn *c, const char *queue, const char *type, const char *expiration,
+			const char *correlation_id)
+{
+	amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_EXPIRATION_FLAG | AMQP_BASIC_TYPE_FLAG |
+			  AMQP_BASIC_REPLY_TO_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG,
+		.expiration = amqp_cstring_bytes(expiration),
+		.type = amqp_cstring_bytes(type),
+		.reply_to = amqp_cstring_bytes(REPLY_TO),
+		.correlation_id = amqp_cstring_bytes(correlation_id),
+	};
+	int r;
+
+	if (c->dead || !c->consumer_channel)
+		return fail(AL_INTERNAL, "internal error: not listening for replies");
+	r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
+			       amqp_cstring_bytes(queue), 0, 0, &props, amqp_empty_bytes);
+	return r == AMQP_STATUS_OK ? AL_OK : connection_failed(c, r, "asking a question");
+}
+
+bool conn_is_reply_to(const amqp_bytes_t *name)
+{
+	static const char prefix[] = REPLY_TO ".";
+
+	return name->len > sizeof(prefix) - 1 && name->len <= 255 /* a queue name's longest */ &&
+	       memcmp(name->bytes, prefix, sizeof(prefix) - 1) == 0;
+}
+
+enum al_status conn_reply(struct conn *c, const char *reply_to, const char *correlation_id,
+			  const char *type, const amqp_table_t *headers)
+{
+	amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
+			  AMQP_BASIC_HEADERS_FLAG,
+		.type = amqp_cstring_bytes(type),
+		.correlation_id = amqp_cstring_bytes(correlation_id),
+		.headers = *headers,
+	};
+	int r;
+
+	if (c->dead || !c->channel)
+		return fail(AL_INTERNAL, "internal error: no open channel");
+	/* Not mandatory: an asker gone meanwhile is no error. */
+	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(reply_to),
+			       0, 0, &props, amqp_empty_bytes);
+	if (r != AMQP_STATUS_OK)
+		return connection_failed(c, r, "answering a question");
+	c->published++; /* the channel is in confirm mode */
+	return AL_OK;
 }
 
 /* conn_side_call's channel ids: above the line's and the lease's, and

@@ -522,6 +522,7 @@ void cli_name_connections(struct cli *cli, unsigned slot)
 		pw = getpwuid(geteuid());
 		snprintf(who->user, sizeof(who->user), "%s", pw ? pw->pw_name : "?");
 	}
+	who->command = cli->command_name ? cli->command_name : "";
 	if (slot)
 		snprintf(at_slot, sizeof(at_slot), "slot %u, ", slot);
 	snprintf(who->name, sizeof(who->name), "amqplock %s %s (%son %s, pid %ld)",

@@ -209,6 +209,37 @@ static void slot_line(const char *key, const char *text_fmt, const struct slot_l
 	free(text);
 }
 
+/* Each held slot on a line of its own: its holder as it described itself
+ * (JSON: the list "holders"), or unnamed (away, or it did not answer). */
+static void holder_lines(const struct sem_status *ss)
+{
+	size_t i, h = 0;
+
+	out_list_begin("holders");
+	for (i = 0; i < ss->held.len; i++) {
+		unsigned slot = ss->held.slot[i];
+		const struct sem_holder *who = NULL;
+
+		while (h < ss->holders_len && ss->holders[h].slot < slot)
+			h++;
+		if (h < ss->holders_len && ss->holders[h].slot == slot)
+			who = &ss->holders[h];
+		if (!who) {
+			out_uint(NULL, "slot %lu: held, its holder unnamed (away, or no answer)\n",
+				 slot);
+			continue;
+		}
+		out_item_begin();
+		out_uint("slot", "slot %lu: held by ", slot);
+		out_str("host", "%s", who->host);
+		out_uint("pid", " pid %lu", (unsigned long)who->pid);
+		out_str("since", " since %s", who->since);
+		out_str("command", " (%s)\n", who->command);
+		out_item_end();
+	}
+	out_list_end();
+}
+
 enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 {
 	struct sem_status ss;
@@ -235,6 +266,7 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		out_uint("max", "max        %lu\n", ss.max);
 		slot_line("held", "held       %s\n", &ss.held, ss.max);
 		out_uint("held_count", NULL, ss.held.len);
+		holder_lines(&ss);
 		/* Leased, their holders away: reconnecting, or gone for good
 		 * (then free when the lease runs out). */
 		slot_line("away", ss.away.len ? "away       %s\n" : NULL, &ss.away, 0);
@@ -244,6 +276,11 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 			  &ss.unreachable, 0);
 		slot_line("free", "free       %s\n", &ss.free, ss.max);
 		out_uint("free_count", NULL, ss.free.len);
+		/* In line; clients that fell back to polling are not counted. */
+		if (ss.waiting_known)
+			out_uint("waiting", "waiting    %lu\n", ss.waiting);
+		else
+			out_str(NULL, "waiting    %s\n", "unknown (the line could not be read)");
 		slot_line("orphans", "orphans    %s\n", &ss.orphans, 0);
 		/* Taken by nobody and takeable by nobody until an
 		 * administrator makes them again. */

@@ -25,7 +25,8 @@ struct conn_identity {
 	char name[200]; /* connection_name: command, semaphore, slot, host, pid */
 	const char *version;
 	char host[64];
-	char user[64]; /* the local user running amqplock */
+	char user[64];       /* the local user running amqplock */
+	const char *command; /* acquire, hold, ...: never the job's arguments */
 	long pid;
 };
 
@@ -257,6 +258,34 @@ void conn_ack(struct conn *c, uint64_t tag);
  * (a delivery not acknowledged returns to the queue). hooks->ended is
  * told, with CONSUMER_LEFT. */
 void conn_consume_end(struct conn *c, const struct conn_message *last);
+
+/* Consumes from queue without acknowledgements on a channel of its own
+ * (conn_consume's place: one consumer at a time), declaring nothing and
+ * waiting for nothing: a refusal comes later, to hooks->ended
+ * (CONSUMER_REFUSED), and closes only that channel. End it with
+ * conn_consume_end. For a holder's own holder queue. */
+enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_consumer *hooks);
+
+/* conn_listen on direct reply-to: the answers to conn_ask's questions
+ * come to hooks->delivered. */
+enum al_status conn_listen_replies(struct conn *c, const struct conn_consumer *hooks);
+
+/* Publishes an empty question of `type` to queue through the default
+ * exchange, on the channel of conn_listen_replies (whose name the broker
+ * puts in its reply_to), expiring after `expiration` ms (text), not
+ * mandatory; nothing is waited for. */
+enum al_status conn_ask(struct conn *c, const char *queue, const char *type, const char *expiration,
+			const char *correlation_id);
+
+/* Whether name is a direct reply-to name, the only place an answer may go
+ * (never a queue of amqplock's: a line, a slot). */
+bool conn_is_reply_to(const amqp_bytes_t *name);
+
+/* Publishes an empty answer of `type` with `headers` to reply_to through
+ * the default exchange on the main channel, not mandatory; its confirm is
+ * not waited for. */
+enum al_status conn_reply(struct conn *c, const char *reply_to, const char *correlation_id,
+			  const char *type, const amqp_table_t *headers);
 
 /* A channel refusal as conn_recv recorded it, kept for a message given
  * later (when more replies were read meanwhile). */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -267,6 +268,8 @@ static void keep_trying(struct holding *h)
 	if (st == AL_OK) {
 		h->away = false;
 		heard_back(h);
+		if (h->answers.s)
+			sem_answers_listen(&h->answers, h->s, h->slot, h->o->conn_opts);
 		notice(h, "reconnected", "away_ms", now_seconds() - h->away_since,
 		       "reconnected to %s after %.2f s; slot %u of %s is still ours",
 		       h->s->conn->where, now_seconds() - h->away_since, h->slot, h->s->label);
@@ -432,6 +435,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	bool readable;
 	int sig;
 
+	h.answers.taken_at = (long long)time(NULL);
 	h.heard = now_seconds();
 	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;
@@ -464,8 +468,18 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			keep_trying(&h);
 		} else if (!h.done) {
 			check_slot(&h, readable);
+			/* From the first verification on, a second after the
+			 * claim: naming us costs neither the claim nor a short
+			 * job (hold -- true) anything. */
+			if (!h.answers.s && h.verify_sent && !h.away && !h.lost_at)
+				sem_answers_listen(&h.answers, s, slot, o->conn_opts);
+			if (!h.away && !h.lost_at)
+				sem_answers_send(&h.answers);
 		}
 	}
+	/* The release deletes the holder queue anyway; no more questions. */
+	if (!s->conn->dead && conn_consuming(s->conn))
+		conn_consume_end(s->conn, NULL);
 	take_terminal_back(&h);
 	if (h.terminal >= 0)
 		close(h.terminal);

@@ -59,6 +59,8 @@ struct holding {
 	double next_reconnect;
 	struct backoff reconnects;
 	char away_reason[256];
+	/* Who we are, for status (holders.c): set up after the claim. */
+	struct sem_answers answers;
 };
 
 /* hold.c: the slot's side */

@@ -349,6 +349,29 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
 	return st == AL_OK ? scan_orphans(s, *max, orphans) : st;
 }
 
+/* How many wait in the line: its consumers, by a passive declare (which
+ * needs a permission on it from RabbitMQ 4.2.6: without one, unknown).
+ * No line: nobody waits. A line on a node that is down: unknown. */
+static enum al_status count_line(struct sem *s, struct sem_status *out)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	uint32_t consumers, messages;
+	enum al_status st;
+
+	out->waiting_known = s->line == LINE_ABSENT;
+	if (s->line != LINE_UP)
+		return AL_OK;
+	sem_name_slot(&s->name, 1, WAITERS_QUEUE, queue);
+	st = ask_counts(s, queue, &consumers, &messages);
+	if (st == AL_OK && conn_refusal_code(s->conn) != 404) {
+		out->waiting_known = conn_refusal_code(s->conn) == 0;
+		out->waiting = consumers;
+	} else if (st == AL_OK) {
+		out->waiting_known = true; /* gone since the probe */
+	}
+	return st;
+}
+
 enum al_status sem_status(struct sem *s, struct sem_status *out)
 {
 	bool *holder, *lease, *refused, *slot;
@@ -365,7 +388,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	lease = calloc(out->max, sizeof(*lease));
 	refused = calloc(out->max, sizeof(*refused));
 	slot = calloc(out->max, sizeof(*slot));
-	p = calloc(2 * (size_t)out->max, sizeof(*p));
+	p = calloc(2 * (size_t)out->max + 1, sizeof(*p));
 	if (!holder || !lease || !refused || !slot || !p)
 		st = fail(AL_INTERNAL, "out of memory");
 	/* Slot queues (the holes) and holder queues in one pipeline. */
@@ -373,8 +396,13 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		p[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
 		p[out->max + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
 	}
+	/* And the line, for the count of waiters. */
 	if (st == AL_OK)
-		st = probe_queues(s->conn, &s->name, p, 2 * (size_t)out->max);
+		p[2 * out->max] = (struct probe){.kind = WAITERS_QUEUE, .slot = 1};
+	if (st == AL_OK)
+		st = probe_queues(s->conn, &s->name, p, 2 * (size_t)out->max + 1);
+	if (st == AL_OK)
+		note_line(s, &p[2 * out->max]);
 	for (i = 0; st == AL_OK && i < out->max; i++) {
 		slot[i] = p[i].exists;
 		holder[i] = p[out->max + i].exists;
@@ -399,6 +427,10 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	free(p);
 	if (st == AL_OK)
 		st = scan_orphans(s, out->max, &out->orphans);
+	if (st == AL_OK)
+		st = count_line(s, out);
+	if (st == AL_OK)
+		st = ask_holders(s, out);
 	return st;
 }
 
@@ -410,5 +442,6 @@ void sem_status_free(struct sem_status *st)
 	free(st->free.slot);
 	free(st->orphans.slot);
 	free(st->missing.slot);
+	free(st->holders);
 	memset(st, 0, sizeof(*st));
 }

@@ -169,6 +169,37 @@ struct slot_list {
 	size_t len, cap;
 };
 
+/* A holder as it describes itself to status (holders.c). */
+struct sem_holder {
+	unsigned slot;
+	char host[64];
+	long pid;
+	char since[32];   /* when it took the slot: ISO 8601, UTC */
+	char command[16]; /* acquire or hold: never the job's arguments */
+};
+
+/* A holder's side: it answers status's questions about its slot, asked
+ * through its own holder queue, from a connection of its own (see
+ * sem_answers_send). hold.c keeps one per hold. */
+#define SEM_ANSWERS_BATCH 8
+struct sem_answers {
+	struct sem *s;
+	const struct conn_opts *opts;
+	struct sem_holder me;
+	long long taken_at; /* time(2) when the slot was taken: set by the caller */
+	bool listening;     /* a consumer of the holder queue is there */
+	bool refused;       /* the broker refused it: unnamed from now on */
+	/* Questions taken, to answer; how many were answered or dropped in
+	 * the second that began at window. */
+	unsigned pending;
+	struct {
+		char reply_to[256];
+		char correlation_id[16];
+	} question[SEM_ANSWERS_BATCH];
+	unsigned taken;
+	double window;
+};
+
 struct sem_status {
 	unsigned max;
 	/* held: a holder queue or a lease; away: a lease only (its holder
@@ -180,6 +211,13 @@ struct sem_status {
 	 * delete by hand) while the size record keeps them: not free, as
 	 * nobody can take them until an administrator makes them again. */
 	struct slot_list missing;
+	/* The held slots whose holders answered (holders.c), by slot. */
+	struct sem_holder *holders;
+	size_t holders_len;
+	/* How many clients wait in the line (consumers of #waiters; those
+	 * that fell back to polling are not counted), if it could be read. */
+	bool waiting_known;
+	unsigned long waiting;
 };
 
 /* What sem_acquire may do with a free slot. */
@@ -328,6 +366,17 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
  * read. Free it with sem_status_free, also after a failure. */
 enum al_status sem_status(struct sem *s, struct sem_status *out);
 void sem_status_free(struct sem_status *st);
+
+/* The holder of slot starts answering who it is (a consumer of its
+ * holder queue, on a channel of its own, set up without waiting); again
+ * after each reconnect. A refusal (no read permission on the holder
+ * queue) leaves the slot held, its holder unnamed. Never fails. */
+void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot,
+			const struct conn_opts *opts);
+/* Answers the questions taken since, from a connection of its own opened
+ * for the purpose (a holder's connection never publishes: docs/design.md,
+ * "Naming holders"), within half a second in all. Never fails. */
+void sem_answers_send(struct sem_answers *a);
 
 /* What sem_check finds wrong with a semaphore. */
 enum sem_problem_kind {

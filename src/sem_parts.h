@@ -119,4 +119,8 @@ enum al_status set_marker(struct sem *s, bool quorum);
 /* line.c */
 enum al_status line_ahead(struct sem *s, bool *ahead);
 
+/* holders.c: asks the holders of the slots in held that are not away
+ * who they are, and waits a moment for their answers (out->holders). */
+enum al_status ask_holders(struct sem *s, struct sem_status *out);
+
 #endif

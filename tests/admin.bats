@@ -226,21 +226,22 @@ teardown() {
     al create "$n" 3
     run -0 --separate-stderr al status "$n"
     assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       0 of 3" \
-        "free       3 of 3: 1 2 3" "orphans    0")"
+        "free       3 of 3: 1 2 3" "waiting    0" "orphans    0")"
     [ -z "$stderr" ]
     # the counts, for awk
     [ "$(al status "$n" | awk '$1 == "free" { print $2 }')" = 3 ]
 }
 
-@test "status --json reports max and arrays of held, away, unreachable, free, orphan and missing slots" {
+@test "status --json reports max and arrays of held, holders, away, unreachable, free, orphan and missing slots" {
     al create "$n" 3
     run -0 al --json status "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 3 and .held == []
         and .away == [] and .unreachable == [] and .free == [1, 2, 3] and .orphans == []
-        and .missing == [] and .held_count == 0 and .free_count == 3' --arg n "$n"
+        and .missing == [] and .held_count == 0 and .free_count == 3
+        and .holders == [] and .waiting == 0' --arg n "$n"
     # one key order
     run -0 al --json status "$n"
-    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","held","held_count","away","unreachable","free","free_count","orphans","missing"]' ]
+    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","held","held_count","holders","away","unreachable","free","free_count","waiting","orphans","missing"]' ]
 }
 
 @test "status shows held slots and orphan holders above max" {
@@ -248,7 +249,8 @@ teardown() {
     hold_queues "amqplock.$n-2-B" "amqplock.$n-5-B"
     run -0 al status "$n"
     assert_output "$(printf '%s\n' "semaphore  $n" "max        3" "held       1 of 3: 2" \
-        "free       2 of 3: 1 3" "orphans    1: 5")"
+        "slot 2: held, its holder unnamed (away, or no answer)" \
+        "free       2 of 3: 1 3" "waiting    0" "orphans    1: 5")"
     run -0 al status --json "$n"
     assert_json '.max == 3 and .held == [2] and .free == [1, 3] and .orphans == [5]
         and .held_count == 1 and .free_count == 2'

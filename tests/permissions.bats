@@ -20,12 +20,13 @@ load lib/helper
 # 4.2.6 and later want), without configure on lease queues; naive
 # has write on the prefix, where amq.default is needed; partial may make
 # slot 1 of "partial" only; team is a full user for --prefix team.locks.;
-# noholder may make leases but not holder queues; nobody has no
+# unnamed is the client of before holders were named, without read on
+# holder queues; noholder may make leases but not holder queues; nobody has no
 # permissions on the vhost at all.
 roles() {
     cat <<'ROLES'
-inspector ^$ ^amq\.default$ ^$
-client ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
+inspector ^$ ^amq\.default$ ^amqplock\..+#waiters$
+client ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters)$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
 adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^amqplock\..+-[0-9]+-B$
 noread ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
@@ -34,6 +35,7 @@ nolease ^amqplock\..+(-[0-9]+-B|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-
 naive ^amqplock\. ^amqplock\. ^amqplock\.
 partial ^amqplock\.partial(-1-A)?$ ^amq\.default$ ^$
 team ^team\.locks\. ^amq\.default$ ^team\.locks\.
+unnamed ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
 noholder ^amqplock\..+(-[0-9]+-L|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
 nobody
 ROLES
@@ -228,6 +230,37 @@ set_permissions_in() {
     run -0 as adminonly destroy "$n"
     # the marker went with the semaphore
     [ -z "$(vhost_queues "amqplock.$n")" ] || fail "left behind: $(vhost_queues "amqplock.$n")"
+}
+
+@test "inspector: status names each holder (host, pid) and counts the waiters" {
+    as admin create "$n" 1
+    bg_as h client hold "$n" -- sleep 60
+    hold_pid=$BG
+    wait_until 20 eval '[ "$(held_by admin "$n")" = "[1]" ]' || fail "no holder: $(cat "$T/h.err")"
+    bg_as w client acquire "$n"
+    wait_until 20 eval '[ "$(as inspector --json status "$n" | jq ".waiting, (.holders | length)" | xargs)" = "1 1" ]' ||
+        fail "status: $(as inspector --json status "$n" 2>&1)"
+    run -0 as inspector --json status "$n"
+    assert_json '.held == [1] and .holders[0].slot == 1 and .holders[0].pid == $p
+        and .holders[0].host == $host and .holders[0].command == "hold" and .waiting == 1' \
+        --argjson p "$hold_pid" --arg host "$(hostname)"
+    run -0 as inspector status "$n"
+    [[ $output == *"slot 1: held by $(hostname) pid $hold_pid since "* ]] || fail "$output"
+}
+
+@test "a holder that may not read its holder queue keeps holding, unnamed" {
+    as admin create "$n" 1
+    bg_as h unnamed -v hold "$n" -- sleep 60
+    hold_pid=$BG
+    wait_until 20 eval '[ "$(held_by admin "$n")" = "[1]" ]' || fail "no holder: $(cat "$T/h.err")"
+    run -0 as inspector --json status "$n"
+    assert_json '.held == [1] and .holders == []'
+    run -0 as inspector status "$n"
+    [[ $output == *"slot 1: held, its holder unnamed"* ]] || fail "$output"
+    sleep 1.5
+    kill -0 "$hold_pid" || fail "the hold ended: $(cat "$T/h.err")"
+    run -1 as admin acquire -n "$n"
+    [ "$(held_by admin "$n")" = "[1]" ]
 }
 
 @test "inspector: status, max and wait work; everything else exits 77 and changes nothing" {

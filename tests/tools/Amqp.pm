@@ -6,7 +6,7 @@ use strict;
 use warnings;
 use IO::Socket::INET;
 use Exporter 'import';
-our @EXPORT_OK = qw(login method next_method expect ss);
+our @EXPORT_OK = qw(login method header next_method expect ss);
 
 my $s;
 
@@ -21,6 +21,14 @@ sub method {
     my ($ch, $c, $m, $args) = @_;
     my $p = pack("n2", $c, $m) . $args;
     syswrite $s, pack("CnN", 1, $ch, length $p) . $p . "\xCE";
+}
+
+# header CHANNEL FLAGS PROPERTIES: a basic content header with an empty
+# body (no body frame follows), its property flags and encoded properties.
+sub header {
+    my ($ch, $flags, $props) = @_;
+    my $p = pack("nnNNn", 60, 0, 0, 0, $flags) . $props;
+    syswrite $s, pack("CnN", 2, $ch, length $p) . $p . "\xCE";
 }
 
 # next_method: the next method frame, as (class, method, arguments);

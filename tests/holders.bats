@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# Naming holders: status asks each holder who it is (host, pid, since
+# when, acquire or hold) and counts the clients in line; a holder answers
+# only to direct reply-to names, a bounded number a second, and questions
+# never disturb its hold. Permissions (the inspector, a holder that may
+# not read its holder queue) are tests/permissions.bats's.
+#
+# Needs perl (core modules only) and jq; tests/tools/asker.pl asks raw
+# questions.
+
+bats_require_minimum_version 1.5.0
+load lib/helper
+
+setup() {
+    test_init
+}
+
+teardown() { test_cleanup; }
+
+# named NAME K: status names K holders of NAME (a holder listens from its
+# first check on, a second after its claim).
+named() { [ "$(al --json status "$1" | jq '.holders | length')" = "$2" ]; }
+
+# ask QUEUE MODE N: asker.pl as guest on the test broker; prints the answers.
+ask() {
+    perl "$BATS_TEST_DIRNAME/tools/asker.pl" "$AMQPLOCK_TEST_PORT" guest guest / "$@"
+}
+
+@test "status names the holder of each held slot, hold and acquire, in text and JSON" {
+    al create "$n" 3
+    bg hold -v hold "$n" -- sleep 60
+    hold_pid=$BG
+    wait_until 20 slot_held "$n" 1 || fail "hold did not take a slot: $(cat "$T/hold.err")"
+    bg acq acquire "$n"
+    acq_pid=$BG
+    wait_until 20 slot_held "$n" 2 || fail "acquire did not take a slot: $(cat "$T/acq.err")"
+    wait_until 20 named "$n" 2 || fail "not named: $(al status "$n")"
+    run -0 al --json status "$n"
+    assert_json '.held == [1,2] and (.holders | length) == 2
+        and .holders[0].slot == 1 and .holders[0].pid == $h and .holders[0].command == "hold"
+        and .holders[1].slot == 2 and .holders[1].pid == $a and .holders[1].command == "acquire"
+        and .holders[0].host == $host
+        and (.holders[0].since | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"))' \
+        --argjson h "$hold_pid" --argjson a "$acq_pid" --arg host "$(hostname)"
+    run -0 al status "$n"
+    [[ $output == *"slot 1: held by $(hostname) pid $hold_pid since "*" (hold)"* ]] || fail "$output"
+    [[ $output == *"slot 2: held by $(hostname) pid $acq_pid since "*" (acquire)"* ]] || fail "$output"
+}
+
+@test "status counts the clients waiting in line, in text and JSON" {
+    al create "$n" 1
+    bg holder acquire "$n"
+    wait_until 20 slot_held "$n" 1 || fail "no holder"
+    bg w1 -v acquire "$n"
+    bg w2 -v acquire "$n"
+    wait_until 20 eval '[ "$(al --json status "$n" | jq .waiting)" = 2 ]' ||
+        fail "status: $(al --json status "$n")"
+    run -0 al status "$n"
+    [[ $output == *$'\nwaiting    2\n'* ]] || fail "$output"
+}
+
+@test "a holder does not answer a question whose reply_to is a queue" {
+    al create "$n" 1
+    bg holder acquire "$n"
+    wait_until 20 named "$n" 1 || fail "no holder named: $(al status "$n")"
+    run -0 ask "amqplock.$n-1-B" direct 1
+    [ "$output" = 1 ] || fail "a direct reply-to question: $output answers"
+    run -0 ask "amqplock.$n-1-B" foreign 5
+    [ "$output" = 0 ] || fail "$output answers went to a queue"
+}
+
+@test "a burst of 200 questions neither ends a hold nor lets anyone in; answers are bounded" {
+    al create "$n" 1
+    bg hold -v hold "$n" -- sleep 60
+    hold_pid=$BG
+    wait_until 20 named "$n" 1 || fail "no holder named: $(al status "$n")"
+    run -0 ask "amqplock.$n-1-B" direct 200
+    note "answers to 200 questions: $output"
+    [ "$output" -ge 1 ] && [ "$output" -le 16 ] || fail "$output answers"
+    run -1 al acquire -n "$n"
+    kill -0 "$hold_pid" || fail "the hold ended: $(cat "$T/hold.err")"
+    ! grep -q disconnected "$T/hold.err" || fail "$(cat "$T/hold.err")"
+    run -0 al --json status "$n"
+    assert_json '.held == [1] and .holders[0].pid == $h' --argjson h "$hold_pid"
+}
