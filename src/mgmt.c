@@ -222,6 +222,9 @@ static enum al_status get(CURL *curl, const struct conn_opts *o, const char *use
 static void set_options(CURL *curl, const struct conn_opts *o, const struct broker_url *b)
 {
 	lib.setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	/* No http_proxy: the user's password would go to the proxy, and the
+	 * AMQP connection to the same broker uses none either. */
+	lib.setopt(curl, CURLOPT_NOPROXY, "*");
 #if LIBCURL_VERSION_NUM >= 0x075500
 	lib.setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
