@@ -76,8 +76,8 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 	 * a user of the client or inspector role, not a broken broker. */
 	if (st == AL_ACCESS)
 		fail_context(st,
-			     "%s changes a semaphore, which this user may not do (it needs the "
-			     "admin role's configure permission; see RabbitMQ permissions in the "
+			     "%s changes a semaphore, which this user may not do (it needs "
+			     "the admin role's configure permission; see Permissions in the "
 			     "README): ",
 			     cli->command_name);
 	if (ch.swept)
