@@ -18,7 +18,7 @@
  * a record are strays (sweep_strays). */
 enum al_status count_slots(struct sem *s, struct census *cs)
 {
-	bool exists[LARGEST_WINDOW], any = true, read = false;
+	bool exists[LARGEST_WINDOW], any = true, read = false, known;
 	unsigned first = 1, batch = FIRST_WINDOW, i, top = 0;
 	enum al_status st;
 
@@ -89,6 +89,11 @@ enum al_status count_slots(struct sem *s, struct census *cs)
 		      "by "
 		      "hand?)",
 		      cs->missing.len, s->label, cs->missing.slot[0]);
+	if (st == AL_OK)
+		st = record_paused(s->conn, &s->name, &cs->paused, &known);
+	if (st == AL_OK && cs->paused)
+		trace("%s is paused%s", s->label,
+		      cs->max ? " (a marker left beside its slots)" : "");
 	return st;
 }
 
@@ -438,13 +443,18 @@ enum al_status set_marker(struct sem *s, bool quorum)
 
 /* The record goes up after the slot queues and down before them: it
  * never says more than the slots amqplock has made (record.h). Holes below
- * what stays are filled first; a semaphore without a record gets one. */
+ * what stays are filled first; a semaphore without a record gets one.
+ * The pause marker is written before the last slot goes (a pause stopped
+ * halfway leaves a marker beside slots, never a semaphore gone), cut once
+ * slots are recorded again, and cut first by destroy (one stopped then
+ * leaves slots without a marker, as before pauses, never a marker alone). */
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
 				    struct sem_change *out)
 {
 	struct census cs;
 	enum al_status st;
 	unsigned max, keep, target = 0;
+	bool pausing;
 
 	if ((st = count_slots(s, &cs)) != AL_OK)
 		goto out;
@@ -463,18 +473,33 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		cs.missing.len = 0;
 	}
 	out->previous = out->max = max;
-	if (op == SEM_CREATE && max > 0) {
-		st = fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label, max);
+	if (op == SEM_CREATE && (max > 0 || cs.paused)) {
+		st = max > 0 ? fail(AL_EXISTS, "semaphore %s already exists with %u slots",
+				    s->label, max)
+			     : fail(AL_EXISTS,
+				    "semaphore %s already exists, paused (max 0): amqplock max %s "
+				    "N "
+				    "resumes it",
+				    s->label, s->label);
 		goto out;
 	}
-	if (op != SEM_CREATE && max == 0) {
+	if (op != SEM_CREATE && max == 0 && !cs.paused) {
 		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 		goto out;
 	}
 	if ((st = target_max(op, n, max, &target)) != AL_OK)
 		goto out;
-	if (max > 0 && (target > max || s->opts.slot_type_given || cs.missing.len > 0) &&
+	pausing = target == 0 && op != SEM_DESTROY;
+	/* A pause learns the slots' type too: the quorum marker keeps it
+	 * for the resume, no slot queue being left to tell it. */
+	if ((max > 0 || cs.paused) &&
+	    (target > max || s->opts.slot_type_given || cs.missing.len > 0 ||
+	     (pausing && max > 0)) &&
 	    (st = keep_slot_type(s, &cs)) != AL_OK)
+		goto out;
+	if (op == SEM_DESTROY && cs.paused && (st = record_cut(s->conn, &s->name, 0, 0)) != AL_OK)
+		goto out;
+	if (pausing && !cs.paused && (st = record_write(s->conn, &s->name, 0, 0)) != AL_OK)
 		goto out;
 	keep = target < max ? target : max;
 	if ((st = fill_holes(s, &cs, keep, &out->filled)) != AL_OK ||
@@ -489,13 +514,17 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 				     target + 1)) == AL_OK)
 			st = delete_slots_down(s, max, max - target);
 	}
+	/* Resumed (or a marker left beside slots): slots are recorded. */
+	if (st == AL_OK && target > 0 && cs.paused)
+		st = record_cut(s->conn, &s->name, 0, 0);
 	if (st == AL_OK)
 		out->max = target;
 	/* Quorum slots get quorum leases: the marker tells holders so. Its
-	 * type is known here when slots were made (or --slot-type said). */
-	if (st == AL_OK && target == 0)
+	 * type is known here when slots were made or paused (or --slot-type
+	 * said). */
+	if (st == AL_OK && op == SEM_DESTROY)
 		st = set_marker(s, false);
-	else if (st == AL_OK && (target > max || s->opts.slot_type_given))
+	else if (st == AL_OK && (target > max || s->opts.slot_type_given || (pausing && max > 0)))
 		st = set_marker(s, s->opts.slot_type == SLOT_QUORUM);
 out:
 	free(cs.missing.slot);

@@ -248,6 +248,11 @@ static enum al_status check_marker(struct sem *s, bool repair, struct sem_check 
 
 	if (!c->typed && c->max > 0)
 		return AL_OK;
+	/* Paused, the marker alone keeps the slots' type for the resume. */
+	if (c->paused) {
+		c->typed = true;
+		return marked_type(s, &c->slot_type);
+	}
 	if ((st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &exists, NULL)) !=
 		    AL_OK ||
 	    exists == quorum)
@@ -255,6 +260,17 @@ static enum al_status check_marker(struct sem *s, bool repair, struct sem_check 
 	if (repair && (st = set_marker(s, quorum)) != AL_OK)
 		return st;
 	return add_problem(c, quorum ? SEM_MISSING_MARKER : SEM_STRAY_MARKER, 0, repair);
+}
+
+/* The pause marker beside slots: readers never look at it while there
+ * are slots, but a semaphore that loses them all (an expires policy)
+ * would read as paused rather than damaged. Deleted with `repair`,
+ * keeping the slots: a pause stopped halfway is undone, no job ended. */
+static enum al_status check_stray_pause(struct sem *s, bool repair, struct sem_check *c)
+{
+	enum al_status st = repair ? record_cut(s->conn, &s->name, 0, 0) : AL_OK;
+
+	return st == AL_OK ? add_problem(c, SEM_STRAY_PAUSE, 0, repair) : st;
 }
 
 enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
@@ -271,6 +287,9 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	if (st == AL_OK)
 		st = count_slots(s, &cs);
 	out->max = cs.max;
+	out->paused = cs.paused && cs.max == 0;
+	if (st == AL_OK && cs.paused && cs.max > 0)
+		st = check_stray_pause(s, repair && locked, out);
 	if (st == AL_OK)
 		st = check_stray_slots(s, repair, out);
 	if (st == AL_OK && out->max > 0)
@@ -304,6 +323,8 @@ void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *b
 		sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, buf);
 	else if (p->kind == SEM_UNRECORDED)
 		sem_name_slot(&s->name, 1, SLOT_QUEUE, buf);
+	else if (p->kind == SEM_STRAY_PAUSE)
+		sem_name_slot(&s->name, 0, SLOT_QUEUE, buf);
 	else
 		sem_name_slot(&s->name, p->slot,
 			      p->kind == SEM_STRAY_HOLDER ? HOLDER_QUEUE : SLOT_QUEUE, buf);

@@ -171,15 +171,27 @@ static enum al_status claim(struct sem *s, unsigned k)
 	return AL_BUSY;
 }
 
+enum al_status sem_paused_busy(const struct sem *s)
+{
+	return fail(AL_BUSY, "semaphore %s is paused (max 0): amqplock max %s N resumes it",
+		    s->label, s->label);
+}
+
 /* No slot queue: the semaphore does not exist, unless its record says it
- * does, its slot queues gone behind amqplock's back. */
+ * does, its slot queues gone behind amqplock's back, or it is paused:
+ * then no slot is free, and a waiter waits for a resume as for a release. */
 static enum al_status no_slots(struct sem *s)
 {
 	enum al_status st;
 	unsigned recorded;
+	bool paused;
 
 	if ((st = record_read(s->conn, &s->name, 0, &recorded)) != AL_OK)
 		return st;
+	if (recorded == 0 && (st = sem_paused(s, &paused)) != AL_OK)
+		return st;
+	if (recorded == 0 && paused)
+		return sem_paused_busy(s);
 	if (recorded == 0)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 	return fail(AL_DAMAGED,

@@ -159,6 +159,7 @@ enum al_status cmd_max(struct cli *cli, int argc, char **argv)
 	struct conn c;
 	struct sem s;
 	enum al_status st;
+	bool paused = false;
 	unsigned n;
 
 	if (argc > 1) {
@@ -169,15 +170,16 @@ enum al_status cmd_max(struct cli *cli, int argc, char **argv)
 	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
 	st = sem_max(&s, &n);
-	conn_close(&c);
-	if (st == AL_OK && n == 0)
+	if (st == AL_OK && n == 0 && (st = sem_paused(&s, &paused)) == AL_OK && !paused)
 		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s.label);
+	conn_close(&c);
 	if (st != AL_OK)
 		return st;
 	out_begin();
 	out_bool("ok", true);
 	out_str("semaphore", NULL, cli->name);
 	out_uint("max", "%lu\n", n);
+	out_bool("paused", paused);
 	return out_end();
 }
 
@@ -263,7 +265,10 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		out_begin();
 		out_bool("ok", true);
 		out_str("semaphore", "semaphore  %s\n", cli->name);
-		out_uint("max", "max        %lu\n", ss.max);
+		out_uint("max", ss.paused ? "max        %lu" : "max        %lu\n", ss.max);
+		out_str(NULL, ss.paused ? " (paused: amqplock max %s N resumes it)\n" : NULL,
+			cli->name);
+		out_bool("paused", ss.paused);
 		slot_line("held", "held       %s\n", &ss.held, ss.max);
 		out_uint("held_count", NULL, ss.held.len);
 		holder_lines(&ss);
@@ -353,6 +358,8 @@ static const char *problem_name(enum sem_problem_kind kind)
 		return "stray_marker";
 	case SEM_MISSING_SLOT:
 		return "missing_slot";
+	case SEM_STRAY_PAUSE:
+		return "stray_pause";
 	case SEM_UNRECORDED:
 		return "unrecorded";
 	}
@@ -415,6 +422,13 @@ static void print_problem(struct cli *cli, const struct sem *s, const struct sem
 		out_str("queue", "slot queue %s is gone (an expires policy, or deleted by hand?)",
 			queue);
 		break;
+	case SEM_STRAY_PAUSE:
+		out_str("exchange", "pause marker %s (an exchange) beside ", queue);
+		out_uint(NULL,
+			 SLOTS(ck->max, ", not paused (a pause or resume stopped halfway, or an "
+					"older amqplock's create?)"),
+			 ck->max);
+		break;
 	case SEM_UNRECORDED:
 		out_str(NULL,
 			"no size record (made by amqplock 0.2 or older): its max is lost with "
@@ -449,7 +463,7 @@ enum al_status cmd_check(struct cli *cli, int argc, char **argv)
 		return st;
 	st = sem_check(&s, cli->repair, &ck);
 	conn_close(&c);
-	if (st == AL_OK && ck.max == 0 && ck.len == 0)
+	if (st == AL_OK && ck.max == 0 && ck.len == 0 && !ck.paused)
 		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", cli->name);
 	if (st != AL_OK) {
 		sem_check_free(&ck);
@@ -469,6 +483,7 @@ enum al_status cmd_check(struct cli *cli, int argc, char **argv)
 	out_bool("ok", left == 0);
 	out_str("semaphore", NULL, cli->name);
 	out_uint("max", NULL, ck.max);
+	out_bool("paused", ck.paused);
 	if (ck.typed)
 		out_str("slot_type", NULL, sem_slot_type_name(ck.slot_type));
 	out_list_begin("problems");
@@ -481,6 +496,7 @@ enum al_status cmd_check(struct cli *cli, int argc, char **argv)
 	out_uint(NULL, SLOTS(ck.max, ""), ck.max);
 	if (ck.typed)
 		out_str(NULL, " (%s)", sem_slot_type_name(ck.slot_type));
+	out_str(NULL, ck.paused ? "%s" : NULL, ", paused");
 	out_uint(NULL, counted(ck.len), ck.len);
 	out_uint(NULL, cli->repair && ck.len > 0 ? ", %lu repaired" : NULL, ck.repaired);
 	out_slots(NULL, ck.orphans.len > 0 ? "; holders above max: %s" : NULL, ck.orphans.slot,

@@ -358,6 +358,7 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	enum al_status st;
 	unsigned max;
 	int tries = 0;
+	bool paused;
 
 	(void)argc, (void)argv;
 	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
@@ -366,8 +367,10 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 		return st;
 	st = sem_orphans(&s, &max, &orphans);
 	/* Nothing at all by that name (a typo?): as status and max say. One
-	 * that had holders above max is done once they are gone. */
-	if (st == AL_OK && max == 0 && orphans.len == 0)
+	 * that had holders above max is done once they are gone; so is a
+	 * paused one, every holder of which is above max 0. */
+	if (st == AL_OK && max == 0 && orphans.len == 0 &&
+	    (st = sem_paused(&s, &paused)) == AL_OK && !paused)
 		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", cli->name);
 	for (; orphans.len > 0 || st != AL_OK; st = sem_orphans(&s, &max, &orphans)) {
 		if (st != AL_OK) {

@@ -106,6 +106,16 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	return AL_OK;
 }
 
+enum al_status sem_paused(struct sem *s, bool *paused)
+{
+	enum al_status st;
+	bool known;
+
+	if ((st = record_paused(s->conn, &s->name, paused, &known)) == AL_OK && !known)
+		trace("whether %s is paused may not be looked at: taken as not", s->label);
+	return st;
+}
+
 /* How long a lease that left a probe unanswered counts as held without
  * being asked again. */
 #define STUCK_FOR 10.0
@@ -382,8 +392,12 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	memset(out, 0, sizeof(*out));
 	if ((st = sem_max(s, &out->max)) != AL_OK)
 		return st;
-	if (out->max == 0)
-		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	if (out->max == 0) {
+		/* Paused: no slot, but holders may still run above max 0. */
+		if ((st = sem_paused(s, &out->paused)) == AL_OK && !out->paused)
+			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+		return st == AL_OK ? scan_orphans(s, 0, &out->orphans) : st;
+	}
 	holder = calloc(out->max, sizeof(*holder));
 	lease = calloc(out->max, sizeof(*lease));
 	refused = calloc(out->max, sizeof(*refused));

@@ -5,7 +5,8 @@
  * replies never fill the socket buffers while we still send. */
 #define RECORD_BATCH 256u
 
-/* Whether slot k is recorded; *known goes false if we may not look. */
+/* Whether slot k is recorded (slot 0: the pause marker); *known goes
+ * false if we may not look. */
 static enum al_status recorded(struct conn *c, const struct sem_name *sn, unsigned k, bool *yes,
 			       bool *known)
 {
@@ -42,6 +43,12 @@ static enum al_status ask_at(struct conn *c, const struct sem_name *sn, unsigned
 	if (st == AL_OK && *known)
 		*(*yes ? lo : hi) = k;
 	return st;
+}
+
+enum al_status record_paused(struct conn *c, const struct sem_name *sn, bool *paused, bool *known)
+{
+	*known = true;
+	return recorded(c, sn, 0, paused, known);
 }
 
 enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max)

@@ -12,6 +12,12 @@
  * record (amqplock 0.2 and older) has none until an administrative command
  * writes it. docs/design.md, "The size record", argues it.
  *
+ * A semaphore paused at max 0 has no slot to record: slot 0's exchange,
+ * "<prefix><name>-0-A" (no slot queue has that name), says that it exists
+ * all the same. It is there only while max is 0: written before the last
+ * slot is cut when a semaphore shrinks to 0, cut once slots are recorded
+ * again, and cut first by destroy (docs/design.md, "Paused at max 0").
+ *
  * Reading the record needs no permission on RabbitMQ before 4.2.6 and any
  * one of configure, write or read on the exchanges from then on; a reader
  * refused goes without it, as if there were none. Nothing here prints. */
@@ -28,6 +34,11 @@
  * questions when it is right, a search when not; 0 too if the broker
  * would not let us look. */
 enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max);
+
+/* Whether the pause marker (slot 0's exchange) is there, into *paused;
+ * *known goes false if the broker would not let us look (then *paused is
+ * false). */
+enum al_status record_paused(struct conn *c, const struct sem_name *sn, bool *paused, bool *known);
 
 /* Records slots from..to (ascending; from > to: nothing). */
 enum al_status record_write(struct conn *c, const struct sem_name *sn, unsigned from, unsigned to);

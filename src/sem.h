@@ -160,6 +160,14 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
  * does not). */
 enum al_status sem_max(struct sem *s, unsigned *max);
 
+/* For a semaphore without slots (max 0): whether it is paused, there with
+ * max 0 until a resize or destroy, rather than gone (record.h, the pause
+ * marker). A broker that will not let us look says not. */
+enum al_status sem_paused(struct sem *s, bool *paused);
+
+/* What a client is told of a paused semaphore: busy, and how to resume. */
+enum al_status sem_paused_busy(const struct sem *s);
+
 /* An acquire gives up after this many lost races in a row (another client
  * declared the chosen holder queue first); waiting clients try again. */
 #define SEM_RACE_LIMIT 20
@@ -202,6 +210,7 @@ struct sem_answers {
 
 struct sem_status {
 	unsigned max;
+	bool paused; /* max 0 on purpose (sem_paused) */
 	/* held: a holder queue or a lease; away: a lease only (its holder
 	 * lost its connection and may come back), also in held; unreachable:
 	 * held by a queue the broker keeps but cannot reach (its node is
@@ -403,6 +412,11 @@ enum sem_problem_kind {
 	/* A slot queue gone below max (an expires policy, a delete by hand):
 	 * a hole, which the size record shows. Repaired by making it again. */
 	SEM_MISSING_SLOT,
+	/* The pause marker beside slots: a pause or a resume stopped
+	 * halfway, or an older amqplock's create of a paused semaphore.
+	 * Harmless (nobody reads it while there are slots); repaired by
+	 * deleting it, which keeps the slots. */
+	SEM_STRAY_PAUSE,
 	/* No size record, or one short of the slot queues right above it
 	 * (a semaphore made or grown by amqplock 0.2 or older): its max
 	 * cannot survive the loss of its top slot queues. Repaired by
@@ -419,6 +433,7 @@ struct sem_problem {
 
 struct sem_check {
 	unsigned max;
+	bool paused; /* max 0 on purpose, the slots' type kept (sem_paused) */
 	/* The type of most slots; known (typed) when there are slots and
 	 * they could be checked under the admin mutex. */
 	bool typed;

@@ -28,6 +28,9 @@ struct census {
 	 * and highest there are (0: none). */
 	struct slot_list missing;
 	unsigned lowest, highest;
+	/* The pause marker is there (record.h): max 0 on purpose, or, beside
+	 * slots, left by a pause or resume stopped halfway. */
+	bool paused;
 };
 
 /* The queue requests amqplock makes, each with the reply it expects. */

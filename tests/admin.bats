@@ -53,7 +53,7 @@ release_queues() {
 
 
 setup() {
-    n=$(unique_name)
+    test_init
     HOLD_PID=
     CLEANUP=()
 }
@@ -168,12 +168,12 @@ teardown() {
     assert_json '.ok == true and .previous == 2 and .max == 1'
 }
 
-@test "remove of more than max leaves 0 slots: the semaphore is gone" {
+@test "remove of more than max leaves 0 slots: the semaphore is paused, its slot queues gone" {
     al create "$n" 3
     run -0 al remove "$n" 10
     assert_output "$n: 3 -> 0 slots"
-    run -66 --separate-stderr al max "$n"
-    assert_error_line
+    run -0 al max "$n"
+    assert_output 0
     run sem_queues "$n"
     assert_output ""
 }
@@ -213,11 +213,176 @@ teardown() {
     assert_json '.ok == true and .previous == 5 and .max == 1'
 }
 
-@test "max NAME 0 removes every slot" {
+@test "max NAME 0 pauses: every slot goes, the semaphore stays with max 0 until destroy" {
     al create "$n" 3
     run -0 al max "$n" 0
     assert_output "$n: 3 -> 0 slots"
+    run -0 al max "$n"
+    assert_output 0
+    run -0 --separate-stderr al status "$n"
+    assert_output "$(printf '%s\n' "semaphore  $n" "max        0 (paused: amqplock max $n N resumes it)" \
+        "held       0" "free       0" "orphans    0")"
+    [ -z "$stderr" ]
+    run sem_queues "$n"
+    assert_output ""
+    run -0 al max "$n" 0
+    assert_output "$n: 0 -> 0 slots"
+    run -0 al destroy "$n"
+    assert_output "destroyed $n: had 0 slots"
+    run -66 al status "$n"
     run -66 al max "$n"
+    [ -z "$(rmqctl -q list_exchanges name | grep -F "amqplock.$n" || true)" ]
+}
+
+@test "status --json of a paused semaphore: max 0, paused true, empty lists" {
+    al create "$n" 2
+    run -0 al --json status "$n"
+    assert_json '.paused == false'
+    al max "$n" 0
+    run -0 al --json status "$n"
+    assert_json '.ok == true and .semaphore == $n and .max == 0 and .paused == true
+        and .held == [] and .free == [] and .orphans == [] and .missing == []
+        and .held_count == 0 and .free_count == 0' --arg n "$n"
+    run -0 al --json max "$n"
+    assert_json '.max == 0 and .paused == true'
+}
+
+@test "hold -n and acquire -n on a paused semaphore exit 1 (busy), saying it is paused and how to resume it" {
+    al create "$n" 1
+    al remove "$n"
+    run -1 --separate-stderr al hold -n "$n" -- true
+    assert_error_line
+    [ "$stderr" = "amqplock: semaphore $n is paused (max 0): amqplock max $n N resumes it" ] ||
+        fail "$stderr"
+    run -1 --separate-stderr al acquire -n "$n"
+    [ "$stderr" = "amqplock: semaphore $n is paused (max 0): amqplock max $n N resumes it" ] ||
+        fail "$stderr"
+    run -1 --separate-stderr al hold -w 1 "$n" -- true
+    [[ "$stderr" == *"timed out after 1 s waiting: semaphore $n is paused (max 0)"* ]] || fail "$stderr"
+}
+
+@test "create of a paused semaphore exits 73 (exists); add and max N resume it" {
+    al create "$n" 2
+    al max "$n" 0
+    run -73 --separate-stderr al create "$n" 4
+    assert_error_line
+    [[ "$stderr" == *"paused"* ]] || fail "$stderr"
+    run -0 al max "$n"
+    assert_output 0
+    run -0 al add "$n" 2
+    assert_output "$n: 0 -> 2 slots"
+    run sem_queues "$n"
+    assert_output "$(slot_lines amqplock. "$n" 1 2)"
+    run -0 al --json status "$n"
+    assert_json '.max == 2 and .paused == false and .free == [1, 2]'
+    al max "$n" 0
+    run -0 al max "$n" 3
+    assert_output "$n: 0 -> 3 slots"
+    run -0 al hold -n "$n" -- true
+}
+
+@test "a waiting hold -w 60 on a paused semaphore runs once max NAME 1 resumes it" {
+    al create "$n" 1
+    al max "$n" 0
+    bg h hold -w 60 "$n" -- sh -c "echo ran >$T/ran"
+    local h=$BG
+    wait_until 10 connected "$h"
+    sleep 1.5
+    running "$h" || fail "the hold did not wait: $(cat "$T/h.err")"
+    [ ! -e "$T/ran" ]
+    local t0
+    t0=$(now)
+    run -0 al max "$n" 1
+    wait_exit "$h" 20
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ "$(cat "$T/ran")" = ran ]
+    note "resumed waiter ran $(since "$t0") s after max $n 1"
+}
+
+@test "a waiting hold on a paused semaphore exits 66 once it is destroyed" {
+    al create "$n" 1
+    al max "$n" 0
+    bg h hold -w 60 "$n" -- true
+    local h=$BG
+    wait_until 10 connected "$h"
+    sleep 1
+    al destroy "$n"
+    wait_exit "$h" 20
+    [ "$rc" -eq 66 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+}
+
+@test "remove down to 0 under a running holder: the holder is ended (75), status says max 0 and paused" {
+    al create "$n" 1
+    victim_hold hold "$n"
+    local h=$BG
+    run -0 al remove "$n"
+    assert_output "$n: 1 -> 0 slots"
+    wait_exit "$h" 10
+    [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    run -0 al --json status "$n"
+    assert_json '.max == 0 and .paused == true and .orphans == []'
+    run -0 al wait "$n"
+}
+
+@test "wait on a paused semaphore waits for every holder (all are above max 0), then exits 0" {
+    al create "$n" 2
+    # a holder that never notices its slot went (an orphan that stays)
+    hold_queues "amqplock.$n-2-B"
+    al max "$n" 0
+    run -0 al --json status "$n"
+    assert_json '.max == 0 and .paused == true and .orphans == [2]'
+    run -1 --separate-stderr al wait -w 1 "$n"
+    assert_error_line
+    release_queues
+    run -0 al wait -w 20 "$n"
+}
+
+@test "a holder of slot 1 that max 0 removed and a holder after max 1 are never inside at once" {
+    al create "$n" 1
+    # A's command says it is inside while it is; a TERM ends it
+    bg a hold -w 10 "$n" -- sh -c "trap 'rm -f $T/a; exit 143' TERM; touch $T/a; sleep 4 & wait; rm -f $T/a"
+    local a=$BG
+    wait_until 10 test -e "$T/a" || fail "A did not start: $(cat "$T/a.err")"
+    # paused and resumed at once: A may not have noticed yet
+    al max "$n" 0
+    al max "$n" 1
+    bg b hold -w 30 "$n" -- sh -c "if [ -e $T/a ]; then echo both; else echo alone; fi >$T/b"
+    local b=$BG
+    wait_exit "$a" 20
+    note "A exited $rc"
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 75 ] || fail "A exited $rc: $(cat "$T/a.err")"
+    wait_exit "$b" 20
+    [ "$rc" -eq 0 ] || fail "B exited $rc: $(cat "$T/b.err")"
+    [ "$(cat "$T/b")" = alone ] || fail "B ran while A was inside"
+}
+
+@test "claims racing pauses and resumes: 6 hold -w loops on one slot, max 0 and 1 in turn, never two inside" {
+    al create "$n" 1
+    local d i
+    d=$(critical_dir 1)
+    client_loops "$d" 6 0 timeout 90 "$AMQPLOCK_BIN" hold -w 60 "$n" -- perl "$H/crit.pl" "$d"
+    wait_until 20 turns_at_least "$d" 5 || fail "no turns: $(tail -3 "$d/err")"
+    for i in $(seq 1 8); do
+        al max "$n" 0 >/dev/null
+        sleep 0.$((RANDOM % 5))
+        al max "$n" 1 >/dev/null
+        sleep 0.$((RANDOM % 5))
+    done
+    touch "$d/stop"
+    finish_contention 120
+    check_contention "$d" 20 1
+    note "hold exits: $(exit_counts "$d")"
+    [ -z "$(grep -vxE '0|75' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
+}
+
+@test "create makes no pause marker: a paused and resumed semaphore is one as older amqplocks made it" {
+    al create "$n" 2
+    [ -z "$(rmqctl -q list_exchanges name | grep -Fx "amqplock.$n-0-A" || true)" ]
+    al max "$n" 0
+    [ -n "$(rmqctl -q list_exchanges name | grep -Fx "amqplock.$n-0-A" || true)" ]
+    al max "$n" 2
+    [ -z "$(rmqctl -q list_exchanges name | grep -Fx "amqplock.$n-0-A" || true)" ]
+    run -0 al hold -n "$n" -- true
 }
 
 # --- status ---------------------------------------------------------------
@@ -241,7 +406,7 @@ teardown() {
         and .holders == [] and .waiting == 0' --arg n "$n"
     # one key order
     run -0 al --json status "$n"
-    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","held","held_count","holders","away","unreachable","free","free_count","waiting","orphans","missing"]' ]
+    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","paused","held","held_count","holders","away","unreachable","free","free_count","waiting","orphans","missing"]' ]
 }
 
 @test "status shows held slots and orphan holders above max" {

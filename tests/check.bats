@@ -61,10 +61,11 @@ assert_keys() {
 
 setup() {
     test_init
+    CLEANUP_NAMES=()
 }
 
 teardown() {
-    test_cleanup
+    test_cleanup ${CLEANUP_NAMES[@]+"${CLEANUP_NAMES[@]}"}
     # what a failed test may have left
     local i qs=("amqplock.$n")
     for i in $(seq 1 8); do qs+=("amqplock.$n-$i-A" "amqplock.$n-$i-B"); done
@@ -80,10 +81,10 @@ teardown() {
     assert_output "checked $n: 3 slots (classic), no problems"
     [ -z "$stderr" ]
     run -0 --separate-stderr al --json check "$n"
-    assert_json '. == {"ok":true,"semaphore":$n,"max":3,"slot_type":"classic","problems":[],
-        "repaired":0,"orphans":[]}' --arg n "$n"
+    assert_json '. == {"ok":true,"semaphore":$n,"max":3,"paused":false,"slot_type":"classic",
+        "problems":[],"repaired":0,"orphans":[]}' --arg n "$n"
     # the keys in the order of the other administrative commands
-    assert_keys . "ok semaphore max slot_type problems repaired orphans"
+    assert_keys . "ok semaphore max paused slot_type problems repaired orphans"
     run -0 --separate-stderr al check --repair "$n"
     assert_output "checked $n: 3 slots (classic), no problems"
     run -0 --separate-stderr al -q check "$n"
@@ -97,6 +98,42 @@ teardown() {
     al create --slot-type quorum "$n" 2
     run -0 --separate-stderr al --json check "$n"
     assert_json '.ok and .max == 2 and .slot_type == "quorum" and .problems == []'
+}
+
+@test "a paused semaphore (max 0) checks clean, with and without --repair; a quorum one keeps its type" {
+    al create "$n" 2
+    al max "$n" 0
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 0 slots (classic), paused, no problems"
+    [ -z "$stderr" ]
+    run -0 --separate-stderr al --json check --repair "$n"
+    assert_json '.ok and .max == 0 and .paused and .slot_type == "classic" and .problems == []'
+    local q=$n-q
+    al create --slot-type quorum "$q" 1
+    CLEANUP_NAMES=("$q")
+    al max "$q" 0
+    run -0 --separate-stderr al --json check --repair "$q"
+    assert_json '.ok and .max == 0 and .paused and .slot_type == "quorum" and .problems == []'
+    # the quorum marker stayed: resumed, the slots are quorum queues again
+    al max "$q" 2
+    [ "$(queue_type "amqplock.$q-2-A")" = quorum ]
+    run -0 al --json check "$q"
+    assert_json '.ok and .max == 2 and .paused == false and .slot_type == "quorum"'
+}
+
+@test "a pause marker beside slot queues (a resume stopped halfway, an older amqplock's create): reported, deleted by --repair" {
+    al create "$n" 1
+    al max "$n" 0
+    # slot 1 made again behind amqplock's back, as an older create would
+    damage --shared "amqplock.$n-1-A"
+    run -65 --separate-stderr al --json check "$n"
+    assert_json '.max == 1 and .paused == false
+        and (.problems | map(.kind) | sort) == ["stray_pause", "unrecorded"]'
+    run -0 --separate-stderr al check --repair "$n"
+    [ -z "$(rmqctl -q list_exchanges name | grep -Fx "amqplock.$n-0-A" || true)" ]
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 1 slot (classic), no problems"
+    run -0 al hold -n "$n" -- true
 }
 
 @test "check of a missing semaphore exits 66 and creates nothing" {
@@ -128,11 +165,11 @@ teardown() {
     assert_error_line
     [[ $stderr == *"$n is damaged"* ]] || fail "stderr: $stderr"
     run -65 --separate-stderr al --json check "$n"
-    assert_json 'del(.message) == {"ok":false,"semaphore":$n,"max":2,"slot_type":"classic",
+    assert_json 'del(.message) == {"ok":false,"semaphore":$n,"max":2,"paused":false,"slot_type":"classic",
             "problems":[{"kind":"stray_holder","slot":1,"queue":$q,"repaired":false}],
             "repaired":0,"orphans":[],"error":"damaged"}
         and (.message | startswith($n + " is damaged"))' --arg n "$n" --arg q "amqplock.$n-1-B"
-    assert_keys . "ok semaphore max slot_type problems repaired orphans error message"
+    assert_keys . "ok semaphore max paused slot_type problems repaired orphans error message"
     assert_keys '.problems[0]' "kind slot queue repaired"
     # the message is also the error line
     [ "$stderr" = "amqplock: $(jq -r .message <<<"$output")" ] || fail "stderr: $stderr"
@@ -156,10 +193,10 @@ teardown() {
     al create "$n" 2
     damage --shared "amqplock.$n-2-B"
     run -0 --separate-stderr al --json check --repair "$n"
-    assert_json '. == {"ok":true,"semaphore":$n,"max":2,"slot_type":"classic",
+    assert_json '. == {"ok":true,"semaphore":$n,"max":2,"paused":false,"slot_type":"classic",
         "problems":[{"kind":"stray_holder","slot":2,"queue":$q,"repaired":true}],
         "repaired":1,"orphans":[]}' --arg n "$n" --arg q "amqplock.$n-2-B"
-    assert_keys . "ok semaphore max slot_type problems repaired orphans"
+    assert_keys . "ok semaphore max paused slot_type problems repaired orphans"
     assert_keys '.problems[0]' "kind slot queue repaired"
     [ -z "$stderr" ]
 }
@@ -169,14 +206,14 @@ teardown() {
     damage --delete "amqplock.$n-2-A" --quorum "amqplock.$n-2-A" \
         --shared "amqplock.$n" "amqplock.$n-1-B"
     run -65 --separate-stderr al --json check --repair --admin-wait 0 "$n"
-    assert_json '. == {"ok":false,"semaphore":$n,"max":3,"slot_type":"classic","problems":[
+    assert_json '. == {"ok":false,"semaphore":$n,"max":3,"paused":false,"slot_type":"classic","problems":[
             {"kind":"stray_mutex","queue":$m,"repaired":true},
             {"kind":"mixed_type","slot":2,"queue":$s,"type":"quorum","repaired":false},
             {"kind":"stray_holder","slot":1,"queue":$h,"repaired":true}],
         "repaired":2,"orphans":[],"error":"damaged",
         "message":($n + " is damaged: 1 of 3 problems not repaired")}' \
         --arg n "$n" --arg m "amqplock.$n" --arg s "amqplock.$n-2-A" --arg h "amqplock.$n-1-B"
-    assert_keys . "ok semaphore max slot_type problems repaired orphans error message"
+    assert_keys . "ok semaphore max paused slot_type problems repaired orphans error message"
     assert_keys '.problems[0]' "kind queue repaired"
     assert_keys '.problems[1]' "kind slot queue type repaired"
     assert_keys '.problems[2]' "kind slot queue repaired"
@@ -436,7 +473,7 @@ acquirers() {
     assert_json '.problems == [{"kind":"stray_mutex","queue":$q,"repaired":false}]
         and .max == 2 and .error == "damaged"' --arg q "amqplock.$n"
     # the mutex was not taken: no slot types, and the mutex has no slot
-    assert_keys . "ok semaphore max problems repaired orphans error message"
+    assert_keys . "ok semaphore max paused problems repaired orphans error message"
     assert_keys '.problems[0]' "kind queue repaired"
     run sem_queues
     assert_output "$( (echo "amqplock.$n true false"; slot_lines 1 2) | sort -V)"
