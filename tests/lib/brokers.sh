@@ -124,7 +124,7 @@ keep_logs() {
     local d
     for d in "$WORK"/tmp/amqplock-cluster-logs.*; do
         [ -d "$d" ] || continue
-        mv "$d" "$WORK_PARENT/" && echo "# the nodes' logs kept in $d are now in $WORK_PARENT/${d##*/}"
+        mv "$d" "$PARENT/" && echo "# the nodes' logs kept in $d are now in $PARENT/${d##*/}"
     done
 }
 
@@ -341,22 +341,10 @@ main() {
     [ -x amqplock ] || die "no ./amqplock: make amqplock unit first"
     mkdir -p "$ROOTS"
     ROOTS=$(cd "$ROOTS" && pwd -P)
-    WORK_PARENT=$(cd "${TMPDIR:-/tmp}" && pwd -P)
-    # Paths go into mountinfo, awk and the wrappers unquoted.
-    [[ $ROOTS =~ ^[A-Za-z0-9._/+-]+$ && $WORK_PARENT =~ ^[A-Za-z0-9._/+-]+$ ]] ||
-        die "the paths of AMQPLOCK_ROOTS and TMPDIR may only have letters, digits and ._/+-"
-    exec {LOCK}>"$ROOTS/.lock"
-    flock -n "$LOCK" || die "another tests/lib/brokers.sh uses $ROOTS (AMQPLOCK_ROOTS names another place)"
-    tests/lib/install-deps.sh debootstrap
-    MIRROR=$(mirror | awk 'NR == 1')
-    [ -n "$MIRROR" ] || die "no apt source for the host's own suite found in /etc/apt"
-
-    trap cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    trap 'exit 129' HUP
+    PARENT=$(cd "${TMPDIR:-/tmp}" && pwd -P)
+    roots_begin "$ROOTS/.lock" "tests/lib/brokers.sh (AMQPLOCK_ROOTS names another place)" debootstrap
     local t0=$SECONDS
-    WORK=$(mktemp -d "$WORK_PARENT/amqplock-brokers.XXXXXX")
+    WORK=$(mktemp -d "$PARENT/amqplock-brokers.XXXXXX")
     mkdir -p "$WORK/tmp"
     # The binary under test stays the same all along, whatever is rebuilt.
     cp amqplock "$WORK/amqplock"

@@ -121,23 +121,10 @@ main() {
     [ -n "$SUITE" ] || die "no VERSION_CODENAME in /etc/os-release"
     mkdir -p "$ROOTS"
     ROOTS=$(cd "$ROOTS" && pwd -P)
-    local parent
-    parent=$(cd "${TMPDIR:-/tmp}" && pwd -P)
-    # Paths go into mountinfo and awk unquoted.
-    [[ $ROOTS =~ ^[A-Za-z0-9._/+-]+$ && $parent =~ ^[A-Za-z0-9._/+-]+$ ]] ||
-        die "the paths of AMQPLOCK_ROOTS and TMPDIR may only have letters, digits and ._/+-"
-    exec {LOCK}>"$ROOTS/$SUITE.lock"
-    flock -n "$LOCK" || die "another tests/lib/deb-check.sh uses $ROOTS/$SUITE"
-    tests/lib/install-deps.sh lintian debootstrap
-    MIRROR=$(mirror | awk 'NR == 1')
-    [ -n "$MIRROR" ] || die "no apt source for the host's own suite found in /etc/apt"
-
-    trap cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    trap 'exit 129' HUP
+    PARENT=$(cd "${TMPDIR:-/tmp}" && pwd -P)
+    roots_begin "$ROOTS/$SUITE.lock" tests/lib/deb-check.sh lintian debootstrap
     local t0=$SECONDS v arch deb r
-    DEB_WORK=$(mktemp -d "$parent/amqplock-deb.XXXXXX")
+    DEB_WORK=$(mktemp -d "$PARENT/amqplock-deb.XXXXXX")
     say "roots in $ROOTS, mirror $MIRROR, work directory $DEB_WORK"
 
     phase_start

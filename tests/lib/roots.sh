@@ -9,8 +9,10 @@
 #   ROOTS   the directory the roots live in (ROOTS/SUITE each)
 #   RECIPE  what a finished root's stamp says; a root made by another
 #           recipe is made anew (bump it when the set-up changes)
-#   MIRROR  the mirror (first line of `mirror`)
-#   LOCK    the descriptor of its lock, closed in what it starts
+#   PARENT  the directory its work directory goes in (TMPDIR, resolved)
+#   MIRROR  the mirror (first line of `mirror`; roots_begin sets it)
+#   LOCK    the descriptor of its lock, closed in what it starts (set by
+#           roots_begin)
 #   WORK    (optional) a work directory bind-mounted at the same path in
 #           a root (mount_root)
 # and defines our_pids: the processes kill_ours ends (see pids_rooted_in).
@@ -25,6 +27,27 @@ die() {
     exit 1
 }
 say() { echo "# $*"; }
+
+# roots_begin LOCKFILE WHO PACKAGES...: what a script does before it makes
+# or enters a root: the paths checked (ROOTS and PARENT, the directory its
+# work directory goes in), LOCKFILE taken (in LOCK; WHO says which script
+# holds it when it is busy), PACKAGES installed on the host, MIRROR found,
+# and the traps that run `cleanup` (the script's) whatever way it ends.
+roots_begin() {
+    local lockfile=$1 who=$2
+    shift 2
+    [[ $ROOTS =~ ^[A-Za-z0-9._/+-]+$ && $PARENT =~ ^[A-Za-z0-9._/+-]+$ ]] ||
+        die "the paths of AMQPLOCK_ROOTS and TMPDIR may only have letters, digits and ._/+-"
+    exec {LOCK}>"$lockfile"
+    flock -n "$LOCK" || die "another $who uses $lockfile"
+    tests/lib/install-deps.sh "$@"
+    MIRROR=$(mirror | awk 'NR == 1')
+    [ -n "$MIRROR" ] || die "no apt source for the host's own suite found in /etc/apt"
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+}
 
 # --- time ---------------------------------------------------------------------------
 
