@@ -382,6 +382,19 @@ static enum al_status count_line(struct sem *s, struct sem_status *out)
 	return st;
 }
 
+/* The line alone, probed then counted: a paused semaphore has no slot
+ * to probe it with, and clients wait in it all the same. */
+static enum al_status look_at_line(struct sem *s, struct sem_status *out)
+{
+	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+	enum al_status st = probe_queues(s->conn, &s->name, &line, 1);
+
+	if (st != AL_OK)
+		return st;
+	note_line(s, &line);
+	return count_line(s, out);
+}
+
 enum al_status sem_status(struct sem *s, struct sem_status *out)
 {
 	bool *holder, *lease, *refused, *slot;
@@ -396,7 +409,9 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		/* Paused: no slot, but holders may still run above max 0. */
 		if ((st = sem_paused(s, &out->paused)) == AL_OK && !out->paused)
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
-		return st == AL_OK ? scan_orphans(s, 0, &out->orphans) : st;
+		if (st == AL_OK)
+			st = scan_orphans(s, 0, &out->orphans);
+		return st == AL_OK ? look_at_line(s, out) : st;
 	}
 	holder = calloc(out->max, sizeof(*holder));
 	lease = calloc(out->max, sizeof(*lease));

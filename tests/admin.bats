@@ -221,7 +221,7 @@ teardown() {
     assert_output 0
     run -0 --separate-stderr al status "$n"
     assert_output "$(printf '%s\n' "semaphore  $n" "max        0 (paused: amqplock max $n N resumes it)" \
-        "held       0" "free       0" "orphans    0")"
+        "held       0" "free       0" "waiting    0" "orphans    0")"
     [ -z "$stderr" ]
     run sem_queues "$n"
     assert_output ""
@@ -305,7 +305,9 @@ teardown() {
     bg h hold -w 60 "$n" -- true
     local h=$BG
     wait_until 10 connected "$h"
-    sleep 1
+    # it waits in line, and status counts it
+    one_waits() { [ "$(al --json status "$n" | jq .waiting)" = 1 ]; }
+    wait_until 10 one_waits || fail "status: $(al status "$n")"
     al destroy "$n"
     wait_exit "$h" 20
     [ "$rc" -eq 66 ] || fail "hold exited $rc: $(cat "$T/h.err")"
@@ -315,8 +317,9 @@ teardown() {
     al create "$n" 1
     victim_hold hold "$n"
     local h=$BG
-    run -0 al remove "$n"
+    run -0 --separate-stderr al remove "$n"
     assert_output "$n: 1 -> 0 slots"
+    [[ $stderr == "amqplock: 1 running holder of $n lost its slot: "* ]] || fail "stderr: '$stderr'"
     wait_exit "$h" 10
     [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     run -0 al --json status "$n"
