@@ -97,10 +97,10 @@ stderr_has() {
 # The error names of the exit codes.
 error_name() {
     case $1 in
-    2) echo usage ;;
-    3) echo not_found ;;
-    6) echo connection ;;
-    7) echo access ;;
+    64) echo usage ;;
+    66) echo not_found ;;
+    69) echo connection ;;
+    77) echo access ;;
     *) echo "?" ;;
     esac
 }
@@ -471,7 +471,7 @@ bad_login_commands() {
     command -v script >/dev/null || skip "needs script(1), for a terminal"
     run -0 script -qec "$(printf '%q' "$AMQPLOCK_BIN") --password-file /dev/tty status $n; echo rc=\$?" \
         /dev/null </dev/null
-    [[ $output == *"amqplock: password file \"/dev/tty\" is a terminal"* && $output == *rc=2* ]] ||
+    [[ $output == *"amqplock: password file \"/dev/tty\" is a terminal"* && $output == *rc=64* ]] ||
         fail "output: '$output'"
 }
 
@@ -789,6 +789,7 @@ option_forms() {
         lost-signal) value=TERM ;;
         lease) value=60 ;; # (1 is too short: exit 2)
         command) value=true ;;
+        management-url) value=http://127.0.0.1:1/ ;;
         *)
             case $arg in
             -) value= ;;

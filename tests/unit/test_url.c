@@ -118,7 +118,8 @@ static void logins(void)
 		   strcmp(b.info.user, "bob") == 0,
 	   "a user without a password is noted (the login will say so)");
 	ok(check("amqp://bob:@h", false) == AL_OK && !b.no_password, "an empty password is one");
-	ok(check("amqp://h/v%40x", false) == AL_OK && !b.no_password, "an @ in the vhost is no user");
+	ok(check("amqp://h/v%40x", false) == AL_OK && !b.no_password,
+	   "an @ in the vhost is no user");
 	ok(check("amqp://bob:pw@h", false) == AL_OK && !b.no_password, "user and password");
 	ok(check("amqp://h", false) == AL_OK && !b.no_password, "no user at all: the defaults");
 	refused("amqp://u:p@ss@h", NULL, "a second @ (unencoded)");
