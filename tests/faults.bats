@@ -426,6 +426,25 @@ timed() {
     wait_exit "$a" 10
 }
 
+@test "failures that waiting would not change end a hold -w 60 at once: TLS not trusted (69), a wrong password (77), a host that does not resolve (69)" {
+    local c status took t0
+    local -a urls=("amqps://guest:guest@localhost:$AMQPLOCK_TEST_TLS_PORT/"
+        "amqp://guest:wrong@127.0.0.1:$AMQPLOCK_TEST_PORT/" "amqp://guest:guest@no-such-host.invalid:5672/")
+    local -a codes=(69 77 69)
+    for c in 0 1 2; do
+        t0=$(now)
+        status=0
+        timeout 30 "$AMQPLOCK_BIN" -u "${urls[c]}" hold -w 60 "$n" -- touch "$T/ran" 2>"$T/err" || status=$?
+        took=$(since "$t0")
+        stderr=$(cat "$T/err")
+        [ "$status" -eq "${codes[c]}" ] || fail "${urls[c]}: exit $status: $stderr"
+        assert_error_line
+        at_most "$took" 2
+        note "exit $status after $took s: $stderr"
+    done
+    [ ! -e "$T/ran" ]
+}
+
 # --- 5. bounded waits -------------------------------------------------------------------------
 
 # every_command URL: runs each command against URL with --connect-timeout 1,
