@@ -31,16 +31,16 @@ static enum al_status drop_lease(struct sem *s, unsigned k)
  * answered later is void, and so is one whose connection the broker has
  * closed by the time its answers are read (a close that came with them):
  * the connection is dropped, which takes the holder queue with it, and
- * the caller connects again (s->claim_late), ends the lease the claim may
- * have made (s->late_slot), and tries again. */
+ * the caller connects again (s->claim_void), ends the lease the claim may
+ * have made (s->void_slot), and tries again. */
 static enum al_status claim_fresh(struct sem *s, unsigned k)
 {
 	double took = boot_seconds() - s->lease.renewed;
 
 	if (s->claim_window > 0 && took > s->claim_window) {
 		conn_abort(s->conn);
-		s->claim_late = true;
-		s->late_slot = k;
+		s->claim_void = true;
+		s->void_slot = k;
 		return fail(
 			AL_CONNECTION,
 			"the claim of slot %u was answered %.1f s after it was sent, too late to "
@@ -51,8 +51,8 @@ static enum al_status claim_fresh(struct sem *s, unsigned k)
 	if (conn_buffered(s->conn) || conn_readable(s->conn)) {
 		conn_drain(s->conn);
 		if (s->conn->dead) {
-			s->claim_late = true;
-			s->late_slot = k;
+			s->claim_void = true;
+			s->void_slot = k;
 			return fail_context(AL_CONNECTION,
 					    "the claim of slot %u came with its end: ", k);
 		}
@@ -212,7 +212,6 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 
 	*slot = 0;
 	s->lease.stalled = false;
-	s->claim_late = false;
 	s->behind_line = false;
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
@@ -248,6 +247,19 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 		if ((st = claim(s, k)) == AL_OK) {
 			*slot = k;
 			break;
+		}
+		/* Its connection lost before the answers were in (a broker
+		 * going down), the claim may still have made its lease, ours
+		 * by its token: void, as a claim answered late, and ended
+		 * on the next connection. Left, it would keep the slot from
+		 * everyone, and a woken claim of ours (which does not look
+		 * for leases first) could take it back as it stands, a
+		 * quorum lease's expiry then counting from the lost claim
+		 * rather than the new one. Not a claim lost to a lease in
+		 * the way: ending that lease would meet it again. */
+		if (st == AL_CONNECTION && s->lease.on && s->conn->dead && !sem_lost_to_lease(s)) {
+			s->claim_void = true;
+			s->void_slot = k;
 		}
 		if (st != AL_BUSY)
 			break;

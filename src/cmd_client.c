@@ -13,8 +13,9 @@
 struct client {
 	struct cli *cli;
 	unsigned slot;
-	bool waiting_told; /* the "waiting" event is out */
-	bool waiting_line; /* a waiting line is on the terminal */
+	bool waiting_told;       /* the "waiting" event is out */
+	bool waiting_line;       /* a waiting line is on the terminal */
+	const char *waiting_for; /* "a slot of", or wait's words */
 };
 
 static void event(struct client *cl, const char *name)
@@ -55,6 +56,13 @@ static void report_warning(void *arg, const char *text)
 	out_error_line(text);
 }
 
+/* Whether to tell a person at a terminal how a wait goes: never on a
+ * pipe (cron mails stay quiet), nor with -q or --json. */
+static bool telling(const struct client *cl)
+{
+	return !cl->cli->quiet && !out_json() && isatty(STDERR_FILENO);
+}
+
 /* A wait longer than a second is news: a "waiting" event once, and for a
  * person at a terminal one line, rewritten in place, that says for what
  * and how long (never on a pipe: cron mails stay quiet). */
@@ -71,7 +79,7 @@ static void report_waiting(void *arg, unsigned max, double waited)
 		out_uint("max", NULL, max);
 		out_end();
 	}
-	if (cl->cli->quiet || out_json() || !isatty(STDERR_FILENO))
+	if (!telling(cl))
 		return;
 	if (waited < 0) {
 		if (cl->waiting_line)
@@ -85,13 +93,34 @@ static void report_waiting(void *arg, unsigned max, double waited)
 	cl->waiting_line = true;
 }
 
+/* At a terminal, once per outage: the broker is away, and amqplock
+ * tries again (until -w's deadline: how long it has left). */
+static void report_away(struct client *cl, struct deadline wait_end)
+{
+	if (!telling(cl))
+		return;
+	if (deadline_is_never(wait_end))
+		fprintf(stderr, "amqplock: %s; trying again until it answers\n", status_message());
+	else
+		fprintf(stderr, "amqplock: %s; trying again for up to %.0f s (-w)\n",
+			status_message(), deadline_left(wait_end));
+}
+
+/* At a terminal, when a connection is made again after report_away. */
+static void report_back(struct client *cl, const struct conn *c)
+{
+	if (telling(cl))
+		fprintf(stderr, "amqplock: connected to %s again; waiting for %s %s\n", c->where,
+			cl->waiting_for, cl->cli->name);
+}
+
 /* At a terminal, what a hold still waits for once its command has
  * exited: a prompt that does not come back says why. */
 static void report_remaining(void *arg, const char *what)
 {
 	struct client *cl = arg;
 
-	if (!cl->cli->quiet && !out_json() && isatty(STDERR_FILENO))
+	if (telling(cl))
 		fprintf(stderr, "amqplock: waiting for %s\n", what);
 }
 
@@ -139,10 +168,20 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 	return o;
 }
 
-/* A waiting client whose connection fails connects again (to the first
- * broker of the list that answers: in a cluster, a surviving node) and
- * goes on waiting, this many times at most. Nothing is held meanwhile. */
-#define RECONNECTS_MAX 5
+/* A waiting client (hold, acquire, wait) whose connection cannot be made
+ * or is lost because the broker is away (conn_broker_away: refused,
+ * reset, timed out, closed by its shutdown) connects again, to the first
+ * broker of the list that answers (in a cluster, a surviving node), after
+ * a pause from RECONNECT_FIRST doubling to RECONNECT_LONGEST, jittered,
+ * until its deadline: -w's, or none. Nothing is held meanwhile. Other
+ * losses of a connection once made (the broker's side of it crashed:
+ * INTERNAL_ERROR, RESOURCE_ERROR) are reconnected RECONNECTS_MAX times at
+ * most; a connection refused for any other reason (a login refused, TLS,
+ * a host name that does not resolve) ends the wait at once, waiting would
+ * not change it. */
+#define RECONNECT_FIRST   0.1
+#define RECONNECT_LONGEST 2.0
+#define RECONNECTS_MAX    5
 
 /* Until the slot is held, a signal ends amqplock at once, with these
  * words: whatever it is doing (resolving, connecting, logging in, waiting
@@ -190,19 +229,66 @@ struct retries {
 	int refusals;        /* connections lost to a lease in the way, in a row */
 	double last_refusal; /* now_seconds() */
 	struct backoff pauses;
+	bool away;                  /* the broker is away: report_away has told */
+	struct backoff away_pauses; /* while it is */
 };
+
+/* A connection made: an outage, if any, is over. */
+static void connected(struct client *cl, const struct conn *c, struct retries *r)
+{
+	if (r->away)
+		report_back(cl, c);
+	r->away = false;
+	r->away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST);
+}
+
+/* After the connection failed (`connecting`: could not be made) while
+ * waiting: whether to connect again, after a pause if the broker is
+ * away. With -w, a deadline that passes while it is away ends the wait
+ * as a failure to connect (69), naming the broker: nothing shows that the
+ * semaphore was busy. */
+static bool reconnect_due(struct client *cl, const struct conn *c, bool connecting,
+			  const struct hold_opts *o, struct deadline wait_end, struct retries *r)
+{
+	double pause;
+
+	if (o->nonblock)
+		return false;
+	if (!conn_broker_away(c)) {
+		if (connecting || deadline_passed(wait_end) || r->reconnects++ >= RECONNECTS_MAX)
+			return false;
+		trace("%s; connecting again to go on waiting", status_message());
+		return true;
+	}
+	if (deadline_passed(wait_end)) {
+		fail_context(AL_CONNECTION,
+			     "gave up at the end of -w %g s, the broker away: ", o->wait);
+		return false;
+	}
+	if (!r->away) {
+		r->away = true;
+		report_away(cl, wait_end);
+	}
+	/* The last pause ends at the deadline, for one more try. */
+	pause = backoff_next(&r->away_pauses, wait_end);
+	trace("%s; connecting again in %.2f s", status_message(), pause);
+	sleep_seconds(pause);
+	return true;
+}
 
 /* After the connection failed while waiting for a slot: whether to
  * connect again and go on. */
-static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct deadline wait_end,
-		      struct retries *r)
+static bool may_go_on(struct client *cl, const struct conn *c, bool connecting, const struct sem *s,
+		      const struct hold_opts *o, struct deadline wait_end, struct retries *r)
 {
 	double now = now_seconds();
 
-	if (o->nonblock || deadline_passed(wait_end))
+	if (o->nonblock)
 		return false;
-	if (!sem_lost_to_lease(s))
-		return r->reconnects++ < RECONNECTS_MAX;
+	if (connecting || !sem_lost_to_lease(s))
+		return reconnect_due(cl, c, connecting, o, wait_end, r);
+	if (deadline_passed(wait_end))
+		return false;
 	if (now - r->last_refusal > REFUSALS_APART) {
 		r->refusals = 0;
 		r->pauses = backoff_start(0.1, 1.0);
@@ -210,6 +296,7 @@ static bool may_go_on(const struct sem *s, const struct hold_opts *o, struct dea
 	r->last_refusal = now;
 	if (++r->refusals > REFUSALS_MAX)
 		return false;
+	trace("%s; connecting again to go on waiting", status_message());
 	sleep_seconds(backoff_next(&r->pauses, wait_end));
 	return !deadline_passed(wait_end);
 }
@@ -221,21 +308,27 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 				    struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
 	struct deadline wait_end, replies_end;
-	struct retries retries = {0};
+	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST)};
 	enum al_status st;
+	bool connecting;
 
-	/* One deadline for the whole wait, reconnects included. */
+	/* One deadline for the whole wait, connecting and reconnects
+	 * included. */
 	wait_deadlines(o, &wait_end, &replies_end);
 	exit_on_interrupt(cli, "before a slot of ", " was held; nothing was run");
-	if ((st = cli_connect(cli, c, s, replies_end)) != AL_OK)
-		return st;
-	while ((st = hold_take(s, o, wait_end, &cl->slot, max)) == AL_CONNECTION &&
-	       may_go_on(s, o, wait_end, &retries)) {
-		trace("%s; connecting again to go on waiting", status_message());
+	cl->waiting_for = "a slot of";
+	st = cli_connect(cli, c, s, replies_end);
+	for (;;) {
+		connecting = st != AL_OK;
+		if (!connecting) {
+			connected(cl, c, &retries);
+			st = hold_take(s, o, wait_end, &cl->slot, max);
+		}
+		if (st != AL_CONNECTION || !may_go_on(cl, c, connecting, s, o, wait_end, &retries))
+			break;
 		status_clear();
 		conn_close(c);
-		if ((st = cli_reconnect(cli, c, s, replies_end)) != AL_OK)
-			return st;
+		st = cli_reconnect(cli, c, s, replies_end);
 	}
 	/* -n: the slot is not free yet, whatever it cost. */
 	if (st == AL_CONNECTION && o->nonblock && sem_lease_being_deleted(s)) {
@@ -350,34 +443,51 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 {
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
+	struct client cl = {.cli = cli, .waiting_for = "the holders above max of"};
 	struct deadline wait_end, replies_end;
 	struct slot_list orphans = {0};
+	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST)};
 	double start = now_seconds();
 	struct conn c;
 	struct sem s;
 	enum al_status st;
 	unsigned max;
 	int tries = 0;
-	bool paused;
+	bool connecting, looked = false, paused;
 
 	(void)argc, (void)argv;
 	exit_on_interrupt(cli, "while waiting for the holders above max of ", " to leave");
 	wait_deadlines(&cli->hold, &wait_end, &replies_end);
-	if ((st = cli_connect(cli, &c, &s, replies_end)) != AL_OK)
-		return st;
-	st = sem_orphans(&s, &max, &orphans);
-	/* Nothing at all by that name (a typo?): as status and max say. One
-	 * that had holders above max is done once they are gone; so is a
-	 * paused one, every holder of which is above max 0. */
-	if (st == AL_OK && max == 0 && orphans.len == 0 &&
-	    (st = sem_paused(&s, &paused)) == AL_OK && !paused)
-		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", cli->name);
-	for (; orphans.len > 0 || st != AL_OK; st = sem_orphans(&s, &max, &orphans)) {
+	st = cli_connect(cli, &c, &s, replies_end);
+	for (;;) {
+		connecting = st != AL_OK;
+		if (!connecting) {
+			connected(&cl, &c, &retries);
+			st = sem_orphans(&s, &max, &orphans);
+		}
+		/* Nothing at all by that name (a typo?): as status and max
+		 * say. One that had holders above max is done once they are
+		 * gone; so is a paused one, every holder of which is above
+		 * max 0. */
+		if (st == AL_OK && !looked && max == 0 && orphans.len == 0 &&
+		    (st = sem_paused(&s, &paused)) == AL_OK && !paused)
+			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", cli->name);
+		looked = looked || st == AL_OK;
+		if (st == AL_OK && orphans.len == 0)
+			break;
 		if (st != AL_OK) {
 			conn_close(&c);
-			if (!cli_look_again(&c, st, &tries) ||
-			    (st = cli_reconnect(cli, &c, &s, replies_end)) != AL_OK)
-				break;
+			/* A crash of the broker's side of the connection: a
+			 * look again (cli_look_again); the broker away: as
+			 * hold and acquire. */
+			if (connecting || !cli_look_again(&c, st, &tries)) {
+				if (st != AL_CONNECTION ||
+				    !reconnect_due(&cl, &c, connecting, &cli->hold, wait_end,
+						   &retries))
+					break;
+				status_clear();
+			}
+			st = cli_reconnect(cli, &c, &s, replies_end);
 			continue;
 		}
 		if (deadline_passed(wait_end)) {

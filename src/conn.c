@@ -35,6 +35,7 @@ enum al_status status_for_reply(uint16_t code)
 enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing)
 {
 	c->dead = true;
+	c->away = true;
 	c->no_reply = amqp_status == AMQP_STATUS_TIMEOUT;
 	if (amqp_status == AMQP_STATUS_TIMEOUT && deadline_passed(c->limit))
 		return fail(AL_CONNECTION,
@@ -56,6 +57,9 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	amqp_send_method(c->amqp, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
 	c->dead = true;
 	c->close_code = m->reply_code;
+	/* RabbitMQ's own words on shutdown: "broker forced connection
+	 * closure with reason 'shutdown'". */
+	c->away = m->reply_code == AMQP_CONNECTION_FORCED;
 	if (st == AL_NOT_FOUND || st == AL_BUSY)
 		st = AL_BROKER;
 	/* Forced: an operator or a node going down. Internal error: a crash
@@ -468,6 +472,11 @@ enum al_status conn_reset_channel(struct conn *c)
 void conn_limit(struct conn *c, struct deadline by)
 {
 	c->limit = by;
+}
+
+bool conn_broker_away(const struct conn *c)
+{
+	return c->away;
 }
 
 bool conn_broker_crashed(const struct conn *c)

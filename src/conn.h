@@ -106,7 +106,10 @@ struct conn {
 	 * unless given): no reply is waited for past it, so a silent broker
 	 * cannot stretch a wait that has a limit. */
 	struct deadline limit;
-	bool dead;         /* the connection is unusable; only conn_close remains */
+	bool dead; /* the connection is unusable; only conn_close remains */
+	/* Its last failure is one that the broker's absence explains (see
+	 * conn_broker_away). */
+	bool away;
 	bool no_reply;     /* it died waiting for a reply that did not come */
 	bool told_refused; /* -v has said that the broker refuses probes */
 	/* The last channel-level refusal, set when conn_recv returns one. */
@@ -142,6 +145,14 @@ void conn_limit(struct conn *c, struct deadline by);
  * crash of its side of the connection, as RabbitMQ 3.10 has when a probe
  * or a declare meets a quorum queue being deleted. */
 bool conn_broker_crashed(const struct conn *c);
+
+/* Whether the last failure to open c, or the loss of c, is one that the
+ * broker's absence explains and waiting may end: nothing listening, the
+ * connection refused, reset, lost or timed out, or closed by the broker
+ * with CONNECTION_FORCED (a node shutting down). Not a login refused,
+ * TLS, a name that does not resolve, nor a crash of the broker's side of
+ * the connection (conn_broker_crashed). Still true once c is closed. */
+bool conn_broker_away(const struct conn *c);
 
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);

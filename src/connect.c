@@ -75,6 +75,11 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 	r = amqp_socket_open_noblock(sock, info->host, info->port, &tv);
 	if (r == AMQP_STATUS_OK)
 		return AL_OK;
+	/* Nothing listening, nothing answering, a reset: a broker away,
+	 * which waiting may bring back. TLS refused and a host name that does
+	 * not resolve stay as they are (set below). */
+	c->away = r == AMQP_STATUS_TIMEOUT || r == AMQP_STATUS_SOCKET_ERROR ||
+		  r == AMQP_STATUS_SOCKET_CLOSED || r == AMQP_STATUS_CONNECTION_CLOSED;
 	if (r == AMQP_STATUS_TIMEOUT)
 		return fail(AL_CONNECTION, "cannot connect to %s: timed out%s", c->where,
 			    timed_out_after(c, o, text, sizeof(text)));
@@ -170,6 +175,14 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 		amqp_connection_close_t *m = r.reply.decoded;
 		char text[128];
 
+		/* A node shutting down closes logins too. */
+		if (m->reply_code == AMQP_CONNECTION_FORCED) {
+			c->away = true;
+			return fail(AL_CONNECTION, "the broker at %s closed the connection: %s",
+				    c->where,
+				    printable_copy(text, sizeof(text), m->reply_text.bytes,
+						   m->reply_text.len));
+		}
 		return fail(
 			status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
 			"login to %s as %s (vhost %s) refused: %s%s", c->where, user,
@@ -178,6 +191,9 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 			refusal_hint(o, b, ""));
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+		/* A login cut short or unanswered: a broker going down or not
+		 * up yet. */
+		c->away = r.library_error != AMQP_STATUS_SSL_ERROR;
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
 			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
 				    timed_out_after(c, o, waited, sizeof(waited)));

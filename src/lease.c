@@ -60,17 +60,24 @@ void sem_reconnected(struct sem *s)
 	/* What was learnt of leases that do not answer outlives the
 	 * connection they stalled. */
 	memcpy(s->lease.stuck, old.lease.stuck, sizeof(s->lease.stuck));
-	/* A claim answered too late to count (claim_window) may have left a
-	 * lease of ours: it would keep the slot from everyone, us included,
+	/* A void claim (answered too late to count, see claim_window, or
+	 * its connection lost before its answers) may have left a lease of
+	 * ours: it would keep the slot from everyone, us included,
 	 * for its length. It is ended as the claim made it (the next look
 	 * finds the types again). */
-	if (!old.claim_late)
+	if (!old.claim_void)
 		return;
 	s->lease.quorum = old.lease.quorum;
 	s->slots_quorum = old.slots_quorum;
-	if (s->lease.on && sem_lease_end(s, old.late_slot) != AL_OK)
-		trace("could not end the lease of slot %u that a late claim left: %s",
-		      old.late_slot, status_message());
+	if (s->lease.on && sem_lease_end(s, old.void_slot) != AL_OK) {
+		trace("could not end the lease of slot %u that a void claim may have left: %s",
+		      old.void_slot, status_message());
+		/* Lost again: the next connection tries again. */
+		if (s->conn->dead) {
+			s->claim_void = true;
+			s->void_slot = old.void_slot;
+		}
+	}
 	status_clear();
 }
 

@@ -111,12 +111,14 @@ struct sem {
 	 * count (seconds; 0: any time). An answer read later (amqplock was
 	 * stopped, its host paused) may come over a connection the broker
 	 * has dropped since, for a slot that is another's by now: such a
-	 * claim is void, its connection dropped (claim_late, late_slot: the
+	 * claim is void, its connection dropped (claim_void, void_slot: the
 	 * slot whose lease it may have left, to end on the next connection
-	 * with sem_lease_end). */
+	 * with sem_lease_end). So is a claim whose connection was lost
+	 * before its answers were all read: the broker may have made its
+	 * lease all the same. */
 	double claim_window;
-	bool claim_late;
-	unsigned late_slot;
+	bool claim_void;
+	unsigned void_slot;
 	/* Called when a claim of slot k has been sent, before its answers
 	 * are read (hold readies its command's keeper then), or NULL. */
 	void (*claim_sent)(void *arg, unsigned k);

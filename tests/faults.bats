@@ -281,18 +281,184 @@ amqplock.$n-3-A true false" ]
     [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
+# A waiting client rides out the broker's absence: it connects again with
+# back-off until its -w deadline (for ever without -w), rejoins the line
+# and goes on waiting; only -n, and a deadline that passes while the
+# broker is away (exit 69), end it. Before, it exited 69 at the first
+# refused connection.
+
+# stamp FILE: a command line that writes the time (date +%s.%N) to FILE.
+stamp() { echo "date +%s.%N >$1"; }
+
+@test "a waiting hold rides out stop_app/start_app: it waits on, and runs after the holder, never beside it, quietly on a pipe" {
+    al create "$n" 1
+    bg h hold -w 5 "$n" -- sh -c "$(stamp "$T/h.start"); while [ ! -e $T/go ]; do sleep 0.1; done; $(stamp "$T/h.end")"
+    local h=$BG w
+    wait_until 10 test -e "$T/h.start" || fail "the holder did not start: $(cat "$T/h.err")"
+    bg w hold -w 90 "$n" -- sh -c "$(stamp "$T/w.start")"
+    w=$BG
+    wait_until 10 connected "$w" || fail "the waiter did not connect: $(cat "$T/w.err")"
+    sleep 1
+    APP_STOPPED=1
+    local t0
+    t0=$(now)
+    rmqctl stop_app >/dev/null
+    sleep 8
+    running "$w" || fail "the waiter ended with the broker: $(cat "$T/w.err")"
+    rmqctl start_app >/dev/null
+    APP_STOPPED=
+    note "the broker was away for $(since "$t0") s"
+    wait_until 30 grep -q "^amqplock: reconnected to .*; slot 1 of $n is still ours" "$T/h.err" ||
+        fail "the holder did not ride it out: $(cat "$T/h.err")"
+    # the waiter, connected again, waits on behind the holder
+    sleep 2
+    running "$w" || fail "the waiter ended: $(cat "$T/w.err")"
+    [ ! -e "$T/w.start" ] || fail "the waiter ran its command beside the holder"
+    touch "$T/go"
+    wait_exit "$h" 30
+    [ "$rc" -eq 0 ] || fail "the holder exited $rc: $(cat "$T/h.err")"
+    wait_exit "$w" 30
+    [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
+    awk -v h="$(cat "$T/h.end")" -v w="$(cat "$T/w.start")" 'BEGIN { exit !(w >= h) }' ||
+        fail "the waiter started at $(cat "$T/w.start"), before the holder ended at $(cat "$T/h.end")"
+    # stderr is not a terminal: nothing said of the outage
+    [ ! -s "$T/w.err" ] || fail "the waiter said: $(cat "$T/w.err")"
+    note "the waiter ran $(awk -v h="$(cat "$T/h.end")" -v w="$(cat "$T/w.start")" 'BEGIN { printf "%.2f", w - h }') s after the holder ended"
+}
+
+# timed TAG ARGS...: amqplock ARGS in the background; when it ends,
+# $T/TAG.rc holds "exit-status seconds". Its pid in BG.
+timed() {
+    local tag=$1
+    shift
+    (
+        t0=$EPOCHREALTIME
+        rc=0
+        timeout 30 "$AMQPLOCK_BIN" "$@" >"$T/$tag.out" 2>"$T/$tag.err" </dev/null || rc=$?
+        echo "$rc $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')" >"$T/$tag.rc"
+    ) 3>&- &
+    BG=$!
+    PIDS+=("$BG")
+}
+
+@test "the broker away: -w 3 gives up after 3 s (69), -n at once, a TERM at once (143); started before it is back, hold, acquire and wait go on when it is, saying so once at a terminal" {
+    al create "$n" 3
+    APP_STOPPED=1
+    rmqctl stop_app >/dev/null
+    local h a w t c i where="127.0.0.1:$AMQPLOCK_TEST_PORT"
+    # a person at a terminal
+    pty_play timeout 60 \
+        line "'$AMQPLOCK_BIN' hold -w 60 $n -- echo r''an" \
+        expect "trying again for up to [0-9]+ s \\(-w\\)" \
+        expect "connected to $where again; waiting for a slot of $n" \
+        expect '^ran' \
+        prompt \
+        line 'echo "hold=$?"' \
+        expect '^hold=0'
+    bg h hold -w 60 "$n" -- touch "$T/ran"
+    h=$BG
+    bg a acquire -w 60 "$n"
+    a=$BG
+    bg w wait -w 60 "$n"
+    w=$BG
+    bg t hold -w 60 "$n" -- touch "$T/ran-t"
+    t=$BG
+    local -a cmds=("hold -w 3 $n -- touch $T/ran3" "acquire -w 3 $n" "wait -w 3 $n" "hold -n $n -- touch $T/ran3" "acquire -n $n")
+    for i in "${!cmds[@]}"; do
+        # shellcheck disable=SC2086
+        timed "c$i" ${cmds[i]}
+    done
+    # -v: every attempt, with pauses between them (0.1 s doubling to 2 s)
+    timed v -v hold -w 3 "$n" -- touch "$T/ran3"
+    for i in "${!cmds[@]}"; do
+        wait_until 20 test -s "$T/c$i.rc" || fail "${cmds[i]}: still runs"
+    done
+    for i in "${!cmds[@]}"; do
+        read -r status took <"$T/c$i.rc"
+        c=${cmds[i]}
+        stderr=$(cat "$T/c$i.err")
+        [ "$status" -eq 69 ] || fail "$c: exit $status, stderr '$stderr'"
+        assert_error_line
+        [[ $stderr == *"$where"* ]] || fail "$c: the broker not named: '$stderr'"
+        if [[ $c == *" -n "* ]]; then
+            at_most "$took" 1.5
+        else
+            at_least "$took" 2.5
+            at_most "$took" 10
+            [[ $stderr == *"gave up"* ]] || fail "$c: '$stderr'"
+        fi
+        note "$c: exit $status after $took s: $stderr"
+    done
+    wait_until 20 test -s "$T/v.rc" || fail "hold -v -w 3: still runs"
+    local tries
+    tries=$(grep -c "^amqplock: connecting to" "$T/v.err")
+    note "hold -v -w 3: $tries tries; exit and seconds: $(cat "$T/v.rc")"
+    [ "$tries" -ge 3 ] && [ "$tries" -le 15 ] || fail "$tries tries: $(tail -5 "$T/v.err")"
+    [ ! -e "$T/ran3" ] || fail "a hold ran its command"
+    # a TERM while reconnecting: at once, nothing run
+    running "$t" || fail "hold -w 60 ended: $(cat "$T/t.err")"
+    local t0
+    t0=$(now)
+    kill -TERM "$t"
+    wait_exit "$t" 5
+    [ "$rc" -eq 143 ] || fail "TERM: exit $rc: $(cat "$T/t.err")"
+    at_most "$(since "$t0")" 1
+    [ "$(cat "$T/t.err")" = "amqplock: interrupted by SIGTERM before a slot of $n was held; nothing was run" ] ||
+        fail "TERM: stderr '$(cat "$T/t.err")'"
+    [ ! -e "$T/ran-t" ]
+    for c in "$h" "$a" "$w"; do
+        running "$c" || fail "a -w 60 ended while the broker was away: $(cat "$T/h.err" "$T/a.err" "$T/w.err")"
+    done
+    seen "trying again for up to" || fail "nothing said at the terminal: $(cat "$T/pty.log")"
+    rmqctl start_app >/dev/null
+    APP_STOPPED=
+    pty_done 40
+    # once per outage
+    [ "$(grep -c "trying again" "$T/pty.log")" -eq 1 ] || fail "$(cat "$T/pty.log")"
+    note "at the terminal: $(grep -E "trying again|connected to" "$T/pty.log" | tr '\n' ' ')"
+    wait_exit "$h" 30
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    [ -e "$T/ran" ]
+    wait_exit "$w" 30
+    [ "$rc" -eq 0 ] || fail "wait exited $rc: $(cat "$T/w.err")"
+    wait_until 30 has_line "$T/a.out" '[12]' || fail "acquire: no slot: $(cat "$T/a.err")"
+    kill -TERM "$a"
+    wait_exit "$a" 10
+}
+
+@test "failures that waiting would not change end a hold -w 60 at once: TLS not trusted (69), a wrong password (77), a host that does not resolve (69)" {
+    local c status took t0
+    local -a urls=("amqps://guest:guest@localhost:$AMQPLOCK_TEST_TLS_PORT/"
+        "amqp://guest:wrong@127.0.0.1:$AMQPLOCK_TEST_PORT/" "amqp://guest:guest@no-such-host.invalid:5672/")
+    local -a codes=(69 77 69)
+    for c in 0 1 2; do
+        t0=$(now)
+        status=0
+        timeout 30 "$AMQPLOCK_BIN" -u "${urls[c]}" hold -w 60 "$n" -- touch "$T/ran" 2>"$T/err" || status=$?
+        took=$(since "$t0")
+        stderr=$(cat "$T/err")
+        [ "$status" -eq "${codes[c]}" ] || fail "${urls[c]}: exit $status: $stderr"
+        assert_error_line
+        at_most "$took" 2
+        note "exit $status after $took s: $stderr"
+    done
+    [ ! -e "$T/ran" ]
+}
+
 # --- 5. bounded waits -------------------------------------------------------------------------
 
 # every_command URL: runs each command against URL with --connect-timeout 1,
-# all at once; each must exit 6 within 4.5 s with one error line, and hold
-# must run nothing. 4.5 s leaves room for twelve sanitizer builds starting
-# at once on a busy 2-core machine, and stays under the default 5 s that a
-# deadline ignored would show.
+# all at once; each must exit 69 within 4.5 s with one error line, and hold
+# must run nothing. The lock clients are given -n or -w 1: without, they
+# wait for the broker as long as for a slot. 4.5 s leaves room for twelve
+# sanitizer builds starting at once on a busy 2-core machine, and stays
+# under the default 5 s that a deadline ignored would show.
 every_command() {
     local url=$1 c i=0 p
     local -a ps
     local -a cmds=("create $n 2" "destroy $n" "add $n" "remove $n" "max $n" "max $n 3" "status $n"
-        "wait $n" "acquire $n" "acquire -n $n" "hold $n -- touch $T/ran" "hold -w 5 $n -- touch $T/ran")
+        "wait -w 1 $n" "wait -n $n" "acquire -w 1 $n" "acquire -n $n" "hold -n $n -- touch $T/ran"
+        "hold -w 1 $n -- touch $T/ran")
     for c in "${cmds[@]}"; do
         i=$((i + 1))
         # shellcheck disable=SC2086
@@ -336,7 +502,7 @@ every_command() {
     # (TEST-NET-1) has no route.
     run unshare -n bash -c '
         ip link set lo up
-        for c in "status x" "create x 1" "hold x -- touch '"$T"'/ran" "acquire -w 3 x"; do
+        for c in "status x" "create x 1" "hold -n x -- touch '"$T"'/ran" "acquire -w 3 x"; do
             t0=$EPOCHREALTIME
             timeout 20 "$0" --url amqp://guest:guest@192.0.2.1:5672/ --connect-timeout 1 $c \
                 2>"'"$T"'/err"

@@ -548,6 +548,34 @@ holder_done() {
         fail "the keeper did not exit"
 }
 
+# A waiting client whose connection is lost while its claim is being
+# answered (the relay passes the claim on and drops every answer; the reply
+# timeout ends the connection) may have left a lease of its own, with the
+# token it claims with again. The claim is void, and the next connection
+# ends that lease before it tries again: the slot is the waiter's within
+# seconds (before, it waited for the lease to run out, D = 20 s), and never
+# through the old lease (a woken claim would take it back as it stands, a
+# quorum lease's expiry counting from the lost claim). acquire has no
+# keeper that could end the lease instead.
+@test "a claim cut by a lost connection is void: the waiter ends the lease it may have left and gets the slot within seconds, not after D" {
+    al create "$n" 1
+    export AMQPLOCK_RELAY_STALL=x-max-length
+    start_relay
+    unset AMQPLOCK_RELAY_STALL
+    local t0 a took
+    t0=$(now)
+    bg a --url "$RELAY_URL" -v --rpc-timeout 2 acquire --lease 20 -w 60 "$n"
+    a=$BG
+    wait_until 40 has_line "$T/a.out" 1 || fail "no slot: $(cat "$T/a.err")"
+    took=$(since "$t0")
+    note "acquired $took s after it started (reply timeout 2 s, lease 20 s)"
+    grep -q "no reply from the broker" "$T/a.err" || fail "the claim was answered: $(cat "$T/a.err")"
+    at_most "$took" 12
+    kill -TERM "$a"
+    wait_exit "$a" 10
+    no_lease_left "$n"
+}
+
 # The lease outlives holder and keeper: renewed every second, it runs out
 # D after the last renewal, between D - 1 and D (+ the broker's timer:
 # up to 5 s more for a quorum lease, whose expiry RabbitMQ checks every
