@@ -590,14 +590,16 @@ woken_by_release() {
 # --- hold: a lost slot -------------------------------------------------------------
 
 @test "remove, max N and destroy say how many running holders lose their slots, and suggest wait" {
-    al create "$n" 4
+    al create "$n" 3
     local i pids=()
     for i in 1 2 3; do
         bg al hold "$n" -- sleep 60
         pids+=("$BG")
     done
-    wait_until 20 test "$(json_status "$n" '.held | length')" = 3 || fail "not 3 held: $(al status "$n")"
+    three_held() { [ "$(al --json status --no-names "$n" | jq -c .held)" = '[1,2,3]' ]; }
+    wait_until 20 three_held || fail "not 3 held: $(al status "$n")"
     # a shrink of free slots alone says nothing more than the change
+    al add "$n" >/dev/null
     run -0 --separate-stderr al remove "$n" 1
     assert_output "$n: 4 -> 3 slots"
     [ -z "$stderr" ] || fail "free slot removed: '$stderr'"
