@@ -24,7 +24,7 @@ _amqplock_command_opts() {
     case $1 in
     create | add | max) echo --admin-wait --overshoot --slot-type ;;
     destroy | remove) echo --admin-wait --overshoot ;;
-    status) echo --overshoot ;;
+    status) echo --overshoot --no-names ;;
     check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
     acquire) echo --nonblock --wait --conflict-exit-code --lease ;;

@@ -71,6 +71,7 @@ enum opt_id {
 	OPT_GRACE,
 	OPT_SLOT_TYPE,
 	OPT_REPAIR,
+	OPT_NO_NAMES,
 	OPT_LEASE,
 	OPT_MANAGEMENT_URL,
 };
@@ -160,6 +161,8 @@ static const struct opt_def opt_defs[] = {
 		 "classic, others the type of the slots there are"},
 	{"repair", OPT_REPAIR, NULL, REPAIR, FLAG(repair),
 	 .help = "delete the stray queues found (the other problems stay)"},
+	{"no-names", OPT_NO_NAMES, NULL, NAMES, FLAG(sem.no_names),
+	 .help = "do not ask the holders who they are (no wait for their answers)"},
 	{"nonblock", OPT_NONBLOCK, NULL, WAIT, FLAG(hold.nonblock),
 	 .help = "try once; do not wait"},
 	{"wait", OPT_WAIT, "SECS", WAIT, CALL(set_wait),

@@ -24,7 +24,8 @@ enum scope {
 	/* check --repair: may delete the strays it finds */
 	REPAIR = 1 << 6,
 	LEASE = 1 << 7, /* holds a slot */
-	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE,
+	NAMES = 1 << 8, /* status: asks holders who they are */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE | NAMES,
 };
 
 /* What to show instead of running a command: --help, --version. */

@@ -458,7 +458,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		st = scan_orphans(s, out->max, &out->orphans);
 	if (st == AL_OK)
 		st = count_line(s, out);
-	if (st == AL_OK)
+	if (st == AL_OK && !s->opts.no_names)
 		st = ask_holders(s, out);
 	return st;
 }

@@ -34,6 +34,10 @@ struct sem_opts {
 	 * the slots there are; slot_type_given makes them refuse another. */
 	enum slot_type slot_type;
 	bool slot_type_given;
+	/* status: leave the holders unnamed rather than ask them (each
+	 * question costs the holder a connection, the asker up to a second
+	 * for a holder that does not answer). */
+	bool no_names;
 };
 
 /* A lease remembered as unanswering (struct sem, lease.stuck). */

@@ -83,3 +83,27 @@ ask() {
     run -0 al --json status "$n"
     assert_json '.held == [1] and .holders[0].pid == $h' --argjson h "$hold_pid"
 }
+
+@test "a holder that does not answer costs status a second at most; --no-names asks nobody and waits for nothing" {
+    al create "$n" 2
+    # a holder queue held by a raw client, which answers no question
+    timeout 60 perl "$BATS_TEST_DIRNAME/tools/holdq.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n-1-B" \
+        >"$T/holdq.out" 2>&1 3>&- &
+    local q=$!
+    wait_until 10 grep -qx ready "$T/holdq.out" || fail "holdq: $(cat "$T/holdq.out")"
+    local t0
+    t0=$(now)
+    run -0 al --json status "$n"
+    assert_json '.held == [1] and .holders == [] and .free == [2]'
+    note "status with an unanswering holder took $(since "$t0") s"
+    at_least "$(since "$t0")" 0.9
+    at_most "$(since "$t0")" 3
+    t0=$(now)
+    run -0 al --json status --no-names "$n"
+    assert_json '.held == [1] and .holders == [] and .free == [2]'
+    note "status --no-names took $(since "$t0") s"
+    at_most "$(since "$t0")" 0.9
+    run -0 al status --no-names "$n"
+    assert_line "slot 1: held, its holder unnamed (away, or no answer)"
+    kill "$q"
+}

@@ -125,8 +125,8 @@ test_init() {
 
 # slot_free NAME K / slot_held NAME K: status --json lists slot K as free
 # / held.
-slot_free() { al --json status "$1" | jq -e --argjson k "$2" '.free | index($k) != null' >/dev/null; }
-slot_held() { al --json status "$1" | jq -e --argjson k "$2" '.held | index($k) != null' >/dev/null; }
+slot_free() { al --json status --no-names "$1" | jq -e --argjson k "$2" '.free | index($k) != null' >/dev/null; }
+slot_held() { al --json status --no-names "$1" | jq -e --argjson k "$2" '.held | index($k) != null' >/dev/null; }
 
 # --- background processes (setup calls test_init) ---
 
