@@ -66,6 +66,12 @@ few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SI
 continued-by-hand|src/keeper.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT
 stopped-left-stopped|src/job.c|s/super_signal_all_awake\(&h->sv, sig\);/super_signal_all(\&h->sv, sig);/|supervisor.bats|^TERM to amqplock ends a job
 no-host-check|src/connect.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
+answers-to-anyone|src/holders.c|s/ \x7c\x7c\n\t    !conn_is_reply_to\(&p->reply_to\)\)/)/|holders.bats|reply_to is a queue
+away-ends-wait|src/cmd_client.c|s/\tif \(!conn_broker_away\(c\)\) \{/\tif (1) {/|faults.bats|rides out stop_app
+cut-claim-counts|src/claim.c|s/if \(st == AL_CONNECTION && s->lease.on && s->conn->dead && !sem_lost_to_lease\(s\)\) \{/if (0) {/|lease.bats|a claim cut by a lost connection is void
+pause-forgotten|src/record.c|s/\treturn recorded\(c, sn, 0, paused, known\);/\t*paused = false;\n\treturn AL_OK;/|admin.bats|max NAME 0 pauses
+busy-E0-said|src/main.c|s/ \x7c\x7c cli->conflict_exit == 0\)/)/|client.bats|-E 0 -n on a full semaphore
+shrink-unsaid|src/admin.c|s/\(st = count_held\(s, target \+ 1, max - target, &out->ended_holders\)\) == AL_OK &&\n\t\t    //|client.bats|how many running holders
 EOF
 }
 
