@@ -801,6 +801,11 @@ option_forms() {
         args=("$n")
         [ "$c" != create ] || args=("$n" 1)
         [ "$c" != hold ] || [ "$long" = command ] || args=("$n" -- true)
+        # a client that waits would wait for the closed port to open
+        case $c:$long in
+        hold:wait | hold:nonblock | acquire:wait | acquire:nonblock | wait:wait | wait:nonblock) ;;
+        hold:* | acquire:* | wait:*) args=(-n "${args[@]}") ;;
+        esac
         # the long form with the value apart, the short one with it attached
         for form in long short; do
             if [ $form = long ]; then
@@ -911,7 +916,7 @@ option_forms() {
     assert_error_line
     t0=$(now)
     run -69 --separate-stderr al -u "$(tls_url localhost "$SILENT_PORT")" --cacert "$TLS/ca.pem" \
-        --connect-timeout 1 hold "$n" -- touch "$T/ran"
+        --connect-timeout 1 hold -n "$n" -- touch "$T/ran"
     at_most "$(since "$t0")" 3
     [ ! -e "$T/ran" ]
 }

@@ -145,7 +145,7 @@ lines() { wc -l <"$T/$1.cmd"; }
     ended "$job" || fail "wait returned while the job runs"
     wait_exit "$h" 10
     [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/j1.err")"
-    al create "$n" 1
+    al max "$n" 1 >/dev/null # resumed: remove of the last slot paused it
     next_hold j2 1
     handed_over j1 j2
     note "the job ended on the lost slot's TERM; the next command started $MARGIN s after its last line"
@@ -216,7 +216,7 @@ lines() { wc -l <"$T/$1.cmd"; }
     [ "$(grep -c 'cannot signal' "$T/j1.err")" -eq 1 ] || fail "stderr: $(cat "$T/j1.err")"
     grep -qEx "amqplock: cannot signal process $JOB \(rootjob\) of the command \(.+\); slot 1 of $n stays held until it exits" \
         "$T/j1.err" || fail "stderr: $(cat "$T/j1.err")"
-    al create "$n" 1
+    al max "$n" 1 >/dev/null # resumed: remove of the last slot paused it
     next_hold j2 1
     handed_over j1 j2
 }
