@@ -291,6 +291,21 @@ set_permissions_in() {
     run -66 as admin max "$n-new"
 }
 
+@test "a paused semaphore is paused to the inspector and the client: max 0, busy, not missing" {
+    as admin create "$n" 1
+    as admin max "$n" 0 >/dev/null
+    run -0 as inspector --json status "$n"
+    assert_json '.max == 0 and .paused == true'
+    run -0 as inspector max "$n"
+    assert_output 0
+    run -0 as inspector wait -n "$n"
+    run -1 --separate-stderr as client hold -n "$n" -- touch "$T/ran"
+    [[ $stderr == *"is paused (max 0)"* ]] || fail "stderr: '$stderr'"
+    run -0 as client --json status "$n"
+    assert_json '.max == 0 and .paused == true'
+    [ ! -e "$T/ran" ]
+}
+
 @test "client: acquire, hold, status, max and wait work; admin commands exit 77 and change nothing" {
     as admin create "$n" 2
     run -0 as client hold "$n" -- printenv AMQPLOCK_SLOT
