@@ -25,7 +25,7 @@ load lib/helper
 # permissions on the vhost at all.
 roles() {
     cat <<'ROLES'
-inspector ^$ ^amq\.default$ ^amqplock\..+#waiters$
+inspector ^$ ^amq\.default$ ^amqplock\..+(-0-A|#waiters)$
 client ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters)$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
 adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^amqplock\..+-[0-9]+-B$
