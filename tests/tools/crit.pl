@@ -84,7 +84,9 @@ sub bad { spew("$d/bad", "$_[0]\n", 1) }
 my $lock;
 sub lock_dir {
     open($lock, '>>', "$d/lock") or die "$d/lock: $!\n";
-    flock($lock, LOCK_EX) or die "flock: $!\n";
+    # A stop and a SIGCONT (the job-control tests) interrupt the wait:
+    # EINTR, which die would turn into exit 4.
+    until (flock($lock, LOCK_EX)) { die "flock: $!\n" unless $!{EINTR} }
 }
 sub unlock_dir { close $lock }
 
