@@ -184,7 +184,9 @@ trappers_lost() {
     t0=$(now)
     kill -KILL "${hs[@]}"
     # (a function: wait_until must run the status again each time)
-    none_held() { [ "$(al --json status "$n" | jq -c .held)" = '[]' ]; }
+    # (--no-names: a killed holder answers no question, and status would
+    # wait a second for it, sampling too coarsely for the bound)
+    none_held() { [ "$(al --json status --no-names "$n" | jq -c .held)" = '[]' ]; }
     wait_until 5 none_held || fail "slots still held"
     local took
     took=$(since "$t0")
