@@ -236,10 +236,10 @@ teardown() {
 
 @test "status --json of a paused semaphore: max 0, paused true, empty lists" {
     al create "$n" 2
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.paused == false'
     al max "$n" 0
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 0 and .paused == true
         and .held == [] and .free == [] and .orphans == [] and .missing == []
         and .held_count == 0 and .free_count == 0' --arg n "$n"
@@ -273,7 +273,7 @@ teardown() {
     assert_output "$n: 0 -> 2 slots"
     run sem_queues "$n"
     assert_output "$(slot_lines amqplock. "$n" 1 2)"
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.max == 2 and .paused == false and .free == [1, 2]'
     al max "$n" 0
     run -0 al max "$n" 3
@@ -306,7 +306,7 @@ teardown() {
     local h=$BG
     wait_until 10 connected "$h"
     # it waits in line, and status counts it
-    one_waits() { [ "$(al --json status "$n" | jq .waiting)" = 1 ]; }
+    one_waits() { [ "$(al --json status --no-names "$n" | jq .waiting)" = 1 ]; }
     wait_until 10 one_waits || fail "status: $(al status "$n")"
     al destroy "$n"
     wait_exit "$h" 20
@@ -322,7 +322,7 @@ teardown() {
     [[ $stderr == "amqplock: 1 running holder of $n lost its slot: "* ]] || fail "stderr: '$stderr'"
     wait_exit "$h" 10
     [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.max == 0 and .paused == true and .orphans == []'
     run -0 al wait "$n"
 }
@@ -332,7 +332,7 @@ teardown() {
     # a holder that never notices its slot went (an orphan that stays)
     hold_queues "amqplock.$n-2-B"
     al max "$n" 0
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.max == 0 and .paused == true and .orphans == [2]'
     run -1 --separate-stderr al wait -w 1 "$n"
     assert_error_line
@@ -402,13 +402,13 @@ teardown() {
 
 @test "status --json reports max and arrays of held, holders, away, unreachable, free, orphan and missing slots" {
     al create "$n" 3
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 3 and .held == []
         and .away == [] and .unreachable == [] and .free == [1, 2, 3] and .orphans == []
         and .missing == [] and .held_count == 0 and .free_count == 3
         and .holders == [] and .waiting == 0' --arg n "$n"
     # one key order
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","paused","held","held_count","holders","away","unreachable","free","free_count","waiting","orphans","missing"]' ]
 }
 
@@ -664,7 +664,7 @@ slot_types() {
     run slot_types "$n"
     assert_output "$(for i in 1 2 3 4; do echo "amqplock.$n-$i-A quorum"; done)"
     run -0 al hold "$n" -- true
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.max == 4 and (.free | length) == 4'
     # durable, and no probe's message left behind
     output=$(rmqctl -q list_queues name durable messages --no-table-headers 2>/dev/null)

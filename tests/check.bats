@@ -153,7 +153,7 @@ teardown() {
     al create "$n" 2
     damage --shared "amqplock.$n-1-B"
     # the damage: slot 1 reads as held, and nobody can ever take it
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.held == [1] and .free == [2]'
     run -0 --separate-stderr al hold -n "$n" -- printenv AMQPLOCK_SLOT
     assert_output 2
@@ -259,7 +259,7 @@ teardown() {
     run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map([.kind, .slot])) == [["missing_slot", 3]]
         and .problems[0].queue == $q and .max == 5 and .repaired == 0' --arg q "amqplock.$n-3-A"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 5 and .missing == [3] and .free == [1,2,4,5]'
     run -0 --separate-stderr al --json check --repair "$n"
     assert_json '.ok and .repaired == 1 and (.problems | map(.repaired)) == [true]'
@@ -288,7 +288,7 @@ teardown() {
 @test "slot queues right above the record (added by an amqplock older than it) are slots: recorded, never swept" {
     al create "$n" 2
     damage --shared "amqplock.$n-3-A" "amqplock.$n-4-A"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 4 and .free == [1,2,3,4]'
     run -65 --separate-stderr al --json check "$n"
     assert_json '(.problems | map(.kind)) == ["unrecorded"] and .max == 4'
@@ -311,14 +311,14 @@ teardown() {
     assert_output "checked $n: 3 slots (classic), no problems"
     # the record keeps the size once the top slot queue goes
     damage --delete "amqplock.$n-3-A"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 3 and .missing == [3]'
 }
 
 @test "every slot queue gone: status and check still see the semaphore; hold says why and what to do (exit 65)" {
     al create "$n" 2
     damage --delete "amqplock.$n-1-A" "amqplock.$n-2-A"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 2 and .missing == [1,2] and .free == []'
     run -65 --separate-stderr al hold -n "$n" -- touch "$T/ran"
     assert_error_line
@@ -366,20 +366,20 @@ acquirers() {
     wait_exit "${ACQ[2]}" 10
     expire_policy 3000
     wait_until 20 no_queue "amqplock.$n-2-A" || fail "slot 2 never expired"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 3 and .missing == [2] and .held == [1,3] and .free == []'
     run -65 --separate-stderr al check "$n"
     assert_line "$n: slot 2: slot queue amqplock.$n-2-A is gone (an expires policy, or deleted by hand?): not repaired"
     run -0 --separate-stderr al add "$n"
     assert_output "$n: 3 -> 4 slots"
     [[ $stderr == *"made 1 missing slot queue(s) of $n again"* ]] || fail "$stderr"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 4 and .held == [1,3]'
     run -0 --separate-stderr al remove "$n"
     assert_output "$n: 4 -> 3 slots"
     running "${ACQ[1]}" || fail "the holder of slot 1 ended: $(cat "$T/a1.err")"
     running "${ACQ[3]}" || fail "the holder of slot 3 ended: $(cat "$T/a3.err")"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 3 and .held == [1,3]'
 }
 
@@ -399,7 +399,7 @@ acquirers() {
     expire_policy 3000
     wait_until 20 no_queue "amqplock.$n-3-A" || fail "slot 3 never expired"
     wait_until 10 no_queue "amqplock.$n-2-A" || fail "slot 2 never expired"
-    run -0 --separate-stderr al --json status "$n"
+    run -0 --separate-stderr al --json status --no-names "$n"
     assert_json '.max == 3 and .missing == [2,3] and .held == [1]'
     clear_expire_policy
     run -0 --separate-stderr al add "$n"
@@ -561,7 +561,7 @@ acquirers() {
     local hold=$BG
     # an orphan above max, held by a client that never checks its slot
     hold_queues "amqplock.$n-5-B"
-    wait_until 10 eval '[ "$(al --json status "$n" | jq -c .held)" = "[1,2]" ]' ||
+    wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c .held)" = "[1,2]" ]' ||
         fail "status: $(al status "$n")"
 
     run -0 --separate-stderr al check "$n"

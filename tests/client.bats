@@ -21,7 +21,7 @@ await_slot() {
 }
 
 # json_status NAME FILTER: jq -c FILTER of status --json
-json_status() { al --json status "$1" | jq -c "$2"; }
+json_status() { al --json status --no-names "$1" | jq -c "$2"; }
 
 # holdq QUEUE...: holds exclusive QUEUEs on a connection of a perl client
 # that never checks anything (an orphan that stays); pid in HOLDQ.
@@ -412,12 +412,12 @@ woken_by_release() {
         prev=$size
         run -0 al max "$n"
         assert_output "$size"
-        run -0 al --json status "$n"
+        run -0 al --json status --no-names "$n"
         assert_json ".max == $size and (.free | length) == $size and .free[-1] == $size"
     done
     # every slot but 40 held: acquire must look past the first windows
     holdq $(seq 1 300 | grep -vx 40 | sed "s/.*/amqplock.$n-&-B/")
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.free == [40] and (.held | length) == 299'
     bg a1 acquire "$n"
     [ "$(await_slot a1)" = 40 ]
@@ -967,7 +967,7 @@ held_now() { [ "$(json_status "$1" .held)" = "$2" ]; }
     # let go: its holder queue gone, the slot is free again
     kill -TERM "$h"
     wait_exit "$h" 5
-    wait_until 10 held_now "$n" '[2]' || fail "slot 1 not free: $(al --json status "$n")"
+    wait_until 10 held_now "$n" '[2]' || fail "slot 1 not free: $(al --json status --no-names "$n")"
     [ "$(json_status "$n" '.unreachable')" = '[2]' ]
 }
 

@@ -801,5 +801,5 @@ linger_hold() {
     [ "$named" -ge 2 ] || fail "only $named stops by name"
     [ "$odd" -ge 20 ] || fail "only $odd zombie-leader children"
     [ "$kills" -ge 2 ] || fail "only $kills kills"
-    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }

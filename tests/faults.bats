@@ -59,7 +59,7 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     check_contention "$d" "$TURNS" 3
     note "hold exits: $(exit_counts "$d")"
     [ -z "$(grep -vx 0 "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
-    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
 # Half the turns of the test above (which proves the 500), to keep CI
@@ -179,7 +179,7 @@ trappers_lost() {
     for i in 1 2 3 4 5; do
         wait_until 10 test -e "$T/ready$i" || fail "CMD $i did not start: $(cat "$T/h$i.err")"
     done
-    [ "$(al --json status "$n" | jq -c .free)" = '[]' ]
+    [ "$(al --json status --no-names "$n" | jq -c .free)" = '[]' ]
     local t0
     t0=$(now)
     kill -KILL "${hs[@]}"
@@ -201,7 +201,7 @@ trappers_lost() {
     start_trappers 3 --lease 0
     rmqctl close_all_connections "fault suite" >/dev/null
     trappers_lost 10 "closed the connection"
-    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
 # --- 3. silent partitions ------------------------------------------------------------
@@ -280,7 +280,7 @@ trappers_lost() {
 amqplock.$n-2-A true false
 amqplock.$n-3-A true false" ]
     run -0 al hold -n "$n" -- true
-    [ "$(al --json status "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
 # A waiting client rides out the broker's absence: it connects again with

@@ -151,10 +151,10 @@ no_lease_left() {
 mono() { perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e 'printf "%.6f\n", clock_gettime(CLOCK_MONOTONIC)'; }
 
 # away_slots NAME: the slots status --json lists as away, e.g. [1,3]
-away_slots() { al --json status "$1" | jq -c .away; }
+away_slots() { al --json status --no-names "$1" | jq -c .away; }
 is_away() { [ "$(away_slots "$1")" = "$2" ]; }
 # none_held NAME: no slot of NAME is held, by a holder or a lease
-none_held() { [ "$(al --json status "$1" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
+none_held() { [ "$(al --json status --no-names "$1" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
 
 # a newcomer that must find every slot taken: exit 1, nothing run
 newcomer_busy() {
@@ -185,7 +185,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
         ws+=("$BG")
     done
     sleep 0.5
-    [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
     APP_STOPPED=1
     local t0 stopped back
     t0=$(now)
@@ -196,7 +196,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     back=$(since "$t0")
     # every slot is held or away: a newcomer gets busy at once
     local st
-    st=$(al --json status "$n" | jq -c '[.held, .away]')
+    st=$(al --json status --no-names "$n" | jq -c '[.held, .away]')
     newcomer_busy 5
     note "stop_app took $stopped s, the broker was back $back s after it began; then held and away: $st"
     for i in 1 2 3 4 5; do
@@ -210,7 +210,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     check_runs 10 "$T"/h*.cmd
     check_events h1 h2 h3 h4 h5
     note "10 commands, none disturbed (longest pause $(max_gap) s), no overlap (least hand-over $MARGIN s); disconnections x reconnections: $EVENTS; the waiters ran $(cat "$T"/h{6..10}.rcs | grep -cx 6) times into the outage (exit 6) and tried again"
-    [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]
     no_lease_left "$n"
 }
 
@@ -234,11 +234,11 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     took=$("$H/renode.sh" restart "$AMQPLOCK_TEST_BROKER_DIR" | tr '\n' ' ')
     NODE_STOPPED=
     local st
-    st=$(al --json status "$n" | jq -c '[.held, .away]')
+    st=$(al --json status --no-names "$n" | jq -c '[.held, .away]')
     newcomer_busy 5
     note "node restart: $took; then held and away: $st"
     wait_until 20 reconnected_all 1 h1 h2 h3 h4 h5 || fail "not every hold reconnected: $(cat "$T"/h[1-5].err)"
-    [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
     touch "$T/go"
     for i in 1 2 3 4 5; do
         wait_exit "${hs[$((i - 1))]}" 15
@@ -290,7 +290,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     done
     wait_until 15 reconnected_all 2 h1 h2 h3 h4 h5 || fail "not every hold reconnected twice: $(cat "$T"/h[1-5].err)"
     sleep 0.5
-    [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
     touch "$T/go"
     wait_until 10 ended "$newcomers" || fail "newcomers still run"
     for i in 1 2 3 4 5; do
@@ -419,21 +419,21 @@ holder_done() {
     kill -STOP "$RELAY"
     # the broker drops the silent connection (its holder queue) after about
     # two heartbeats; the lease stays
-    wait_until 10 is_away "$n" '[1]' || fail "slot not away: $(al --json status "$n")"
+    wait_until 10 is_away "$n" '[1]' || fail "slot not away: $(al --json status --no-names "$n")"
     note "slot away $(since "$t0") s after the relay froze"
     run -0 al status "$n"
     assert_line --regexp '^away +1: 1$'
     assert_line --regexp '^held +1 of 1: 1$'
     assert_line --regexp '^free +0 of 1$'
-    run -0 al --json status "$n"
+    run -0 al --json status --no-names "$n"
     assert_json '.held == [1] and .away == [1] and .free == []'
     newcomer_busy 1
     run -1 --separate-stderr al --json acquire -n "$n"
     assert_json '.ok == false and .error == "busy"'
     # the partition heals: the holder takes its slot back
     holder_back
-    wait_until 5 is_away "$n" '[]' || fail "still away: $(al --json status "$n")"
-    [ "$(al --json status "$n" | jq -c .held)" = '[1]' ]
+    wait_until 5 is_away "$n" '[]' || fail "still away: $(al --json status --no-names "$n")"
+    [ "$(al --json status --no-names "$n" | jq -c .held)" = '[1]' ]
     run -0 al status "$n"
     refute_line --regexp '^away'
     holder_done "$h"
@@ -450,7 +450,7 @@ holder_done() {
     local w=$BG
     wait_until 10 grep -q "waiting on amqplock.$n#waiters" "$T/w.err" || fail "w not in line: $(cat "$T/w.err")"
     kill -STOP "$RELAY"
-    wait_until 10 is_away "$n" '[1]' || fail "slot 1 not away: $(al --json status "$n")"
+    wait_until 10 is_away "$n" '[1]' || fail "slot 1 not away: $(al --json status --no-names "$n")"
     # slot 1 now has no holder queue, only a lease: the woken waiter's
     # first pick; its claim must see the lease and go on to slot 2
     kill -TERM "$a"
@@ -472,11 +472,11 @@ holder_done() {
         hs+=("$BG")
     done
     running_cmds h1 h2 h3 h4 h5
-    [ "$(al --json status "$n" | jq -c .free)" = '[]' ]
+    [ "$(al --json status --no-names "$n" | jq -c .free)" = '[]' ]
     local t0
     t0=$(now)
     kill -KILL "${hs[@]}"
-    wait_until 10 none_held "$n" || fail "slots still held: $(al --json status "$n")"
+    wait_until 10 none_held "$n" || fail "slots still held: $(al --json status --no-names "$n")"
     local took
     took=$(since "$t0")
     note "5 slots free $took s after kill -9 of their amqplock (lease 40 s)"
@@ -509,7 +509,7 @@ holder_done() {
     t0=$(now)
     kill -KILL "$h"
     kill -CONT "$RELAY"
-    wait_until 10 none_held "$n" || fail "slot still held: $(al --json status "$n")"
+    wait_until 10 none_held "$n" || fail "slot still held: $(al --json status --no-names "$n")"
     local took
     took=$(since "$t0")
     note "slot free $took s after kill -9 of a hold waiting to release (lease 40 s)"
@@ -530,15 +530,15 @@ holder_done() {
     unset AMQPLOCK_RELAY_STALL
     bg h --url "$RELAY_URL" -v --heartbeat 0 --rpc-timeout 30 hold -n "$n" -- true
     local h=$BG keeper
-    wait_until 10 eval '[ "$(al --json status "$n" | jq -c .held)" = "[1]" ]' ||
-        fail "the claim did not reach the broker: $(al --json status "$n")"
+    wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c .held)" = "[1]" ]' ||
+        fail "the claim did not reach the broker: $(al --json status --no-names "$n")"
     sleep 0.2
     ! grep -q "command started" "$T/h.err" || fail "the claim was answered: $(cat "$T/h.err")"
     keeper=$(pgrep -P "$h" -x "$KEEPER" || true)
     local t0
     t0=$(now)
     kill -KILL "$h"
-    wait_until 10 none_held "$n" || fail "slot still held: $(al --json status "$n")"
+    wait_until 10 none_held "$n" || fail "slot still held: $(al --json status --no-names "$n")"
     local took
     took=$(since "$t0")
     note "slot free $took s after kill -9 of a hold whose claim was in flight (lease 40 s)"
@@ -598,7 +598,7 @@ holder_done() {
     kill -KILL "${pids[@]}"
     local kill_mono
     kill_mono=$(mono)
-    wait_until 3 is_away "$n" '[1,2,3,4,5]' || fail "slots not away: $(al --json status "$n")"
+    wait_until 3 is_away "$n" '[1,2,3,4,5]' || fail "slots not away: $(al --json status --no-names "$n")"
     run -0 al status "$n"
     assert_line --regexp '^away +5: 1 2 3 4 5$'
     newcomer_busy 5
@@ -610,14 +610,14 @@ holder_done() {
     local late=3
     [ "$ltype" = classic ] || late=6.5
     while [ "$(wc -l <"$T/freed")" -lt 5 ] && awk -v a="$t0" -v b="$EPOCHREALTIME" -v d="$D" -v l="$late" 'BEGIN { exit !(b - a < d + l + 2) }'; do
-        free=$(al --json status "$n" | jq -r '.free[]')
+        free=$(al --json status --no-names "$n" | jq -r '.free[]')
         for i in $free; do
             grep -q "^$i " "$T/freed" || echo "$i $(since "$t0")" >>"$T/freed"
         done
         sleep 0.1
     done
     note "slots freed after the kill (s): $(sort -n "$T/freed" | awk '{ printf "%s%s", (NR > 1 ? ", " : ""), $2 }') (lease $D s, $ltype queues)"
-    [ "$(wc -l <"$T/freed")" -eq 5 ] || fail "slots still not free D + $late + 2 s after the kill: $(al --json status "$n")"
+    [ "$(wc -l <"$T/freed")" -eq 5 ] || fail "slots still not free D + $late + 2 s after the kill: $(al --json status --no-names "$n")"
     local t
     for t in $(awk '{ print $2 }' "$T/freed"); do
         at_least "$t" "$(awk -v d="$D" 'BEGIN { print d - 1.5 }')"
@@ -685,7 +685,7 @@ holder_done() {
     [ "$rc" -eq 75 ] || fail "hold exited $rc: $(cat "$T/h.err")"
     [ "$(cat "$T/sig")" = TERM ]
     grep -q "closed the connection" "$T/h.err" || fail "stderr: $(cat "$T/h.err")"
-    [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]
 }
 
 @test "the lease queue: durable, x-expires = the lease; gone after a clean release, after acquire ends, after a reconnect, after a removed slot" {
@@ -828,8 +828,8 @@ close_holders() {
         fail "holds failed: $(exit_counts "$d"); $(grep -v '^amqplock: \(connection for\|reconnected\)' "$d/err" | sort | uniq -c | head)"
     [ "$(grep -c '^amqplock: reconnected' "$d/err" || true)" -ge 3 ] ||
         fail "too few reconnections: $(sed -E 's/t[0-9]+-s-[0-9-]+/N/g; s/[0-9]+(\.[0-9]+)? s/S s/g; s/:[0-9]+/:P/g' "$d/err" | sort | uniq -c | sort -rn | head -20)"
-    none_taken() { [ "$(al --json status "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
-    wait_until 30 none_taken || fail "slots still taken: $(al --json status "$n")"
+    none_taken() { [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
+    wait_until 30 none_taken || fail "slots still taken: $(al --json status --no-names "$n")"
 }
 
 # RabbitMQ 4.0 removes a dead cluster node's exclusive queues by name some
@@ -843,15 +843,15 @@ close_holders() {
     wait_until 10 test -e "$T/h.cmd.ready" || fail "CMD did not start: $(cat "$T/h.err")"
     rmqctl close_all_connections "lease suite" >/dev/null
     wait_until 15 grep -q '"event":"reconnected"' "$T/h.err" || fail "not back: $(cat "$T/h.err")"
-    wait_until 10 eval '[ "$(al --json status "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
-        fail "holder queue not back: $(al --json status "$n")"
+    wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
+        fail "holder queue not back: $(al --json status --no-names "$n")"
     # the new connection says which slot it holds
     rmqctl -q list_connections client_properties | grep -qF "amqplock hold $n (slot 1, on " ||
         fail "connections: $(rmqctl -q list_connections client_properties)"
     rmqctl delete_queue "amqplock.$n-1-B" >/dev/null
     # the next verification finds it gone and declares it again
-    wait_until 10 eval '[ "$(al --json status "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
-        fail "holder queue not declared again: $(al --json status "$n"); $(cat "$T/h.err")"
+    wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
+        fail "holder queue not declared again: $(al --json status --no-names "$n"); $(cat "$T/h.err")"
     sleep 1.5
     running "$h" || fail "the hold ended: $(cat "$T/h.err")"
     ! grep -q '"event":"lost"\|lost slot' "$T/h.err" || fail "lost: $(cat "$T/h.err")"

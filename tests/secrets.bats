@@ -582,7 +582,7 @@ bad_login_commands() {
     wait_until 10 test -s "$T/cmd.pid" || fail "CMD did not start: $(cat "$T/h.err")"
     cmd=$(cat "$T/cmd.pid")
     wait_until 5 execd_sleep "$cmd" || fail "CMD did not exec sleep"
-    [ "$(al --json status "$n" | jq -c .held)" = '[1]' ]
+    [ "$(al --json status --no-names "$n" | jq -c .held)" = '[1]' ]
 
     # CMD's environment as it was given to it
     tr '\0' '\n' <"/proc/$cmd/environ" >"$T/cmd.environ"
@@ -843,17 +843,17 @@ option_forms() {
         sh -c 'echo "$AMQPLOCK_SLOT"'
     assert_output 1
     run -0 al -u "$u" --cacert "$TLS/ca.pem" hold "$n" -- true
-    [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
 
     # a slot held through TLS is seen held over plain AMQP, and given back
     bg a -u "$u" --cacert "$TLS/ca.pem" acquire "$n"
     local a=$BG
     wait_until 10 has_line "$T/a.out" 1 || fail "no slot: $(cat "$T/a.out" "$T/a.err")"
-    [ "$(al --json status "$n" | jq -c .held)" = '[1]' ]
+    [ "$(al --json status --no-names "$n" | jq -c .held)" = '[1]' ]
     kill -TERM "$a"
     wait_exit "$a" 5
     [ "$rc" -eq 0 ] || fail "acquire exited $rc: $(cat "$T/a.err")"
-    [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
 
     # the password through TLS: a wrong one is exit 7 and not shown
     fails_quietly 77 -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
@@ -932,7 +932,7 @@ option_forms() {
         --insecure hold "$n" -- echo ran
     assert_output ran
     stderr_has "--insecure"
-    [ "$(al --json status "$n" | jq -c .held)" = '[]' ]
+    [ "$(al --json status --no-names "$n" | jq -c .held)" = '[]' ]
 }
 
 @test "a client certificate from the broker's CA is accepted; one from another CA is refused (exit 69)" {
@@ -942,7 +942,7 @@ option_forms() {
         --cert "$TLS/client.pem" --key "$TLS/client.key" create "$n" 1
     run -0 --separate-stderr al -u "$u" --cacert "$TLS/ca.pem" \
         --cert "$TLS/client.pem" --key "$TLS/client.key" hold "$n" -- true
-    [ "$(al --json status "$n" | jq -c '[.held, .free]')" = '[[],[1]]' ]
+    [ "$(al --json status --no-names "$n" | jq -c '[.held, .free]')" = '[[],[1]]' ]
 
     local m
     m=$(unique_name other)
