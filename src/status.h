@@ -1,8 +1,9 @@
 /* Outcomes shared by every module, and the process exit codes they map to
- * (status_exit_code). The exit codes are part of the command-line
- * contract: never renumber. amqplock's own failures take sysexits(3)
- * codes, as flock(1) does, so that they never pass for the exit status
- * of a job run under `hold` (0-63, 126, 127, 128+N); busy is 1, or -E's. */
+ * (status_exit_code). amqplock's own failures take sysexits(3) codes, as
+ * flock(1) does, so that they never pass for the exit status of a job
+ * run under `hold` (0-63, 126, 127, 128+N); busy is 1, or -E's. The exit
+ * codes are part of the command-line contract: they moved once, to
+ * sysexits; never renumber them again. */
 #ifndef AMQPLOCK_STATUS_H
 #define AMQPLOCK_STATUS_H
 
