@@ -152,6 +152,21 @@ enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect,
 	return AL_OK;
 }
 
+/* The one consumer a connection has: on `channel`, its deliveries to
+ * `hooks`; what conn_consume and conn_listen start with. */
+static enum al_status consumer_begin(struct conn *c, amqp_channel_t channel,
+				     const struct conn_consumer *hooks)
+{
+	if (c->dead)
+		return AL_CONNECTION;
+	if (c->consumer_channel)
+		return fail(AL_INTERNAL, "internal error: already consuming");
+	c->consumer_channel = channel;
+	c->consumer = *hooks;
+	c->delivering = 0;
+	return AL_OK;
+}
+
 enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_t *arguments,
 			    const struct conn_consumer *hooks, bool *alone)
 {
@@ -165,18 +180,14 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 		AMQP_CHANNEL_OPEN_OK_METHOD, AMQP_BASIC_QOS_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
 		AMQP_BASIC_CONSUME_OK_METHOD};
 	amqp_method_t m;
+	enum al_status st;
 	bool none;
 	size_t i;
 	int r;
 
 	*alone = false;
-	if (c->dead)
-		return AL_CONNECTION;
-	if (c->consumer_channel)
-		return fail(AL_INTERNAL, "internal error: already consuming");
-	c->consumer_channel = CONSUMER_CHANNEL;
-	c->consumer = *hooks;
-	c->delivering = 0;
+	if ((st = consumer_begin(c, CONSUMER_CHANNEL, hooks)) != AL_OK)
+		return st;
 	/* One round trip for the four. */
 	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
 	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
@@ -186,9 +197,7 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 				  &consume)))
 		return connection_failed(c, r, "subscribing to a queue");
 	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		enum al_status st =
-			next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
-
+		st = next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
 		if (st != AL_OK || m.id != replies[i])
 			return c->dead ? st : AL_BROKER;
 		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
@@ -219,15 +228,11 @@ enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_
 {
 	amqp_channel_open_t open = {0};
 	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue), .no_ack = 1};
+	enum al_status st;
 	int r;
 
-	if (c->dead)
-		return AL_CONNECTION;
-	if (c->consumer_channel)
-		return fail(AL_INTERNAL, "internal error: already consuming");
-	c->consumer_channel = LISTEN_CHANNEL;
-	c->consumer = *hooks;
-	c->delivering = 0;
+	if ((st = consumer_begin(c, LISTEN_CHANNEL, hooks)) != AL_OK)
+		return st;
 	/* Nothing is waited for: the open-ok and consume-ok are skipped
 	 * when they come, a refusal ends the consumer (take_consumed). */
 	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
