@@ -5,7 +5,7 @@
 # The options that take a value, as amqplock's getopt tables have them.
 set -g __amqplock_value_opts -u --url --password-file --cacert --cert --key --prefix --management-url \
     --heartbeat --connect-timeout --rpc-timeout --admin-wait --overshoot --slot-type -w --wait \
-    -E --conflict-exit-code -c --command --lost-signal --grace --lease
+    -E --conflict-exit-code -c --command --lost-signal --grace --lease --min-hold --create
 
 # Prints the command (create, hold, ...) and then, one a line, what follows
 # it on the command line before the cursor: the options are left out.
@@ -142,6 +142,9 @@ complete -c amqplock -n $waiting -s E -l conflict-exit-code -x -d 'Exit code whe
 # acquire and hold: how long the broker keeps the slot for a holder that
 # lost its connection.
 complete -c amqplock -n '__amqplock_using acquire hold' -l lease -x -d 'Keep the slot SECS for a holder that lost its connection (0 = none)'
+# cron on every host: a short job's slot kept a while; a missing semaphore made.
+complete -c amqplock -n '__amqplock_using acquire hold' -l min-hold -x -d 'Keep the slot SECS after it was taken, even if done sooner'
+complete -c amqplock -n '__amqplock_using acquire hold' -l create -x -d 'Create the semaphore with N slots if it does not exist'
 
 # hold. The signals for --lost-signal are those amqplock accepts: the ones
 # whose default action ends a process, by glibc's names (not KILL STOP CONT

@@ -36,6 +36,8 @@ static const char default_url[] = DEFAULT_URL;
 #define DEFAULT_LOST_SIGNAL   TERM /* SIGTERM */
 #define DEFAULT_GRACE         10
 #define MAX_SECONDS           1e6
+/* A minimum hold of up to a day: a cron schedule's period at most. */
+#define MAX_MIN_HOLD 86400
 
 #define STR_(x)    #x
 #define STR(x)     STR_(x)
@@ -74,6 +76,8 @@ enum opt_id {
 	OPT_NO_NAMES,
 	OPT_LEASE,
 	OPT_MANAGEMENT_URL,
+	OPT_MIN_HOLD,
+	OPT_CREATE,
 };
 
 /* What an option does with its field. */
@@ -179,6 +183,13 @@ static const struct opt_def opt_defs[] = {
 	{"lease", OPT_LEASE, "SECS", LEASE, SECONDS(hold.lease, 0),
 	 .help = "keep the slot this long for a holder that lost its connection,\n"
 		 "to reconnect; 0 = none (default " STR(DEFAULT_LEASE_BASE) " + --grace)"},
+	{"min-hold", OPT_MIN_HOLD, "SECS", LEASE, .kind = KIND_SECONDS,
+	 .field = TYPED(hold.min_hold, double), .max = MAX_MIN_HOLD,
+	 .help = "keep the slot SECS after it was taken, even if done sooner;\n"
+		 "amqplock exits at once, the broker frees it (at most a day)"},
+	{"create", OPT_CREATE, "N", LEASE, COUNT(create, 1, SLOTS_MAX),
+	 .help = "create the semaphore with N slots if it does not exist\n"
+		 "(needs the admin role only when it creates)"},
 	{"help", OPT_HELP, NULL, GLOBAL, CALL(set_show), .help = "show help and exit"},
 	{"version", OPT_VERSION, NULL, GLOBAL, CALL(set_show), .help = "show the version and exit"},
 };

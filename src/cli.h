@@ -67,6 +67,8 @@ struct cli {
 	bool repair;
 	/* acquire, hold, wait */
 	unsigned conflict_exit;
+	/* acquire, hold: --create N, 0 if not given */
+	unsigned create;
 	/* hold */
 	char *command_text; /* -c */
 	char **command;     /* after "--" */

@@ -146,6 +146,9 @@ static enum al_status settle_lease(struct cli *cli, bool has_command)
 			"--lease %g is too short for %s--heartbeat %u: at least %.0f s, or 0 for "
 			"no lease",
 			cli->hold.lease, with_grace, cli->conn.heartbeat, least);
+	if (cli->hold.min_hold > 0 && cli->hold.lease == 0)
+		return fail(AL_USAGE,
+			    "--min-hold needs a lease to keep the slot with: not --lease 0");
 	trace("lease %g s", cli->hold.lease);
 	return AL_OK;
 }
@@ -301,6 +304,38 @@ static bool may_go_on(struct client *cl, const struct conn *c, bool connecting, 
 	return !deadline_passed(wait_end);
 }
 
+/* --create N: a semaphore that does not exist is made with N slots, under
+ * the admin mutex; one that another made meanwhile (the same crontab
+ * firing on every host) is used as it is, whatever its size. Only this
+ * needs the admin role's permissions. */
+static enum al_status create_missing(struct cli *cli, struct sem *s)
+{
+	struct sem_change change;
+	enum al_status st;
+
+	trace("%s does not exist; creating it with %u slot(s) (--create)", cli->name, cli->create);
+	status_clear();
+	st = sem_admin(s, SEM_CREATE, cli->create, &change);
+	if (st == AL_EXISTS) {
+		trace("%s was created meanwhile by another: %s", cli->name, status_message());
+		status_clear();
+		return AL_OK;
+	}
+	/* Refused at the admin mutex: a crontab of the client role. */
+	if (st == AL_ACCESS)
+		fail_context(st,
+			     "%s does not exist, and --create may not make it (it needs the admin "
+			     "role's configure permission; see Permissions in the README): ",
+			     cli->name);
+	if (st != AL_OK)
+		return st;
+	out_begin();
+	out_str("event", NULL, "created");
+	out_str("semaphore", NULL, cli->name);
+	out_uint("max", NULL, change.max);
+	return out_end();
+}
+
 /* Connect and wait for a slot: what acquire and hold share. From the
  * moment it returns AL_OK, the signals amqplock handles are blocked and
  * wait on *sig_fd. */
@@ -310,7 +345,7 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 	struct deadline wait_end, replies_end;
 	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST)};
 	enum al_status st;
-	bool connecting;
+	bool connecting, created = false;
 
 	/* One deadline for the whole wait, connecting and reconnects
 	 * included. */
@@ -323,6 +358,13 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 		if (!connecting) {
 			connected(cl, c, &retries);
 			st = hold_take(s, o, wait_end, &cl->slot, max);
+			/* Once: a semaphore destroyed again meanwhile is not
+			 * fought over. */
+			if (st == AL_NOT_FOUND && cli->create && !created) {
+				created = true;
+				if ((st = create_missing(cli, s)) == AL_OK)
+					st = hold_take(s, o, wait_end, &cl->slot, max);
+			}
 		}
 		if (st != AL_CONNECTION || !may_go_on(cl, c, connecting, s, o, wait_end, &retries))
 			break;

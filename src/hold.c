@@ -411,6 +411,11 @@ static enum al_status let_go(struct holding *h)
 	 * leave the waiters to find the slot by polling. */
 	if (!s->conn->dead && h->verify_sent)
 		(void)await_verification(h);
+	/* --min-hold not yet over: the slot stays taken by a lease of what
+	 * is left, and goes back when the broker deletes it; the holder
+	 * queue goes with the connection. Nobody is woken. */
+	if (!s->conn->dead && keep_minimum(s, &h->end))
+		return AL_OK;
 	/* Waiters hear of it at once; a failure here changes nothing, as
 	 * the connection's close gives the slot back anyway, but for a
 	 * lease, which lasts its length if it cannot be ended now. */
@@ -436,6 +441,8 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	int sig;
 
 	h.answers.taken_at = (long long)time(NULL);
+	if (o->min_hold > 0)
+		h.end.min_until = boot_seconds() + o->min_hold;
 	h.heard = now_seconds();
 	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;

@@ -63,6 +63,10 @@ struct hold_opts {
 	/* The lease, seconds (s->lease as cli_connect set it up); 0: none,
 	 * the slot is lost with the connection. */
 	double lease;
+	/* --min-hold: the slot stays taken this long after it was taken,
+	 * by a lease of that length left behind (sem_lease_minimum); 0:
+	 * none. */
+	double min_hold;
 	/* Where to connect again after a lost connection, with a lease. */
 	const struct conn_opts *conn_opts;
 	/* Who is told what happens (cmd_client.c prints it). */
@@ -81,6 +85,9 @@ struct lease_end {
 	unsigned slot;
 	struct conn apart;
 	bool apart_open;
+	/* --min-hold: until when (boot_seconds()) the slot stays taken
+	 * after the command, by a minimum lease; 0: no minimum. */
+	double min_until;
 };
 
 /* The command's keeper (keeper.c) is forked while each claim is under

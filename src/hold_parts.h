@@ -67,6 +67,10 @@ struct holding {
 
 /* The broker confirmed a renewal sent at `sent` (boot clock): the keeper
  * learns the new deadline. */
+/* --min-hold (job.c): if e's minimum has time left, our lease of e's
+ * slot is replaced on s's connection by one that lasts that long; true if
+ * it was (the slot is then let go without a release). */
+bool keep_minimum(struct sem *s, const struct lease_end *e);
 void renewed(struct holding *h, double sent);
 /* Verifies the slot now and waits for the answer. */
 enum al_status verify_now(struct holding *h);

@@ -26,6 +26,23 @@
  * of the command; it takes milliseconds. */
 #define FREEZE_WAIT 2.0
 
+/* A minimum shorter than this is not worth a lease: the slot goes back. */
+#define MINIMUM_LEAST 0.05
+
+bool keep_minimum(struct sem *s, const struct lease_end *e)
+{
+	double left = e->min_until - boot_seconds();
+	bool placed = false;
+
+	if (!e->min_until || left < MINIMUM_LEAST)
+		return false;
+	if (sem_lease_minimum(s, e->slot, left, &placed) != AL_OK) {
+		trace("could not keep slot %u for its minimum: %s", e->slot, status_message());
+		status_clear();
+	}
+	return placed;
+}
+
 /* Ends the lease on a connection of its own, one attempt: the keeper's
  * last act if amqplock died (every process of the command has ended by
  * then), or amqplock's after the command ended while it was away. */
@@ -39,7 +56,14 @@ void end_lease_apart(void *arg)
 	 * queue alive until now) is hung up as the lease ends, so that the
 	 * waiter the lease's end wakes finds the slot free. */
 	s.conn = &e->apart;
-	if (e->apart_open || conn_open(&e->apart, e->o->conn_opts, deadline_never()) == AL_OK)
+	if (!e->apart_open && conn_open(&e->apart, e->o->conn_opts, deadline_never()) == AL_OK)
+		e->apart_open = true;
+	/* A minimum still to run: a lease of that length in place of ours
+	 * before the holder queue goes, and nobody woken. */
+	if (e->apart_open && keep_minimum(&s, e)) {
+		conn_hang_up(e->s->conn);
+		st = AL_OK;
+	} else if (e->apart_open)
 		st = sem_lease_end_apart(&s, e->slot, e->s->conn);
 	else
 		conn_hang_up(e->s->conn);
@@ -99,6 +123,8 @@ void hold_keeper_ready(void *arg, unsigned k)
 
 	hold_keeper_abandon(kp);
 	kp->end.slot = k;
+	/* From the claim: the command starts milliseconds later. */
+	kp->end.min_until = o->min_hold > 0 ? boot_seconds() + o->min_hold : 0;
 	if (o->events.command_env)
 		o->events.command_env(o->events.arg, k);
 	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;

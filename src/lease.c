@@ -183,6 +183,51 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot)
 	return st == AL_OK && ended ? sem_wake_line(s) : st;
 }
 
+/* How long sem_lease_minimum tries to place a minimum lease while
+ * another's is in the way: a claimer that raced us between our lease's
+ * deletion and the new declare holds one until its holder queue has been
+ * refused a few times (claim.c, HOLDER_RETRIES: some 20 ms), then drops
+ * it. A lease there for longer is not a claimer's, and is left alone. */
+#define MINIMUM_PLACE_WAIT  1.0
+#define MINIMUM_PLACE_PAUSE 0.005
+
+/* The minimum lease has our token and the time left as its x-expires:
+ * arguments other than the running lease's, so that nothing of ours
+ * that renews or ends a lease by its token (a keeper's last act, a
+ * verification) can touch it; its holder queue keeps the slot while one
+ * replaces the other. Nobody else's claim gets through meanwhile: a
+ * claimer that gets the lease in the gap is refused the holder queue,
+ * and drops its lease. */
+enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, bool *placed)
+{
+	static const struct step make = {DECLARE_LEASE, LEASE_QUEUE};
+	struct deadline by = deadline_in(MINIMUM_PLACE_WAIT);
+	unsigned running_ms = s->lease.ms;
+	enum al_status st;
+	uint16_t refused = 0;
+	size_t done;
+	bool ended;
+
+	*placed = false;
+	if ((st = lease_drop(s, slot, &ended)) != AL_OK)
+		return st;
+	s->lease.ms = (unsigned)(seconds * 1000) + 1;
+	do {
+		if (refused)
+			sleep_seconds(MINIMUM_PLACE_PAUSE);
+		st = run_steps(s, slot, &make, 1, &done, &refused);
+	} while (st == AL_OK && refused == AMQP_PRECONDITION_FAILED && !deadline_passed(by));
+	s->lease.ms = running_ms;
+	if (st == AL_OK && refused == 0) {
+		*placed = true;
+		trace("slot %u kept for %.3f s more by a minimum lease (--min-hold)", slot,
+		      seconds);
+	} else if (st == AL_OK) {
+		trace("could not place the minimum lease of slot %u (refused %u)", slot, refused);
+	}
+	return st;
+}
+
 /* How long sem_lease_end_apart waits for the broker to drop the holder
  * queue of a hung-up connection before it wakes the line anyway (the
  * first in line then finds the slot at its next look). It asks every

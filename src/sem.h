@@ -314,6 +314,14 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot);
  * and waiters probe a lease once they see no holder queue. */
 enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding);
 
+/* --min-hold: our lease of slot replaced by one that lasts `seconds`
+ * from now, while our holder queue still keeps the slot (the caller then
+ * lets the connection go, and the broker frees the slot when that lease
+ * runs out). *placed says whether it is there; if not (another's lease
+ * in the way for a second), our lease is gone all the same and the caller
+ * releases the slot as usual, without one. */
+enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, bool *placed);
+
 /* Waiting for a slot: joins the semaphore's line, last. The broker
  * gives each wake-up to the oldest waiter in it alone: sem_woken then
  * says so. Without it (refused, say), waiting still polls, and takes

@@ -71,6 +71,11 @@ away-ends-wait|src/cmd_client.c|s/\tif \(!conn_broker_away\(c\)\) \{/\tif (1) {/
 cut-claim-counts|src/claim.c|s/if \(st == AL_CONNECTION && s->lease.on && s->conn->dead && !sem_lost_to_lease\(s\)\) \{/if (0) {/|lease.bats|a claim cut by a lost connection is void
 pause-forgotten|src/record.c|s/\treturn recorded\(c, sn, 0, paused, known\);/\t*paused = false;\n\treturn AL_OK;/|admin.bats|max NAME 0 pauses
 busy-E0-said|src/main.c|s/ \x7c\x7c cli->conflict_exit == 0\)/)/|client.bats|E 0 -n on a full semaphore is silent
+minimum-not-kept|src/hold.c|s/if \(!s->conn->dead && keep_minimum\(s, &h->end\)\)/if (0)/|cron.bats|min-hold 8 -- true returns at once
+keeper-ends-minimum|src/job.c|s/if \(e->apart_open && keep_minimum\(&s, e\)\)/if (0)/|cron.bats|kill -9 of a hold during its minimum
+minimum-too-long|src/lease.c|s/s->lease.ms = \(unsigned\)\(seconds \* 1000\) \+ 1;/s->lease.ms = (unsigned)(seconds * 2000) + 1;/|cron.bats|min-hold 8 -- true returns at once
+create-race-fails|src/cmd_client.c|s/\tif \(st == AL_EXISTS\) \{/\tif (0) {/|cron.bats|racing on a missing name
+create-size-ignored|src/cmd_client.c|s/sem_admin\(s, SEM_CREATE, cli->create, &change\)/sem_admin(s, SEM_CREATE, 1, \&change)/|cron.bats|uses it as it is
 shrink-unsaid|src/admin.c|s/\(st = count_held\(s, target \+ 1, max - target, &out->ended_holders\)\) == AL_OK &&\n\t\t    //|client.bats|how many running holders
 EOF
 }

@@ -291,6 +291,20 @@ set_permissions_in() {
     run -66 as admin max "$n-new"
 }
 
+@test "hold --create as the client: 77 naming the admin role while the semaphore is missing, nothing made; it holds once the admin made it" {
+    refused client hold -n --create 1 "$n" -- touch "$T/ran"
+    [[ $stderr == *"admin role"* ]] || fail "the message does not name the admin role: '$stderr'"
+    [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
+    [ -z "$(vhost_queues "amqplock.$n")" ] || fail "left behind: $(vhost_queues "amqplock.$n")"
+    as admin create "$n" 2
+    run -0 as client hold -n --create 1 "$n" -- printenv AMQPLOCK_SLOT
+    assert_output 1
+    run -0 as admin --json hold -n --create 1 "$n-new" -- true
+    run -0 as inspector max "$n-new"
+    assert_output 1
+    as admin destroy "$n-new" >/dev/null
+}
+
 @test "a paused semaphore is paused to the inspector and the client: max 0, busy, not missing" {
     as admin create "$n" 1
     as admin max "$n" 0 >/dev/null
