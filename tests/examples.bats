@@ -15,7 +15,8 @@ load lib/helper
 # Every example, by ID (`tests/tools/examples.sh list`); each is run by a
 # test below.
 KNOWN="tour-private tour-own tour-job tour-look tour-resize tour-cron
-cheatsheet tour-scripts admin-shrink clusters man-1 man-2 man-3 man-4 man-5 man-6"
+tour-fleet cheatsheet tour-scripts admin-shrink clusters man-1 man-2 man-3 man-4 man-5 man-6
+man-7"
 
 # The semaphore names the examples use (examples.sh makes them NAME.$S).
 NAMES="nightly batch jobs reports"
@@ -159,6 +160,16 @@ THE_REST="tour-job tour-look tour-resize tour-cron tour-scripts"
     # already small enough: nothing to do
     run -0 --separate-stderr timeout 60 env PATH="$X/bin:$PATH" "$X/man-3.sh" "jobs.$S" 3
     [ "$(al max "jobs.$S")" = 2 ]
+}
+
+@test "the fleet's crontab line (README and man page): it makes the semaphore, runs the job once, and keeps the slot" {
+    run_examples tour-fleet
+    jobs_ran nightly
+    [ "$(al max "nightly.$S")" = 1 ] || fail "max is $(al max "nightly.$S" 2>&1)"
+    # the same line again, as another host a few seconds later: skipped
+    run -1 al hold -n "nightly.$S" -- true
+    run_examples man-7
+    [ "$(grep -c "^nightly\.$S " "$X/job.log")" = 1 ] || fail "the job ran again: $(cat "$X/job.log")"
 }
 
 @test "man page: status, jq, and the command's environment" {
