@@ -211,10 +211,24 @@ static void slot_line(const char *key, const char *text_fmt, const struct slot_l
 	free(text);
 }
 
+static bool in_list(const struct slot_list *l, unsigned slot)
+{
+	size_t i;
+
+	for (i = 0; i < l->len; i++)
+		if (l->slot[i] == slot)
+			return true;
+	return false;
+}
+
 /* Each held slot on a line of its own: its holder as it described itself
- * (JSON: the list "holders"), or unnamed (away, or it did not answer). */
+ * (JSON: the list "holders"), held by its lease alone (no holder
+ * connected), or unnamed (it did not answer). */
 static void holder_lines(const struct sem_status *ss)
 {
+	static const char alone[] = "slot %lu: held by its lease alone (its holder away, or "
+				    "a --min-hold after its job ended)\n";
+	static const char unnamed[] = "slot %lu: held, its holder unnamed (away, or no answer)\n";
 	size_t i, h = 0;
 
 	out_list_begin("holders");
@@ -227,8 +241,7 @@ static void holder_lines(const struct sem_status *ss)
 		if (h < ss->holders_len && ss->holders[h].slot == slot)
 			who = &ss->holders[h];
 		if (!who) {
-			out_uint(NULL, "slot %lu: held, its holder unnamed (away, or no answer)\n",
-				 slot);
+			out_uint(NULL, in_list(&ss->away, slot) ? alone : unnamed, slot);
 			continue;
 		}
 		out_item_begin();
