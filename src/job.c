@@ -34,7 +34,7 @@ bool keep_minimum(struct sem *s, const struct lease_end *e)
 	double left = e->min_until - boot_seconds();
 	bool placed = false;
 
-	if (!e->min_until || left < MINIMUM_LEAST)
+	if (!e->min_until || !s->lease.on || left < MINIMUM_LEAST)
 		return false;
 	if (sem_lease_minimum(s, e->slot, left, &placed) != AL_OK) {
 		trace("could not keep slot %u for its minimum: %s", e->slot, status_message());

@@ -40,6 +40,16 @@ busy_now() {
     [ ! -e "$T/ran" ] || fail "a second command ran during the minimum"
 }
 
+# kept_until SECS WHAT: the slot of $n is still taken half a second before
+# SECS after $t0, and free within LATE after them, not before.
+kept_until() {
+    sleep_to "$(awk -v s="$1" 'BEGIN { print s - 0.5 }')"
+    busy_now
+    free_within $(($1 + LATE))
+    note "the slot was free again $took s after the hold began ($2)"
+    at_least "$took" "$1"
+}
+
 @test "five crontabs 0 to 3 s apart with -n -E 0 --min-hold 20: a 0.2 s job runs once" {
     al create "$n" 1
     local at
@@ -60,12 +70,10 @@ busy_now() {
     at_most "$(since "$t0")" 2
     busy_now
     run -0 al --json status --no-names "$n"
-    [ "$(jq -c .held <<<"$output")" = "[1]" ] || fail "status: $output"
-    sleep_to 7.5
-    busy_now
-    free_within $((8 + LATE))
-    note "the slot was free again $took s after the hold began (--min-hold 8)"
-    at_least "$took" 8
+    [ "$(jq -c '[.held, .away]' <<<"$output")" = "[[1],[1]]" ] || fail "status: $output"
+    run -0 al status --no-names "$n"
+    assert_line "slot 1: held by its lease alone (its holder away, or a --min-hold after its job ended)"
+    kept_until 8 "--min-hold 8"
 }
 
 @test "a waiter in line gets the slot once the minimum is over, not at the job's end" {
@@ -119,11 +127,7 @@ busy_now() {
     kill -KILL "$h"
     wait_until 5 ended "$(cat "$T/job.pid")" || fail "the job outlived amqplock's kill -9"
     busy_now
-    sleep_to 7.5
-    busy_now
-    free_within $((8 + LATE))
-    note "free $took s after the hold began (--min-hold 8, killed at 1 s)"
-    at_least "$took" 8
+    kept_until 8 "--min-hold 8, killed at 1 s"
 }
 
 @test "a broker restart (stop_app/start_app) during the minimum does not end it" {
@@ -142,6 +146,21 @@ busy_now() {
     free_within $((12 + 12 + LATE))
     note "the broker was back $back s after the hold; the slot was free $took s after it (--min-hold 12)"
     at_least "$took" 12
+}
+
+@test "at most N with minimum holds: 6 loops of hold -w --min-hold 0.5 on 2 slots, some jobs leaving setsid children: never more than 2 inside, never two on a slot" {
+    al create "$n" 2
+    local d
+    d=$(critical_dir 2)
+    cron_hold() {
+        local linger=()
+        [ $((CLIENT % 2)) -eq 0 ] || linger=(linger)
+        timeout 120 "$AMQPLOCK_BIN" hold -w 100 --min-hold 0.5 "$n" -- perl "$H/crit.pl" "$1" "${linger[@]}"
+    }
+    client_loops "$d" 6 8 cron_hold "$d"
+    finish_contention 150
+    check_contention "$d" 8 2
+    [ -z "$(grep -vx 0 "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
 }
 
 @test "five hold --create 1 racing on a missing name: one 1-slot semaphore, the jobs one at a time" {
