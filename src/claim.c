@@ -208,7 +208,7 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 	char held[NAME_MAX_BYTES + 64];
 	enum al_status st;
 	unsigned races = 0, k;
-	bool ahead;
+	bool ahead, looked_again = false;
 
 	*slot = 0;
 	s->lease.stalled = false;
@@ -221,6 +221,16 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 			break;
 		if (*max == 0) {
 			st = no_slots(s);
+			/* No slot queue when probed, a record when read: a
+			 * create (another host's --create) may have come in
+			 * between. Looked at again once before it counts as
+			 * damage. */
+			if (st == AL_DAMAGED && !looked_again) {
+				trace("%s: %s; looking again", s->label, status_message());
+				status_clear();
+				looked_again = true;
+				continue;
+			}
 			break;
 		}
 		if (candidates.len == 0) {
