@@ -163,16 +163,25 @@ kept_until() {
     [ -z "$(grep -vx 0 "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
 }
 
-@test "five hold --create 1 racing on a missing name: one 1-slot semaphore, the jobs one at a time" {
-    local i pids=()
+# race_create TAG NAME SECS OPTION...: five `hold OPTION... --create 1
+# NAME` at once, whose jobs (SECS long) fail if another is inside; each
+# hold must exit 0.
+race_create() {
+    local tag=$1 name=$2 secs=$3 i pids=()
+    shift 3
     for i in 1 2 3 4 5; do
-        bg "h$i" hold -w 60 --create 1 "$n" -- sh -c 'mkdir "$1/in" || exit 99; sleep 0.3; rmdir "$1/in"' sh "$T"
+        bg "$tag$i" hold "$@" --create 1 "$name" -- \
+            sh -c 'mkdir "$1/in" || exit 99; sleep "$2"; rmdir "$1/in"' sh "$T" "$secs"
         pids+=("$BG")
     done
     for i in 1 2 3 4 5; do
         wait_exit "${pids[i - 1]}" 60
-        [ "$rc" -eq 0 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
+        [ "$rc" -eq 0 ] || fail "$name: hold $i exited $rc: $(cat "$T/$tag$i.err")"
     done
+}
+
+@test "five hold --create 1 racing on a missing name: one 1-slot semaphore, the jobs one at a time" {
+    race_create h "$n" 0.3 -w 60
     run -0 al max "$n"
     assert_output 1
     [ "$(queues_like "amqplock.$n-" | grep -c -- '-A ')" = 1 ] || fail "slot queues: $(queues_like "amqplock.$n-")"
@@ -182,17 +191,9 @@ kept_until() {
 # size record, another host's create may have made both: seen once as
 # exit 65 ("slot queues gone") on RabbitMQ 4.0 before holds looked again.
 @test "30 rounds of five hold -n --create 1 racing on a missing name: never damaged, never two at once" {
-    local round i pids
+    local round
     for round in $(seq 1 30); do
-        pids=()
-        for i in 1 2 3 4 5; do
-            bg "r$i" hold -n -E 0 --create 1 "$n-$round" -- sh -c 'mkdir "$1/in" || exit 99; sleep 0.05; rmdir "$1/in"' sh "$T"
-            pids+=("$BG")
-        done
-        for i in 1 2 3 4 5; do
-            wait_exit "${pids[i - 1]}" 30
-            [ "$rc" -eq 0 ] || fail "round $round, hold $i exited $rc: $(cat "$T/r$i.err")"
-        done
+        race_create r "$n-$round" 0.05 -n -E 0
         al destroy "$n-$round" >/dev/null
     done
 }
