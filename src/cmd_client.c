@@ -1,4 +1,5 @@
-/* acquire, hold and wait: the lock clients. */
+/* acquire, hold and wait: the lock clients; --create's semaphore made
+ * when a client finds it missing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -441,8 +441,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	int sig;
 
 	h.answers.taken_at = (long long)time(NULL);
-	if (o->min_hold > 0)
-		h.end.min_until = boot_seconds() + o->min_hold;
+	h.end.min_until = minimum_until(o);
 	h.heard = now_seconds();
 	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;

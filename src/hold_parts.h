@@ -65,12 +65,14 @@ struct holding {
 
 /* hold.c: the slot's side */
 
+/* --min-hold (job.c): when a slot taken now stays taken until
+ * (boot_seconds()), 0 without a minimum; and, if e's minimum has time
+ * left, our lease of e's slot replaced on s's connection by one that lasts
+ * that long: true if it was (the slot is then let go without a release). */
+double minimum_until(const struct hold_opts *o);
+bool keep_minimum(struct sem *s, const struct lease_end *e);
 /* The broker confirmed a renewal sent at `sent` (boot clock): the keeper
  * learns the new deadline. */
-/* --min-hold (job.c): if e's minimum has time left, our lease of e's
- * slot is replaced on s's connection by one that lasts that long; true if
- * it was (the slot is then let go without a release). */
-bool keep_minimum(struct sem *s, const struct lease_end *e);
 void renewed(struct holding *h, double sent);
 /* Verifies the slot now and waits for the answer. */
 enum al_status verify_now(struct holding *h);

@@ -1,9 +1,10 @@
 /* The command as a hold runs it: its keeper readied while a claim is
  * answered and started once the slot is ours, the keeper's lease work
- * (ending the lease on its own connection, keeping it there while a
- * process we may not signal runs on), and what comes from the command
- * and from signals to amqplock: job control, the terminal, stops, what
- * remains of the command once it has exited. The keeper's own code is
+ * (ending the lease on its own connection, or leaving --min-hold's
+ * minimum there; keeping it there while a process we may not signal runs
+ * on), and what comes from the command and from signals to amqplock: job
+ * control, the terminal, stops, what remains of the command once it has
+ * exited. The keeper's own code is
  * keeper.c's; what hold.c's loop does with the slot meanwhile is its. */
 #include "hold.h"
 #include "hold_parts.h"
@@ -28,6 +29,11 @@
 
 /* A minimum shorter than this is not worth a lease: the slot goes back. */
 #define MINIMUM_LEAST 0.05
+
+double minimum_until(const struct hold_opts *o)
+{
+	return o->min_hold > 0 ? boot_seconds() + o->min_hold : 0;
+}
 
 bool keep_minimum(struct sem *s, const struct lease_end *e)
 {
@@ -124,7 +130,7 @@ void hold_keeper_ready(void *arg, unsigned k)
 	hold_keeper_abandon(kp);
 	kp->end.slot = k;
 	/* From the claim: the command starts milliseconds later. */
-	kp->end.min_until = o->min_hold > 0 ? boot_seconds() + o->min_hold : 0;
+	kp->end.min_until = minimum_until(o);
 	if (o->events.command_env)
 		o->events.command_env(o->events.arg, k);
 	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;

@@ -1,6 +1,6 @@
 /* The holder's side of a held slot: its lease (token, renewal, re-attach,
- * keeping and ending it), the verification every second, and the
- * release; and struct sem set up (sem_init) and carried across a lost
+ * keeping and ending it, the minimum lease --min-hold leaves behind), the
+ * verification every second, and the release; and struct sem set up (sem_init) and carried across a lost
  * connection (sem_reconnected), which is mostly about leases. */
 #include "sem_parts.h"
 
