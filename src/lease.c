@@ -1,7 +1,8 @@
 /* The holder's side of a held slot: its lease (token, renewal, re-attach,
  * keeping and ending it, the minimum lease --min-hold leaves behind), the
- * verification every second, and the release; and struct sem set up (sem_init) and carried across a lost
- * connection (sem_reconnected), which is mostly about leases. */
+ * verification every second, and the release; and struct sem set up
+ * (sem_init) and carried across a lost connection (sem_reconnected), which
+ * is mostly about leases. */
 #include "sem_parts.h"
 
 #include <stdlib.h>
