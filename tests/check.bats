@@ -7,7 +7,7 @@
 # delete by hand: a hole, which the size record shows), stray slot queues
 # above the record, a semaphore without a record (amqplock 0.2), slot queues
 # of mixed types or exclusive to a connection, a leftover admin mutex. check
-# must report it (text and JSON, exit 9), check --repair must fix what can
+# must report it (text and JSON, exit 65), check --repair must fix what can
 # be fixed, and real holders must never be touched.
 #
 # Needs jq, and perl (core modules only) for tests/tools/holdq.pl.

@@ -465,7 +465,7 @@ teardown() {
     run -0 --separate-stderr al -v -u "$GOOD_URL" -u "$closed" max "$n"
     [[ $stderr != *"trying the next"* ]]
     run -0 al -u "$closed" -u "$GOOD_URL" hold "$n" -- true
-    # none answers: exit 6, one line naming how many were tried
+    # none answers: exit 69, one line naming how many were tried
     run -69 --separate-stderr al -u "$closed" -u "$closed" max "$n"
     assert_error_line
     [[ $stderr == *"none of the 2 brokers answered"* ]]

@@ -792,7 +792,7 @@ linger_hold() {
     odd=$(wc -l <"$d/odd")
     note "$stops holds stopped for 0.05-3 s ($long for more than 2.5 s, $named by name), $kills killed, $odd zombie-leader children; hold exits: $(exit_counts "$d")"
     [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
-    # lost while stopped (4) and killed (137) are the only failures; a
+    # lost while stopped (75) and killed (137) are the only failures; a
     # hold that stays stopped after CONT shows as 1 (others waited 30 s
     # in vain) or 124 (timeout)
     [ -z "$(grep -vxE '0|75|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"

@@ -112,7 +112,7 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     [ "$kills" -ge $((want / 25)) ] || fail "only $kills holds were killed"
     # (a short run may end before an added slot was used)
     [ "$most" -ge 4 ] || [ "$want" -lt 200 ] || fail "never more than $most inside: the added slots were not used"
-    # a hold on a removed slot loses it (4), a killed one is 137
+    # a hold on a removed slot loses it (75), a killed one is 137
     [ -z "$(grep -vxE '0|75|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
     [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
 }

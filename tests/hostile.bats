@@ -3,15 +3,15 @@
 # durations, signal names, broker URLs, options, commands and argument
 # counts. Every row must be a clean usage error, checked three ways:
 #
-#   text     exit 2, nothing on stdout, one line "amqplock: ..." on stderr
+#   text     exit 64, nothing on stdout, one line "amqplock: ..." on stderr
 #            that shows the offending text escaped (printable ASCII only);
-#   --json   exit 2, one JSON object {"ok":false,"error":"usage",
+#   --json   exit 64, one JSON object {"ok":false,"error":"usage",
 #            "message":...} on stdout (for hold: on stderr after the
 #            error line, stdout being CMD's) that survives a round trip
 #            through jq, whose message is the error line and echoes the
 #            offending text in the same escaped form;
 #   network  (rows whose bad part is not the URL) the text run is made
-#            with --url of a closed port: still exit 2, never 6, so
+#            with --url of a closed port: still exit 64, never 69, so
 #            nothing was attempted.
 #
 # The rows name the semaphore "jobs", which exists (2 slots) while the suite
@@ -375,7 +375,7 @@ json_problems() {
 
 # check_row NET: the current row (words, envs, shows) in text and in JSON.
 # If NET is "closed-port", the text run uses the URL of a closed port
-# (closed_url): still exit 2, not 6, so nothing was even tried on the
+# (closed_url): still exit 64, not 69, so nothing was even tried on the
 # network; the JSON run goes to the real broker, whose queues are compared
 # before and after the table.
 check_row() {

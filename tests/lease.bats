@@ -209,7 +209,7 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     done
     check_runs 10 "$T"/h*.cmd
     check_events h1 h2 h3 h4 h5
-    note "10 commands, none disturbed (longest pause $(max_gap) s), no overlap (least hand-over $MARGIN s); disconnections x reconnections: $EVENTS; the waiters ran $(cat "$T"/h{6..10}.rcs | grep -cx 6) times into the outage (exit 6) and tried again"
+    note "10 commands, none disturbed (longest pause $(max_gap) s), no overlap (least hand-over $MARGIN s); disconnections x reconnections: $EVENTS; the waiters ran $(cat "$T"/h{6..10}.rcs | grep -cx 69) times into the outage (exit 69) and tried again"
     [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[],[]]' ]
     no_lease_left "$n"
 }
@@ -305,8 +305,8 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     check_events h1 h2 h3 h4 h5
     local busy others
     busy=$(grep -cx 1 "$T/newcomers.rcs" || true)
-    others=$(grep -vxE '1|6' "$T/newcomers.rcs" | sort | uniq -c | xargs || true)
-    note "$count connections closed one by one after close_all_connections; disconnections x reconnections: $EVENTS; $(wc -l <"$T/newcomers.rcs") newcomers: $busy busy, $(grep -cx 6 "$T/newcomers.rcs" || true) had their own connection closed (6)"
+    others=$(grep -vxE '1|69' "$T/newcomers.rcs" | sort | uniq -c | xargs || true)
+    note "$count connections closed one by one after close_all_connections; disconnections x reconnections: $EVENTS; $(wc -l <"$T/newcomers.rcs") newcomers: $busy busy, $(grep -cx 69 "$T/newcomers.rcs" || true) had their own connection closed (69)"
     [ -z "$others" ] || fail "newcomers exited: $others; $(sort "$T/newcomers.err" | uniq -c | head)"
     [ "$busy" -ge 5 ] || fail "only $busy newcomers"
     [ ! -e "$T/newcomer.ran" ] || fail "a newcomer ran its command"
@@ -747,9 +747,9 @@ amqplock.$n-1-L true false" ]
 # lease_hold DIR: one `hold -w 60` (--heartbeat 1 --grace 1 --lease 20) of
 # $n whose command enters crit.pl's critical section again and again for
 # 2-3 s, long enough for rabbitmqctl to find and close its connection. A
-# wait cut short by a broker away (6) is followed by a pause, so that the
+# wait cut short by a broker away (69) is followed by a pause, so that the
 # loops do not spin while the broker restarts; a hold that ran its command
-# must not exit 6 (DIR/ran.CLIENT says it did).
+# must not exit 69 (DIR/ran.CLIENT says it did).
 lease_hold() {
     local rc=0 ran="$1/ran.$CLIENT"
     rm -f "$ran"
@@ -819,7 +819,7 @@ close_holders() {
     note "hold exits: $(exit_counts "$d"); reconnections: $(grep -c '^amqplock: reconnected' "$d/err" || true)"
     check_contention "$d" 100 3
     # a hold that held its slot through it all exits 0; one that was still
-    # waiting may have lost its wait with its connection (6); none lost a
+    # waiting may have lost its wait with its connection (69); none lost a
     # slot
     if grep -q '^amqplock: lost slot' "$d/err"; then
         fail "slots lost: $(grep '^amqplock: lost slot' "$d/err" | head -5)"

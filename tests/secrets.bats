@@ -9,7 +9,7 @@
 # arguments untouched); run as a non-root user, nothing CMD can read (its
 # environment, /proc of the keeper and of amqplock, ps) shows the password;
 # amqps:// verifying the broker's certificate and host name by default, its
-# failures (exit 6), --insecure, client certificates, and the TLS options'
+# failures (exit 69), --insecure, client certificates, and the TLS options'
 # usage errors.
 #
 # Needs jq, perl (core modules only) and the broker of tests/lib/broker.sh with
@@ -324,7 +324,7 @@ bad_login_commands() {
     private "$T/pw" "$SEC_PW"
     for mode in 640 604 644 660; do
         chmod "$mode" "$T/pw"
-        # a closed port: exit 2 means nothing was tried on the network
+        # a closed port: exit 64 means nothing was tried on the network
         run -64 --separate-stderr al -u "$closed" --password-file "$T/pw" status "$n"
         refute_output
         assert_error_line
@@ -350,7 +350,7 @@ bad_login_commands() {
         assert_error_line
     done
 
-    # a missing or unreadable file is exit 2 too, before connecting
+    # a missing or unreadable file is exit 64 too, before connecting
     run -64 --separate-stderr al -u "$closed" --password-file "$T/no-such-file" status "$n"
     refute_output
     assert_error_line
@@ -787,7 +787,7 @@ option_forms() {
         prefix) value=amqplock. ;;
         slot-type) value=classic ;;
         lost-signal) value=TERM ;;
-        lease) value=60 ;; # (1 is too short: exit 2)
+        lease) value=60 ;; # (1 is too short: exit 64)
         command) value=true ;;
         management-url) value=http://127.0.0.1:1/ ;;
         *)
@@ -855,7 +855,7 @@ option_forms() {
     [ "$rc" -eq 0 ] || fail "acquire exited $rc: $(cat "$T/a.err")"
     [ "$(al --json status --no-names "$n" | jq -c '[.held, .free]')" = '[[],[1,2]]' ]
 
-    # the password through TLS: a wrong one is exit 7 and not shown
+    # the password through TLS: a wrong one is exit 77 and not shown
     fails_quietly 77 -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
         --cacert "$TLS/ca.pem" status "$n"
     fails_quietly 77 --json -v -u "amqps://guest:$BAD_PW@localhost:$AMQPLOCK_TEST_TLS_PORT/" \
