@@ -108,7 +108,7 @@ enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void 
 	int r;
 
 	if (c->dead)
-		return fail(AL_INTERNAL, "internal error: connection is closed");
+		return conn_unusable(c);
 	c->parallel_answer.id = 0;
 	/* Opened and used in one go: the broker takes the channel's frames
 	 * in order, the open first. */
@@ -158,7 +158,7 @@ static enum al_status consumer_begin(struct conn *c, amqp_channel_t channel,
 				     const struct conn_consumer *hooks)
 {
 	if (c->dead)
-		return AL_CONNECTION;
+		return conn_unusable(c);
 	if (c->consumer_channel)
 		return fail(AL_INTERNAL, "internal error: already consuming");
 	c->consumer_channel = channel;
@@ -264,7 +264,9 @@ enum al_status conn_ask(struct conn *c, const char *queue, const char *type, con
 	};
 	int r;
 
-	if (c->dead || !c->consumer_channel)
+	if (c->dead)
+		return conn_unusable(c);
+	if (!c->consumer_channel)
 		return fail(AL_INTERNAL, "internal error: not listening for replies");
 	r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
 			       amqp_cstring_bytes(queue), 0, 0, &props, amqp_empty_bytes);
@@ -292,7 +294,7 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
 	int r;
 
 	if (c->dead || !c->channel)
-		return fail(AL_INTERNAL, "internal error: no open channel");
+		return conn_unusable(c);
 	/* Not mandatory: an asker gone meanwhile is no error. */
 	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(reply_to),
 			       0, 0, &props, amqp_empty_bytes);
@@ -322,7 +324,7 @@ enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *dec
 
 	*refused = 0;
 	if (c->dead)
-		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+		return conn_unusable(c);
 	if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
 	    (r = amqp_send_method(c->amqp, side, id, decoded)))
 		return connection_failed(c, r, doing);

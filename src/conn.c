@@ -112,12 +112,24 @@ enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
 	return status_for_reply(c->reply_code);
 }
 
+/* A request on a connection that has died, or on a channel that is not
+ * open. Dead is a lost connection, whatever lost it (a send that failed
+ * inside a step whose status nobody reads, a node killed meanwhile): the
+ * caller connects again, as after any loss. A channel that is not open
+ * on a live connection is our bug. */
+enum al_status conn_unusable(const struct conn *c)
+{
+	if (c->dead)
+		return fail(AL_CONNECTION, "the connection to %s was lost", c->where);
+	return fail(AL_INTERNAL, "internal error: no open channel");
+}
+
 enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
 {
 	int r;
 
 	if (c->dead || c->channel == 0)
-		return fail(AL_INTERNAL, "internal error: no open channel");
+		return conn_unusable(c);
 	r = amqp_send_method(c->amqp, c->channel, id, decoded);
 	if (r != AMQP_STATUS_OK)
 		return connection_failed(c, r, "sending a request");
@@ -139,7 +151,7 @@ enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *qu
 	int r;
 
 	if (c->dead || channel == 0)
-		return fail(AL_INTERNAL, "internal error: no open channel");
+		return conn_unusable(c);
 	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
 			       mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
@@ -180,7 +192,7 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 
 	*none = false;
 	if (c->dead || channel == 0)
-		return fail(AL_INTERNAL, "internal error: no open channel");
+		return conn_unusable(c);
 	amqp_maybe_release_buffers(c->amqp);
 	for (;;) {
 		/* Waiting inside the library also sends our heartbeats. Late
@@ -295,7 +307,7 @@ enum al_status conn_keepalive(struct conn *c)
 	int r;
 
 	if (c->dead)
-		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
+		return conn_unusable(c);
 	amqp_maybe_release_buffers(c->amqp);
 	for (;;) {
 		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &none);
@@ -323,6 +335,10 @@ bool conn_wait_readable(const struct conn *c, struct deadline until)
 {
 	struct pollfd fd = {conn_fd(c), POLLIN, 0};
 
+	/* Dead: nothing will come, and reading at once says why, rather
+	 * than sleeping until `until` on no socket. */
+	if (c->dead)
+		return true;
 	return conn_buffered(c) || (poll(&fd, 1, poll_ms(deadline_left(until))) > 0 && fd.revents);
 }
 
@@ -442,7 +458,7 @@ enum al_status conn_reset_channel(struct conn *c)
 	enum al_status st;
 
 	if (c->dead)
-		return fail(AL_INTERNAL, "internal error: connection is closed");
+		return conn_unusable(c);
 	if (c->channel != 0) {
 		amqp_channel_close_t close = {.reply_code = AMQP_REPLY_SUCCESS};
 

@@ -212,7 +212,8 @@ int conn_fd(const struct conn *c);
 bool conn_buffered(const struct conn *c);
 
 /* Sleeps until `until` or data from the broker, already read or not;
- * whether there is some. */
+ * whether there is some. True at once on a dead connection: the next
+ * read reports the loss (AL_CONNECTION). */
 bool conn_wait_readable(const struct conn *c, struct deadline until);
 
 /* Whether the socket has something to read now (poll(2), no wait). */

@@ -12,6 +12,10 @@
  * status while `doing` something) and returns AL_CONNECTION. */
 enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing);
 
+/* A request on a dead connection (AL_CONNECTION: connect again) or on a
+ * channel not open on a live one (AL_INTERNAL: a bug). */
+enum al_status conn_unusable(const struct conn *c);
+
 /* The broker closed `channel`: sends close-ok, marks the channel closed,
  * sets reply_code/reply_text, and returns the status for the code. */
 enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
