@@ -760,7 +760,7 @@ linger_hold() {
 # processes, a continued one lets them go on only once its slot is checked,
 # and one stopped past the broker's eviction time (with --heartbeat 1 the
 # broker drops it 2.5-3 s in; stops last up to 3 s) loses its slot and
-# exits 4, its command killed before it runs again (crit.pl checks every
+# exits 75, its command killed before it runs again (crit.pl checks every
 # command that runs again after a stop). Some stops are by name, as
 # `pkill -STOP amqplock` would stop a hold (its keeper spared). Each
 # command also leaves a setsid child inside for a while, which keeps the

@@ -154,7 +154,7 @@ start_trappers() {
     done
 }
 
-# trappers_lost SECS REGEX: each of start_trappers' holds exits 4 within
+# trappers_lost SECS REGEX: each of start_trappers' holds exits 75 within
 # SECS, its command got TERM, and its stderr matches REGEX (grep -E).
 trappers_lost() {
     local i
