@@ -296,8 +296,14 @@ enum al_status ask_holders(struct sem *s, struct sem_status *out)
 	}
 	free(asked);
 	qsort(out->holders, out->holders_len, sizeof(*out->holders), by_slot);
-	/* Unanswered is unnamed, not a failure; a dead connection is. */
-	if (st != AL_OK && !s->conn->dead) {
+	/* Unanswered is unnamed, not a failure; a dead connection is, but
+	 * for one the broker's side crashed under (INTERNAL_ERROR): RabbitMQ
+	 * 4.3.6 once crashed a status's channel as it began to consume
+	 * direct reply-to ("only creator channel may consume"). What status
+	 * reports was read before the naming began. */
+	if (st != AL_OK && s->conn->dead && conn_broker_crashed(s->conn))
+		trace("holders not named: %s", status_message());
+	if (st != AL_OK && (!s->conn->dead || conn_broker_crashed(s->conn))) {
 		status_clear();
 		st = AL_OK;
 	}
