@@ -301,9 +301,9 @@ enum al_status ask_holders(struct sem *s, struct sem_status *out)
 	 * 4.3.6 once crashed a status's channel as it began to consume
 	 * direct reply-to ("only creator channel may consume"). What status
 	 * reports was read before the naming began. */
-	if (st != AL_OK && s->conn->dead && conn_broker_crashed(s->conn))
-		trace("holders not named: %s", status_message());
 	if (st != AL_OK && (!s->conn->dead || conn_broker_crashed(s->conn))) {
+		if (s->conn->dead)
+			trace("holders not named: %s", status_message());
 		status_clear();
 		st = AL_OK;
 	}
