@@ -8,11 +8,22 @@ BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(shell $(PKG_CONFIG) --cfl
 	$(CFLAGS)
 BENCH_LIBS = $(shell $(PKG_CONFIG) --libs librabbitmq 2>/dev/null)
 
-.PHONY: bench bench-tools bench-clean
+.PHONY: bench bench-phases bench-tools bench-clean
 bench:
 	@tests/lib/install-deps.sh $(BENCH_DEB_PKGS)
 	$(MAKE) amqplock bench-tools
 	bench/run.sh
+
+# Where one clean hand-off's time goes, step by step (bench/phases.pl), on
+# a private broker of its own: BENCH_PHASES_ROUNDS rounds (default 15).
+bench-phases:
+	@tests/lib/install-deps.sh $(BENCH_DEB_PKGS)
+	$(MAKE) amqplock bench-tools
+	@dir=$$(mktemp -d /tmp/amqplock-phases.XXXXXX); \
+	tests/lib/broker.sh start $$dir >/dev/null && \
+	( . $$dir/env && ./amqplock create bench-phases 1 && \
+	  bench/phases.pl ./amqplock bench-phases $(BENCH_PHASES_ROUNDS) ); \
+	rc=$$?; tests/lib/broker.sh stop $$dir >/dev/null; rm -rf $$dir; exit $$rc
 
 bench-tools: bench/floor bench/timeit bench/stamp
 
