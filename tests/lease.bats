@@ -139,22 +139,12 @@ max_gap() { awk '$1 == "interval" && $6 > m { m = $6 } END { print m + 0 }' "$T/
 last_rc() { tail -n 1 "$T/$1.rcs"; }
 tries() { wc -l <"$T/$1.rcs"; }
 
-# no_lease_left NAME: nothing of NAME but its slot queues (-A) exists: no
-# holder queue, no lease.
-no_lease_left() {
-    local left
-    left=$(queues_like "amqplock.$1-" | grep -v -- '-A true false$' || true)
-    [ -z "$left" ] || fail "queues left: $left"
-}
-
 # mono: CLOCK_MONOTONIC now (as leasecmd.pl writes it)
 mono() { perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e 'printf "%.6f\n", clock_gettime(CLOCK_MONOTONIC)'; }
 
 # away_slots NAME: the slots status --json lists as away, e.g. [1,3]
 away_slots() { al --json status --no-names "$1" | jq -c .away; }
 is_away() { [ "$(away_slots "$1")" = "$2" ]; }
-# none_held NAME: no slot of NAME is held, by a holder or a lease
-none_held() { [ "$(al --json status --no-names "$1" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
 
 # a newcomer that must find every slot taken: exit 1, nothing run
 newcomer_busy() {

@@ -19,13 +19,6 @@ setup() {
 
 teardown() { test_cleanup; }
 
-# in_line TAG: the background hold or acquire TAG (started with -v) has
-# joined the line.
-in_line() {
-    wait_until 20 grep -q "waiting on amqplock.$n#waiters" "$T/$1.err" ||
-        fail "$1 did not join the line: $(cat "$T/$1.err")"
-}
-
 # holder TAG: an acquire of the semaphore's slot in the background (BG);
 # returns once it holds it.
 holder() {

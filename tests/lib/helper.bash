@@ -127,6 +127,21 @@ test_init() {
 # / held.
 slot_free() { al --json status --no-names "$1" | jq -e --argjson k "$2" '.free | index($k) != null' >/dev/null; }
 slot_held() { al --json status --no-names "$1" | jq -e --argjson k "$2" '.held | index($k) != null' >/dev/null; }
+# in_line TAG: the background hold or acquire TAG (started with -v) has
+# joined the line of the test's semaphore.
+in_line() {
+    wait_until 20 grep -q "waiting on amqplock.$n#waiters" "$T/$1.err" ||
+        fail "$1 did not join the line: $(cat "$T/$1.err")"
+}
+# none_held NAME: no slot of NAME is held, by a holder or a lease
+none_held() { [ "$(al --json status --no-names "$1" | jq -c '[.held, .away]')" = '[[],[]]' ]; }
+# no_lease_left NAME: nothing of NAME but its slot queues (-A) exists: no
+# holder queue, no lease.
+no_lease_left() {
+    local left
+    left=$(queues_like "amqplock.$1-" | grep -v -- '-A true false$' || true)
+    [ -z "$left" ] || fail "queues left: $left"
+}
 
 # --- background processes (setup calls test_init) ---
 
