@@ -354,12 +354,23 @@ enum al_status conn_expect(struct conn *c, amqp_method_number_t expect, amqp_met
 	return conn_expect_within(c, expect, c->rpc_timeout, m);
 }
 
+/* The confirm of a publish not waited for (a wake-up: conn_publish_expiring),
+ * come before the reply to what was asked since. */
+static bool stray_confirm(amqp_method_number_t got, amqp_method_number_t expect)
+{
+	return (got == AMQP_BASIC_ACK_METHOD || got == AMQP_BASIC_NACK_METHOD) && got != expect;
+}
+
 enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, double wait,
 				  amqp_method_t *m)
 {
+	enum al_status st;
 	bool none;
-	enum al_status st = next_method(c, wait, m, &none);
 
+	/* As many as were published: each read waits afresh. */
+	do
+		st = next_method(c, wait, m, &none);
+	while (st == AL_OK && stray_confirm(m->id, expect));
 	if (st != AL_OK)
 		return st;
 	/* A basic.get is answered either way. */
