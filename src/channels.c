@@ -13,8 +13,11 @@
 #define CONSUMER_CHANNEL 1001
 #define PARALLEL_CHANNEL 1002
 /* conn_listen's: not the line's, whose close may still be under way when
- * a waiter that got its slot starts to listen. */
-#define LISTEN_CHANNEL 1003
+ * a waiter that got its slot starts to listen; and conn_listen_replies',
+ * not conn_listen's, whose close may still be under way when a holder
+ * that lets go offers its lease. */
+#define LISTEN_CHANNEL  1003
+#define REPLIES_CHANNEL 1004
 
 /* Ends the consumer: publishes `last` on its channel if asked, closes
  * the channel (unless the broker has: closed), and tells the owner why. */
@@ -60,7 +63,10 @@ void take_consumed(struct conn *c, const amqp_frame_t *f)
 	if (f->frame_type != AMQP_FRAME_METHOD)
 		return;
 	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
-		c->delivering = ((amqp_basic_deliver_t *)f->payload.method.decoded)->delivery_tag;
+		const amqp_basic_deliver_t *d = f->payload.method.decoded;
+
+		c->delivering = d->delivery_tag;
+		c->delivering_again = d->redelivered;
 	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
 		amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
 		end_consumer(c, NULL, true, CONSUMER_REFUSED);
@@ -206,6 +212,11 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 	return AL_OK;
 }
 
+bool conn_delivered_again(const struct conn *c)
+{
+	return c->delivering_again;
+}
+
 bool conn_consuming(const struct conn *c)
 {
 	return c->consumer_channel != 0;
@@ -224,14 +235,15 @@ void conn_consume_end(struct conn *c, const struct conn_message *last)
 	end_consumer(c, last, false, CONSUMER_LEFT);
 }
 
-enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_consumer *hooks)
+static enum al_status listen_on(struct conn *c, amqp_channel_t channel, const char *queue,
+				const struct conn_consumer *hooks)
 {
 	amqp_channel_open_t open = {0};
 	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue), .no_ack = 1};
 	enum al_status st;
 	int r;
 
-	if ((st = consumer_begin(c, LISTEN_CHANNEL, hooks)) != AL_OK)
+	if ((st = consumer_begin(c, channel, hooks)) != AL_OK)
 		return st;
 	/* Nothing is waited for: the open-ok and consume-ok are skipped
 	 * when they come, a refusal ends the consumer (take_consumed). */
@@ -242,13 +254,18 @@ enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_
 	return AL_OK;
 }
 
+enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_consumer *hooks)
+{
+	return listen_on(c, LISTEN_CHANNEL, queue, hooks);
+}
+
 /* Direct reply-to: the broker gives a question's answers to the channel
  * that published it, if that channel consumes this pseudo-queue. */
 #define REPLY_TO "amq.rabbitmq.reply-to"
 
 enum al_status conn_listen_replies(struct conn *c, const struct conn_consumer *hooks)
 {
-	return conn_listen(c, REPLY_TO, hooks);
+	return listen_on(c, REPLIES_CHANNEL, REPLY_TO, hooks);
 }
 
 enum al_status conn_ask(struct conn *c, const char *queue, const char *type, const char *expiration,
@@ -302,6 +319,42 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
 		return connection_failed(c, r, "answering a question");
 	c->published++; /* the channel is in confirm mode */
 	return AL_OK;
+}
+
+enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
+{
+	/* The consumer's channel, not in confirm mode: no confirm comes
+	 * back for a later request's answer to meet first. */
+	amqp_channel_t channel = c->consumer_channel;
+	amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
+			  AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
+			  (n->expiration ? AMQP_BASIC_EXPIRATION_FLAG : 0) |
+			  (n->replies ? AMQP_BASIC_REPLY_TO_FLAG : 0),
+		.type = amqp_cstring_bytes(n->type),
+		.correlation_id = amqp_cstring_bytes(n->correlation_id),
+		.headers = *n->headers,
+		.user_id = amqp_cstring_bytes(c->user),
+		.expiration = n->expiration ? amqp_cstring_bytes(n->expiration) : amqp_empty_bytes,
+		.reply_to = n->replies ? amqp_cstring_bytes(REPLY_TO) : amqp_empty_bytes,
+	};
+	int r;
+
+	if (c->dead)
+		return conn_unusable(c);
+	if (!channel || !c->user[0])
+		return fail(AL_INTERNAL,
+			    "internal error: no consumer or login to send a note with");
+	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(n->queue), 0,
+			       0, &props, amqp_empty_bytes);
+	return r == AMQP_STATUS_OK ? AL_OK : connection_failed(c, r, "publishing");
+}
+
+bool conn_signed_by_us(const struct conn *c, const amqp_basic_properties_t *p)
+{
+	return (p->_flags & AMQP_BASIC_USER_ID_FLAG) && c->user[0] &&
+	       p->user_id.len == strlen(c->user) &&
+	       memcmp(p->user_id.bytes, c->user, p->user_id.len) == 0;
 }
 
 /* conn_side_call's channel ids: above the line's and the lease's, and

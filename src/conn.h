@@ -84,6 +84,7 @@ struct conn {
 	 * whose header is still to come (0: none), and its owner's hooks. */
 	amqp_channel_t consumer_channel;
 	uint64_t delivering;
+	bool delivering_again; /* its basic.deliver's redelivered */
 	struct conn_consumer consumer;
 	/* The parallel channel (conn_parallel_send; 0: not open), whether
 	 * its open-ok is still to come, and its one answer when it came
@@ -119,6 +120,8 @@ struct conn {
 	char reply_text[128];
 	/* "host:port" for messages: never the password. */
 	char where[256];
+	/* The login, empty if too long to sign with (conn_send_note). */
+	char user[256];
 };
 
 /* Checks and parses every URL of the list into o->broker (url.c) and
@@ -259,6 +262,9 @@ enum al_status conn_publish_expiring(struct conn *c, const char *queue, const ch
 enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_t *arguments,
 			    const struct conn_consumer *hooks, bool *alone);
 
+/* Inside hooks->delivered: whether the broker had delivered the message
+ * before, to a consumer that left without acknowledging it. */
+bool conn_delivered_again(const struct conn *c);
 /* Whether conn_consume's consumer is still there. */
 bool conn_consuming(const struct conn *c);
 
@@ -298,6 +304,27 @@ bool conn_is_reply_to(const amqp_bytes_t *name);
  * not waited for. */
 enum al_status conn_reply(struct conn *c, const char *reply_to, const char *correlation_id,
 			  const char *type, const amqp_table_t *headers);
+
+/* A note between amqplock clients (the lease handed over: see
+ * docs/design.md, "Handing the lease over"): an empty message of `type`
+ * with `headers` and `correlation_id`, to `queue` (a queue's name or a
+ * direct reply-to name) through the default exchange, not mandatory,
+ * expiring after `expiration` ms (text; NULL: never), on the channel of
+ * the connection's consumer (conn_consume or conn_listen), which must be
+ * there. It carries our login as its user_id, which the broker refuses
+ * to pass on from anyone logged in as another user (conn_signed_by_us).
+ * With `replies`, its reply_to is the channel's direct reply-to, which
+ * must be what it listens to (conn_listen_replies). Nothing is waited
+ * for. */
+struct conn_note {
+	const char *queue, *type, *expiration, *correlation_id;
+	const amqp_table_t *headers;
+	bool replies;
+};
+enum al_status conn_send_note(struct conn *c, const struct conn_note *n);
+/* Whether a message's user_id is our login: only a client logged in as
+ * we are can have sent it (or one tagged impersonator). */
+bool conn_signed_by_us(const struct conn *c, const amqp_basic_properties_t *p);
 
 /* A channel refusal as conn_recv recorded it, kept for a message given
  * later (when more replies were read meanwhile). */

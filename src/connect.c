@@ -258,6 +258,10 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 	info = &o->broker[nth].info;
 	printable_copy(host, sizeof(host), info->host, strlen(info->host));
 	snprintf(c->where, sizeof(c->where), "%s:%d", host, info->port);
+	/* The login, as the broker checks a message's user_id against it
+	 * (conn_send_note); longer than any queue name: never sent. */
+	if (strlen(info->user) < sizeof(c->user))
+		strcpy(c->user, info->user);
 	c->amqp = amqp_new_connection();
 	if (!c->amqp)
 		return fail(AL_INTERNAL, "out of memory");
