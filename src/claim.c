@@ -33,7 +33,7 @@ static enum al_status drop_lease(struct sem *s, unsigned k)
  * the connection is dropped, which takes the holder queue with it, and
  * the caller connects again (s->claim_void), ends the lease the claim may
  * have made (s->void_slot), and tries again. */
-static enum al_status claim_fresh(struct sem *s, unsigned k)
+enum al_status claim_fresh(struct sem *s, unsigned k)
 {
 	double took = boot_seconds() - s->lease.renewed;
 

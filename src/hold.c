@@ -391,8 +391,18 @@ static void hold_on_lost(struct holding *h)
 		trace("could not keep the lease of slot %u", h->slot);
 }
 
-/* After the command: the slot goes back (the lease ended, waiters told);
- * AL_LOST if it had been lost. */
+/* The lease handed over to the first in line (sem_released): the keeper
+ * must not end it if we die now, before the adopter is told. */
+static void lease_given(void *arg)
+{
+	struct holding *h = arg;
+
+	if (h->supervising)
+		super_done(&h->sv);
+}
+
+/* After the command: the slot goes back (the lease ended, or handed over
+ * to the first in line; waiters told); AL_LOST if it had been lost. */
 static enum al_status let_go(struct holding *h)
 {
 	struct sem *s = h->s;
@@ -419,6 +429,8 @@ static enum al_status let_go(struct holding *h)
 	/* Waiters hear of it at once; a failure here changes nothing, as
 	 * the connection's close gives the slot back anyway, but for a
 	 * lease, which lasts its length if it cannot be ended now. */
+	s->lease_given = lease_given;
+	s->given_arg = h;
 	if (!s->conn->dead && sem_released(s, h->slot) == AL_OK)
 		return AL_OK;
 	if (h->o->lease)

@@ -70,6 +70,9 @@ void sem_reconnected(struct sem *s)
 		return;
 	s->lease.quorum = old.lease.quorum;
 	s->slots_quorum = old.slots_quorum;
+	/* An adoption's lease has the offerer's token, not ours. */
+	if (old.void_token)
+		s->lease.token = old.void_token;
 	if (s->lease.on && sem_lease_end(s, old.void_slot) != AL_OK) {
 		trace("could not end the lease of slot %u that a void claim may have left: %s",
 		      old.void_slot, status_message());
@@ -77,8 +80,10 @@ void sem_reconnected(struct sem *s)
 		if (s->conn->dead) {
 			s->claim_void = true;
 			s->void_slot = old.void_slot;
+			s->void_token = old.void_token;
 		}
 	}
+	s->lease.token = old.lease.token;
 	status_clear();
 }
 
@@ -272,7 +277,14 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	char lease[QUEUE_NAME_MAX + 1];
 	enum al_status st = AL_OK, lease_st = AL_OK;
 	uint16_t refused;
+	bool handed = false, holder_gone = false;
 
+	/* Someone in line: the lease goes to them as it is. Not taken, it
+	 * ends as below, the holder queue already gone. */
+	if ((st = sem_hand_over(s, slot, &handed, &holder_gone)) != AL_OK || handed)
+		return st;
+	if (holder_gone)
+		return sem_lease_end(s, slot);
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
 	 * channels); the wake-up follows the holder queue's deletion on its

@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* The waiters queue of the semaphore: its line (see sem_join_line). */
-static void waiters_queue(const struct sem *s, char *buf)
+void waiters_queue(const struct sem *s, char *buf)
 {
 	sem_name_slot(&s->name, 1, WAITERS_QUEUE, buf);
 }
@@ -16,7 +16,7 @@ static void waiters_queue(const struct sem *s, char *buf)
 /* The line's waiters queue as a passive declare sees it: how many clients
  * are in the line (its consumers) and how many wake-ups wait undelivered
  * (none of either if there is no such queue, or we may not look). */
-static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
+enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
@@ -47,11 +47,6 @@ enum al_status line_ahead(struct sem *s, bool *ahead)
 	return st;
 }
 
-/* Not "0": RabbitMQ 4.3 drops such a message even with a consumer ready
- * (3.10 and 4.0 hand it over). A second is long enough to reach a waiter,
- * short enough that one arriving later wakes for nothing at most once. */
-#define NOTICE_EXPIRATION "1000"
-
 /* The type of the message that passes the turn (sem_leave_line). */
 #define TURN_TYPE "amqplock.turn"
 
@@ -70,16 +65,18 @@ static bool is_turn(const amqp_basic_properties_t *p)
 
 /* Something delivered from the line, whatever was being read: it says
  * that we are first in line (only the first gets anything). It is a
- * wake-up unless its header says it is a newcomer's probe of the line
- * (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready consumer) or
- * the turn passed on: those are acknowledged at once, so that they hold
- * nothing up. */
+ * wake-up (a lease offered is one too) unless its header says it is a
+ * newcomer's probe of the line (RabbitMQ 3.10 and 4.0 hand an expiring
+ * message to a ready consumer), the turn passed on, or another note of a
+ * hand-over: those are acknowledged at once, so that they hold nothing
+ * up. */
 static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *props)
 {
 	struct sem *s = owner;
+	bool offer = false;
 
 	s->place.first = true;
-	if (is_probe(props) || is_turn(props))
+	if (is_probe(props) || is_turn(props) || (handover_note(s, props, &offer) && !offer))
 		conn_ack(s->conn, tag);
 	else
 		s->place.wake_tag = tag;
@@ -91,6 +88,7 @@ static void left_line(void *owner, enum conn_consumer_end why)
 
 	s->place.first = false;
 	s->place.wake_tag = 0;
+	s->handover.offered = false;
 	if (why == CONSUMER_CANCELLED)
 		trace("the line was deleted; polling instead");
 	else if (why == CONSUMER_REFUSED)
@@ -157,6 +155,7 @@ void sem_wake_done(struct sem *s)
 	if (s->place.wake_tag && conn_consuming(s->conn))
 		conn_ack(s->conn, s->place.wake_tag);
 	s->place.wake_tag = 0;
+	s->handover.offered = false;
 }
 
 enum al_status sem_wake_line(struct sem *s)
@@ -180,6 +179,7 @@ void sem_leave_line(struct sem *s)
 	conn_consume_end(s->conn, first ? &turn : NULL);
 	s->place.first = false;
 	s->place.wake_tag = 0;
+	s->handover.offered = false;
 }
 
 /* How long a wake-up may wait undelivered before the first in line counts

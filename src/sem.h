@@ -106,6 +106,33 @@ struct sem {
 		 * next message to nobody else. */
 		uint64_t wake_tag;
 	} place;
+	/* The lease handed over (handover.c; docs/design.md, "Handing the
+	 * lease over"). */
+	struct {
+		/* First in line: the delivery that place.wake_tag holds is
+		 * an offer (offered), signed by our login or not, of a slot's
+		 * lease: its token, length and type. */
+		bool offered, offer_signed, offer_again;
+		unsigned slot, ms;
+		bool quorum;
+		int64_t token;
+		/* Every note of one hand-over carries its nonce; the offerer
+		 * listens at reply_to. */
+		char nonce[40], reply_to[256];
+		/* Adopting: our id, and whether the offerer confirmed us.
+		 * Handing over: the id of the adopter that said so, or that
+		 * the first in line declined, or that we stopped hearing. */
+		char adopter[40];
+		bool confirmed, declined, deaf;
+	} handover;
+	/* Called once a hand-over is decided, before the adopter hears of
+	 * it: from then on the lease is not ours to end (hold tells its
+	 * keeper so), or NULL. */
+	void (*lease_given)(void *arg);
+	void *given_arg;
+	/* The token a void claim's lease was made with, if not our own (an
+	 * adoption's): the lease to end on the next connection. */
+	int64_t void_token;
 	/* The last sem_acquire (SEM_TAKE_UNLESS_LINE) left a free slot to
 	 * others in line. */
 	bool behind_line;
@@ -364,8 +391,22 @@ enum al_status sem_unstick_line(struct sem *s, bool *restarted);
 enum al_status sem_wake_added(struct sem *s, unsigned added);
 
 /* Gives slot back and wakes the first in line, if any, before the
- * connection closes; waits for nothing but the lease's deletion. */
+ * connection closes; waits for nothing but the lease's deletion. With a
+ * lease and someone in line, hands the lease over to the first in line
+ * instead (sem_hand_over), and falls back to the release if it is not
+ * taken. */
 enum al_status sem_released(struct sem *s, unsigned slot);
+
+/* Whether the wake-up we hold is a lease offered by its holder. */
+bool sem_offered(const struct sem *s);
+
+/* First in line with an offer (sem_offered): adopts the offered lease if
+ * it is signed by our login and is what we would have made, and claims
+ * its slot with it; the slot is ours (*slot) only once its offerer has
+ * confirmed us. AL_BUSY if not adopted (declined, lost to another, not
+ * confirmed: the offerer then releases the slot as usual); the offer is
+ * spent either way. */
+enum al_status sem_adopt(struct sem *s, unsigned *slot);
 
 /* While holding: asks the broker whether the slot still exists and the
  * holder queue is still ours, and renews the lease (declares, never a

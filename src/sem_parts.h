@@ -1,7 +1,8 @@
 /* What the parts of the semaphore algorithm share (sem.h is what the rest
  * of amqplock sees): request.c builds and sends the queue requests, look.c
  * reads, admin.c and check.c administer, claim.c claims, lease.c holds and
- * releases, line.c runs the line of waiters. For those files only. */
+ * releases, line.c runs the line of waiters, handover.c hands a lease
+ * over. For those files only. */
 #ifndef AMQPLOCK_SEM_PARTS_H
 #define AMQPLOCK_SEM_PARTS_H
 
@@ -121,6 +122,28 @@ enum al_status set_marker(struct sem *s, bool quorum);
 
 /* line.c */
 enum al_status line_ahead(struct sem *s, bool *ahead);
+enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting);
+void waiters_queue(const struct sem *s, char *buf);
+/* How long a notice to the line (a wake-up, a note of a hand-over) may
+ * wait for a consumer (ms, text). Not "0": RabbitMQ 4.3 drops such a
+ * message even with a consumer ready (3.10 and 4.0 hand it over). A
+ * second is long enough to reach a waiter, short enough that one
+ * arriving later wakes for nothing at most once. */
+#define NOTICE_EXPIRATION "1000"
+
+/* handover.c */
+/* Whether a delivery from the line is a note of a hand-over (taken into
+ * s->handover), and whether it is the offer that wakes us (*offer); any
+ * other note is acknowledged at once by the caller. */
+bool handover_note(struct sem *s, const amqp_basic_properties_t *p, bool *offer);
+/* With someone in line, deletes our holder queue and offers our lease of
+ * slot to the first in line (*handed once it is theirs); *holder_gone
+ * says whether the holder queue went, so that the caller, if the lease
+ * was not taken, ends it and wakes the line as a release does. */
+enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *holder_gone);
+
+/* claim.c */
+enum al_status claim_fresh(struct sem *s, unsigned k);
 
 /* holders.c: asks the holders of the slots in held that are not away
  * who they are, and waits a moment for their answers (out->holders). */

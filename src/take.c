@@ -60,6 +60,10 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 	if (sem_woken(s)) {
 		trace("woken: first in line for a slot of %s", s->label);
 		*free_since = 0;
+		/* Its holder's lease, offered: taken as it is, or the
+		 * slot is released as usual, which wakes us again. */
+		if (sem_offered(s))
+			return sem_adopt(s, slot);
 		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
 		/* Taken or not, this wake-up is spent; unacknowledged, it
 		 * would go to the next in line when we leave. */

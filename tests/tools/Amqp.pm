@@ -55,6 +55,9 @@ sub expect {
 # A short string.
 sub ss { pack "C/a*", shift }
 
+# The socket, for select(2).
+sub sock { $s }
+
 # login PORT USER PASS VHOST: connected, logged in, channel 1 open.
 sub login {
     my ($port, $user, $pass, $vhost) = @_;

@@ -1,0 +1,406 @@
+/* The lease handed over (docs/design.md, "Handing the lease over"): a
+ * holder that is done offers its lease to the first in line, which adopts
+ * it with the claim's own round trip, the offer's token in place of its
+ * own. The lease still decides who holds; the notes between the two only
+ * say who may act on it: the offerer until it confirms one adopter, that
+ * adopter from then on, and nobody runs a command before that. */
+#include "sem_parts.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+
+/* The notes of a hand-over, by their type. */
+#define OFFER_TYPE     "amqplock.offer"
+#define ADOPTED_TYPE   "amqplock.adopted"
+#define DECLINED_TYPE  "amqplock.declined"
+#define CONFIRMED_TYPE "amqplock.confirmed"
+
+/* How long an offerer waits for the first in line to adopt: it takes one
+ * round trip (a millisecond or two), and a first in line that says
+ * nothing (an older amqplock, one that died) costs the slot this long. */
+#define ADOPT_WAIT 0.5
+/* How long an adopter waits for its confirmation (two notes through the
+ * broker: a millisecond) before it gives the slot back. */
+#define CONFIRM_WAIT 1.0
+
+static bool same_text(amqp_bytes_t b, const char *text)
+{
+	return b.len == strlen(text) && memcmp(b.bytes, text, b.len) == 0;
+}
+
+static bool is_type(const amqp_basic_properties_t *p, const char *type)
+{
+	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && same_text(p->type, type);
+}
+
+/* Copies bytes into buf as a string; false if they do not fit. */
+static bool text_copy(amqp_bytes_t b, char *buf, size_t size)
+{
+	if (b.len >= size || memchr(b.bytes, '\0', b.len))
+		return false;
+	memcpy(buf, b.bytes, b.len);
+	buf[b.len] = '\0';
+	return true;
+}
+
+static const amqp_field_value_t *header(const amqp_basic_properties_t *p, const char *key)
+{
+	int i;
+
+	if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG))
+		return NULL;
+	for (i = 0; i < p->headers.num_entries; i++)
+		if (same_text(p->headers.entries[i].key, key))
+			return &p->headers.entries[i].value;
+	return NULL;
+}
+
+static bool header_i64(const amqp_basic_properties_t *p, const char *key, int64_t *v)
+{
+	const amqp_field_value_t *f = header(p, key);
+
+	if (f && f->kind == AMQP_FIELD_KIND_I64)
+		*v = f->value.i64;
+	return f && f->kind == AMQP_FIELD_KIND_I64;
+}
+
+static bool header_text(const amqp_basic_properties_t *p, const char *key, char *buf, size_t size)
+{
+	const amqp_field_value_t *f = header(p, key);
+
+	return f && (f->kind == AMQP_FIELD_KIND_UTF8 || f->kind == AMQP_FIELD_KIND_BYTES) &&
+	       text_copy(f->value.bytes, buf, size);
+}
+
+/* A fresh nonce or id: 63 random bits, in hex. */
+static void new_id(char *buf, size_t size)
+{
+	snprintf(buf, size, "%016" PRIx64, (uint64_t)sem_lease_token());
+}
+
+/* An offer as the first in line reads it; false if any part is missing
+ * or out of range (it is then no offer: a wake-up). */
+static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
+{
+	int64_t slot, ms, quorum, token;
+
+	if (!header_i64(p, "slot", &slot) || !header_i64(p, "lease-ms", &ms) ||
+	    !header_i64(p, "quorum", &quorum) || !header_i64(p, "token", &token) || slot < 1 ||
+	    slot > SLOTS_MAX || ms < 1 || ms > INT32_MAX || token < 1 ||
+	    !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
+	    !text_copy(p->correlation_id, s->handover.nonce, sizeof(s->handover.nonce)) ||
+	    !(p->_flags & AMQP_BASIC_REPLY_TO_FLAG) || !conn_is_reply_to(&p->reply_to) ||
+	    !text_copy(p->reply_to, s->handover.reply_to, sizeof(s->handover.reply_to)))
+		return false;
+	s->handover.slot = (unsigned)slot;
+	s->handover.ms = (unsigned)ms;
+	s->handover.quorum = quorum != 0;
+	s->handover.token = token;
+	s->handover.offer_signed = conn_signed_by_us(s->conn, p);
+	s->handover.offer_again = conn_delivered_again(s->conn);
+	return true;
+}
+
+bool handover_note(struct sem *s, const amqp_basic_properties_t *p, bool *offer)
+{
+	char id[sizeof(s->handover.adopter)];
+
+	*offer = false;
+	if (is_type(p, OFFER_TYPE)) {
+		*offer = s->handover.offered = read_offer(s, p);
+		return true;
+	}
+	if (!is_type(p, CONFIRMED_TYPE))
+		return false;
+	/* Ours only if it names this adoption and us, from our login. */
+	if (s->handover.adopter[0] && conn_signed_by_us(s->conn, p) &&
+	    (p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) &&
+	    same_text(p->correlation_id, s->handover.nonce) &&
+	    header_text(p, "adopter", id, sizeof(id)) && strcmp(id, s->handover.adopter) == 0)
+		s->handover.confirmed = true;
+	return true;
+}
+
+bool sem_offered(const struct sem *s)
+{
+	return s->place.wake_tag != 0 && s->handover.offered;
+}
+
+/* The offerer's side: what comes back to its reply-to. A decline need
+ * not be signed: all it can do is make us release the slot as usual. */
+static void heard_back(void *owner, uint64_t tag, const amqp_basic_properties_t *p)
+{
+	struct sem *s = owner;
+
+	(void)tag; /* direct reply-to: nothing to acknowledge */
+	if (!(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
+	    !same_text(p->correlation_id, s->handover.nonce) || s->handover.adopter[0])
+		return;
+	if (is_type(p, DECLINED_TYPE))
+		s->handover.declined = true;
+	else if (is_type(p, ADOPTED_TYPE) && conn_signed_by_us(s->conn, p))
+		(void)header_text(p, "adopter", s->handover.adopter, sizeof(s->handover.adopter));
+}
+
+static void stopped_hearing(void *owner, enum conn_consumer_end why)
+{
+	struct sem *s = owner;
+
+	(void)why;
+	s->handover.deaf = true;
+}
+
+/* The offerer has its answer: an adopter, a decline, or no more ears. */
+static bool answered(const struct sem *s)
+{
+	return s->handover.adopter[0] || s->handover.declined || s->handover.deaf;
+}
+
+static bool confirmed(const struct sem *s)
+{
+	return s->handover.confirmed;
+}
+
+/* Reads what comes until done(s) or `by`. */
+static enum al_status wait_for(struct sem *s, bool (*done)(const struct sem *), struct deadline by)
+{
+	enum al_status st = AL_OK;
+
+	while (st == AL_OK && !done(s) && !deadline_passed(by))
+		if (conn_wait_readable(s->conn, by))
+			st = conn_drain(s->conn);
+	return st;
+}
+
+/* The notes' headers: an offer's lease, an adoption's or confirmation's
+ * adopter. */
+static amqp_table_entry_t i64_entry(const char *key, int64_t v)
+{
+	return (amqp_table_entry_t){.key = amqp_cstring_bytes(key),
+				    .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = v}};
+}
+
+static amqp_table_entry_t text_entry(const char *key, const char *v)
+{
+	return (amqp_table_entry_t){
+		.key = amqp_cstring_bytes(key),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(v)}};
+}
+
+static enum al_status note_adopter(struct sem *s, const char *to, const char *type)
+{
+	amqp_table_entry_t e = text_entry("adopter", s->handover.adopter);
+	amqp_table_t headers = {.num_entries = 1, .entries = &e};
+	struct conn_note n = {.queue = to,
+			      .type = type,
+			      .expiration = NOTICE_EXPIRATION,
+			      .correlation_id = s->handover.nonce,
+			      .headers = &headers};
+
+	return conn_send_note(s->conn, &n);
+}
+
+/* Whether anyone waits in line. Only a line that takes messages is asked
+ * how long it is (a question to a line whose node is down may never be
+ * answered); one that the last look did not find so is probed first. */
+static enum al_status anyone_waiting(struct sem *s, bool *waiting)
+{
+	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+	uint32_t waiters = 0, messages;
+	enum al_status st = AL_OK;
+
+	if (s->line != LINE_UP && (st = probe_queues(s->conn, &s->name, &line, 1)) == AL_OK)
+		note_line(s, &line);
+	if (st == AL_OK && s->line == LINE_UP)
+		st = line_counts(s, &waiters, &messages);
+	*waiting = st == AL_OK && waiters > 0;
+	return st;
+}
+
+enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *holder_gone)
+{
+	char line[QUEUE_NAME_MAX + 1], holder[QUEUE_NAME_MAX + 1];
+	struct conn_consumer hooks = {
+		.delivered = heard_back, .ended = stopped_hearing, .owner = s};
+	amqp_table_entry_t e[4] = {i64_entry("slot", slot), i64_entry("lease-ms", s->lease.ms),
+				   i64_entry("quorum", s->lease.quorum),
+				   i64_entry("token", s->lease.token)};
+	amqp_table_t headers = {.num_entries = 4, .entries = e};
+	struct conn_note offer = {.type = OFFER_TYPE,
+				  .expiration = NOTICE_EXPIRATION,
+				  .headers = &headers,
+				  .replies = true};
+	enum al_status st;
+	bool waiting;
+
+	*handed = *holder_gone = false;
+	if (!s->lease.on || !s->conn->user[0] || conn_consuming(s->conn))
+		return AL_OK;
+	if ((st = anyone_waiting(s, &waiting)) != AL_OK || !waiting)
+		return st;
+	memset(&s->handover, 0, sizeof(s->handover));
+	new_id(s->handover.nonce, sizeof(s->handover.nonce));
+	waiters_queue(s, line);
+	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
+	offer.queue = line;
+	offer.correlation_id = s->handover.nonce;
+	/* Listening for the answer while the holder queue goes; the offer
+	 * only once it has gone, so that the adopter can declare it. */
+	if ((st = conn_listen_replies(s->conn, &hooks)) != AL_OK)
+		return st;
+	if ((st = ask_ok(s, DELETE_QUEUE, holder)) != AL_OK) {
+		conn_consume_end(s->conn, NULL);
+		return st;
+	}
+	*holder_gone = true;
+	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
+	if ((st = conn_send_note(s->conn, &offer)) == AL_OK)
+		st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
+	if (st != AL_OK || !s->handover.adopter[0]) {
+		conn_consume_end(s->conn, NULL);
+		trace("the lease of slot %u was %s; ending it", slot,
+		      s->handover.declined ? "declined" : "not taken");
+		return st;
+	}
+	/* Decided: from here on the lease is the adopter's, whatever
+	 * happens to the confirmation (without it, the adopter gives the
+	 * slot back itself). */
+	*handed = true;
+	if (s->lease_given)
+		s->lease_given(s->given_arg);
+	if (note_adopter(s, line, CONFIRMED_TYPE) != AL_OK)
+		trace("could not confirm the adopter of slot %u: %s", slot, status_message());
+	else
+		trace("handed slot %u over", slot);
+	conn_consume_end(s->conn, NULL);
+	status_clear();
+	return AL_OK;
+}
+
+/* The adopter's claim: the lease renewed with the offer's token (and read,
+ * if it is a quorum queue: a declare does not restart its expiry), the
+ * holder queue declared, the slot checked; one round trip. As a claim's,
+ * its time starts before it is sent. */
+static enum al_status adopt_claim(struct sem *s, unsigned k, bool *won)
+{
+	struct step steps[4] = {{DECLARE_LEASE, LEASE_QUEUE}};
+	char queue[QUEUE_NAME_MAX + 1];
+	size_t n = 1, done;
+	uint16_t refused;
+	enum al_status st;
+
+	if (s->lease.quorum)
+		steps[n++] = (struct step){READ_QUEUE, LEASE_QUEUE};
+	steps[n++] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
+	steps[n++] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
+	s->lease.renewed = boot_seconds();
+	st = send_steps(s, k, steps, n);
+	if (st == AL_OK && s->claim_sent)
+		s->claim_sent(s->claim_arg, k);
+	if (st == AL_OK)
+		st = await_steps(s, steps, n, &done, &refused);
+	*won = st == AL_OK && refused == 0;
+	/* The holder queue ours, the slot gone: it goes too. */
+	if (st == AL_OK && done == n - 1) {
+		sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
+		st = ask_ok(s, DELETE_QUEUE, queue);
+	}
+	if (st == AL_OK && !*won)
+		trace("could not adopt slot %u (refused %u at step %zu)", k, refused, done + 1);
+	return st;
+}
+
+/* No confirmation: the holder queue goes, and the lease, if it is still
+ * the offer's (the offerer may have ended it already), and the line is
+ * woken for the slot that is free again. */
+static enum al_status give_back(struct sem *s, unsigned k)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+
+	sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
+	if ((st = ask_ok(s, DELETE_QUEUE, queue)) != AL_OK)
+		return st;
+	return sem_lease_end(s, k);
+}
+
+/* What the first in line would have made itself: a lease of its own
+ * length and type, signed by its login. */
+static const char *not_adoptable(const struct sem *s)
+{
+	if (!s->lease.on)
+		return "we hold without a lease";
+	if (!s->handover.offer_signed)
+		return "it is not signed by our login";
+	/* Delivered before to a first in line that left without a word:
+	 * it may have adopted it, and be away. */
+	if (s->handover.offer_again)
+		return "it was delivered to another first";
+	if (s->handover.ms != s->lease.ms)
+		return "its length is not our --lease";
+	if (s->handover.quorum != s->lease.quorum)
+		return "its type is not the one we would make";
+	return NULL;
+}
+
+enum al_status sem_adopt(struct sem *s, unsigned *slot)
+{
+	unsigned k = s->handover.slot;
+	int64_t own = s->lease.token;
+	const char *why = not_adoptable(s);
+	enum al_status st;
+	bool won = false;
+
+	*slot = 0;
+	s->handover.adopter[0] = '\0';
+	s->handover.confirmed = false;
+	/* Spent whatever comes of it: the confirmation comes through the
+	 * line, after it. */
+	sem_wake_done(s);
+	if (why) {
+		trace("slot %u offered, not adopted: %s", k, why);
+		(void)note_adopter(s, s->handover.reply_to, DECLINED_TYPE);
+		return fail(AL_BUSY, "slot %u of %s is being handed over", k, s->label);
+	}
+	trace("slot %u offered: adopting its lease", k);
+	new_id(s->handover.adopter, sizeof(s->handover.adopter));
+	s->lease.token = s->handover.token;
+	st = adopt_claim(s, k, &won);
+	if (st == AL_OK && !won)
+		st = note_adopter(s, s->handover.reply_to, DECLINED_TYPE);
+	if (st == AL_OK && won)
+		st = note_adopter(s, s->handover.reply_to, ADOPTED_TYPE);
+	if (st == AL_OK && won)
+		st = wait_for(s, confirmed,
+			      deadline_in(s->claim_window > 0 && s->claim_window < CONFIRM_WAIT
+						  ? s->claim_window
+						  : CONFIRM_WAIT));
+	if (st == AL_OK && won && s->handover.confirmed)
+		st = claim_fresh(s, k);
+	if (st == AL_OK && won && s->handover.confirmed) {
+		trace("slot %u is ours, handed over", k);
+		*slot = k;
+		return AL_OK;
+	}
+	if (st == AL_OK && won) {
+		trace("slot %u adopted but not confirmed; giving it back", k);
+		st = give_back(s, k);
+	}
+	/* A connection lost meanwhile may have left the lease adopted, and
+	 * its offerer may have let it go to us: the next connection ends it,
+	 * by the offer's token. Nobody else can hold it by that token: an
+	 * offer delivered again (our acknowledgement lost with us) is not
+	 * adopted. */
+	if (st != AL_OK && s->conn->dead) {
+		s->claim_void = true;
+		s->void_slot = k;
+	}
+	if (s->claim_void)
+		s->void_token = s->handover.token;
+	s->lease.token = own;
+	s->handover.adopter[0] = '\0';
+	return st == AL_OK ? fail(AL_BUSY, "slot %u of %s was not handed over", k, s->label) : st;
+}

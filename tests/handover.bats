@@ -1,0 +1,289 @@
+#!/usr/bin/env bats
+# The lease handed over (docs/design.md, "Handing the lease over"): a
+# release with someone in line passes its lease, as it is, to the first in
+# line, which runs its command only once the releaser has confirmed it.
+# Every way a hand-over can fail falls back to the release as before, and
+# no two commands run on one slot: an offer not signed by the waiter's
+# login (forged by a user who can read the token), an offer delivered a
+# second time, a first in line that says nothing (an older amqplock), and
+# a releaser or an adopter cut off half-way (a relay that drops all the
+# broker sends after a chosen note) or killed there. Commands record when
+# they ran (tools/leasecmd.pl) and tools/overlaps.pl checks that no two
+# overlapped. Timing bounds here catch stalls, not slowness: make bench
+# and make bench-phases measure the speed.
+#
+# Needs jq and perl (core modules). Helper programs: tests/tools/
+# (leasecmd.pl, overlaps.pl, proxy.pl, linehead.pl, offer.pl).
+
+bats_require_minimum_version 1.5.0
+load lib/helper
+
+setup() {
+    test_init
+}
+
+teardown() {
+    test_cleanup
+    rmqctl delete_user "forger-$n" >/dev/null 2>&1 || true
+}
+
+# holder TAG [OPTIONS...]: a hold -v of the 1-slot semaphore whose command
+# (leasecmd.pl, $T/TAG.cmd) runs until $T/go exists; returns once it runs.
+# Pid in BG.
+holder() {
+    local tag=$1
+    shift
+    bg "$tag" -v hold "$@" "$n" -- perl "$H/leasecmd.pl" "$T/$tag.cmd" 60 0 "$T/go"
+    wait_until 15 test -e "$T/$tag.cmd.ready" || fail "$tag did not start: $(cat "$T/$tag.err")"
+}
+
+# waiter TAG [OPTIONS...]: a hold -v -w 60 whose command runs 0.2 s,
+# returns once it is in line. Pid in BG.
+waiter() {
+    local tag=$1
+    shift
+    bg "$tag" -v hold -w 60 "$@" "$n" -- perl "$H/leasecmd.pl" "$T/$tag.cmd" 0.2
+    in_line "$tag"
+}
+
+# one_after_other TAG...: each command ran once, none beside another.
+one_after_other() {
+    local files=() tag bad
+    for tag in "$@"; do files+=("$T/$tag.cmd"); done
+    perl "$H/overlaps.pl" "${files[@]}" >"$T/runs"
+    [ "$(grep -c '^interval ' "$T/runs")" -eq $# ] || fail "not $# commands ran: $(cat "$T/runs")"
+    bad=$(awk '$1 == "handover" && $5 < 0' "$T/runs")
+    [ -z "$bad" ] || fail "two commands on one slot at once: $bad"
+    bad=$(awk '$1 == "interval" && $9 != 1' "$T/runs")
+    [ -z "$bad" ] || fail "a command ran twice: $bad"
+}
+
+# lease_token K: the token (x-max-length) of the lease of slot K, if any.
+lease_token() {
+    rmqctl -q list_queues name arguments --no-table-headers |
+        awk -v q="amqplock.$n-$1-L" '$1 == q' | grep -o '"x-max-length",[0-9]*' | cut -d, -f2
+}
+
+# finish TAG...: each hold exits 0 within 20 s.
+finish() {
+    local tag
+    for tag in "$@"; do
+        wait_exit "${PID[$tag]}" 20
+        [ "$rc" -eq 0 ] || fail "$tag exited $rc: $(cat "$T/$tag.err")"
+    done
+}
+
+@test "a release hands its lease to the first in line as it is; the waiter runs once confirmed, after the release" {
+    declare -gA PID
+    al create "$n" 1
+    holder r
+    PID[r]=$BG
+    waiter w
+    PID[w]=$BG
+    local token
+    token=$(lease_token 1)
+    [ -n "$token" ] || fail "no lease"
+    touch "$T/go"
+    finish r w
+    grep -q "handed slot 1 over" "$T/r.err" || fail "not handed over: $(cat "$T/r.err")"
+    grep -q "slot 1 is ours, handed over" "$T/w.err" || fail "not adopted: $(cat "$T/w.err")"
+    grep -q "claiming slot" <(sed -n '/woken/,$p' "$T/w.err") && fail "w claimed anew: $(cat "$T/w.err")"
+    one_after_other r w
+    no_lease_left "$n"
+}
+
+@test "the lease goes on with its token: while the adopter holds, the lease queue is the releaser's, renewed" {
+    declare -gA PID
+    al create "$n" 1
+    holder r
+    PID[r]=$BG
+    bg w -v hold -w 60 "$n" -- perl "$H/leasecmd.pl" "$T/w.cmd" 60 0 "$T/go2"
+    PID[w]=$BG
+    in_line w
+    local token
+    token=$(lease_token 1)
+    touch "$T/go"
+    wait_until 10 test -e "$T/w.cmd.ready" || fail "w did not start: $(cat "$T/w.err")"
+    [ "$(lease_token 1)" = "$token" ] || fail "the lease was made again: $token, now $(lease_token 1)"
+    # renewed by the adopter beyond the releaser's exit
+    sleep 2
+    [ "$(lease_token 1)" = "$token" ] || fail "the lease changed or went"
+    slot_held "$n" 1 || fail "slot 1 not held"
+    touch "$T/go2"
+    finish r w
+    no_lease_left "$n"
+}
+
+# The token can be read by anyone with the monitoring tag (management API,
+# rabbitmqctl), and the README's inspector may publish to the line: a
+# forged offer naming an away holder's lease would make the first in line
+# run beside that holder's job. Only an offer whose user_id is the
+# waiter's own login is adopted, and the broker lets nobody set another's.
+@test "a forged offer of an away holder's lease is not adopted: the waiter waits until the lease runs out" {
+    declare -gA PID
+    al create "$n" 1
+    bg a acquire --heartbeat 1 --lease 6 "$n"
+    local a=$BG
+    wait_until 10 has_line "$T/a.out" '[0-9]+' || fail "acquire got no slot: $(cat "$T/a.err")"
+    local token
+    token=$(lease_token 1)
+    [ -n "$token" ] || fail "no lease"
+    kill -KILL "$a"
+    wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c .away)" = "[1]" ]' ||
+        fail "not away: $(al --json status --no-names "$n")"
+    waiter w --heartbeat 1 --grace 1 --lease 6
+    PID[w]=$BG
+    rmqctl add_user "forger-$n" pw >/dev/null
+    rmqctl set_permissions -p / "forger-$n" '^$' '^amq\.default$' '^$' >/dev/null
+    local quorum=1
+    [ "$(queue_type "amqplock.$n-1-L")" = quorum ] || quorum=0
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 6000 "$quorum"
+    [[ $output == *amqplock.declined* ]] || fail "unsigned offer: $output"
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 6000 "$quorum" "forger-$n"
+    [[ $output == *amqplock.declined* ]] || fail "offer signed by another login: $output"
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 6000 "$quorum" guest
+    [[ $output == *"closed 406"* ]] || fail "the broker let a user sign as another: $output"
+    grep -q "not adopted: it is not signed by our login" "$T/w.err" || fail "$(cat "$T/w.err")"
+    [ ! -e "$T/w.cmd.ready" ] || fail "w ran beside the away holder's job"
+    [ "$(lease_token 1)" = "$token" ] || fail "the away holder's lease changed"
+    # and the slot is the waiter's once the lease runs out
+    wait_exit "${PID[w]}" 30
+    [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"
+}
+
+@test "a first in line that does not adopt (an older amqplock) costs the release half a second: the lease is ended as before" {
+    al create "$n" 1
+    holder r
+    local r=$BG
+    perl "$H/linehead.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n#waiters" >"$T/head.out" 2>&1 3>&- &
+    keep $!
+    wait_until 10 grep -qx ready "$T/head.out" || fail "linehead.pl: $(cat "$T/head.out")"
+    local t0 took
+    t0=$(now)
+    touch "$T/go"
+    wait_exit "$r" 10
+    took=$(since "$t0")
+    [ "$rc" -eq 0 ] || fail "r exited $rc: $(cat "$T/r.err")"
+    grep -q "was not taken; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
+    note "release with a first in line that does not adopt: $took s"
+    at_most "$took" 3
+    wait_until 5 none_held "$n" || fail "still held: $(al --json status --no-names "$n")"
+    no_lease_left "$n"
+}
+
+# The first in line dies holding the offer, unacknowledged: the broker
+# gives it to the next, marked as delivered before. That one cannot know
+# whether the dead one adopted it and is away with a job (its
+# acknowledgement may have been lost with it), so it does not adopt; the
+# releaser, told so, ends the lease and wakes it as before.
+@test "an offer delivered a second time is not adopted: the next in line declines, and gets the slot by the release" {
+    declare -gA PID
+    al create "$n" 1
+    holder r
+    PID[r]=$BG
+    perl "$H/linehead.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n#waiters" --die-holding >"$T/head.out" 2>&1 3>&- &
+    keep $!
+    wait_until 10 grep -qx ready "$T/head.out" || fail "linehead.pl: $(cat "$T/head.out")"
+    waiter w
+    PID[w]=$BG
+    touch "$T/go"
+    finish r w
+    grep -qx "died holding" "$T/head.out" || fail "the head got nothing: $(cat "$T/head.out")"
+    grep -q "not adopted: it was delivered to another first" "$T/w.err" || fail "$(cat "$T/w.err")"
+    grep -q "was declined; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
+    one_after_other r w
+}
+
+# The relay passes everything the releaser sends, and drops all the broker
+# sends it once it has sent its offer: it never hears that the lease was
+# adopted. The adopter, never confirmed, runs nothing, gives the slot back
+# and takes it as any waiter.
+@test "a releaser cut off after its offer: the adopter is never confirmed, gives the slot back, and runs only after" {
+    declare -gA PID
+    al create "$n" 1
+    export AMQPLOCK_RELAY_STALL=amqplock.offer
+    start_relay
+    unset AMQPLOCK_RELAY_STALL
+    holder r --url "$RELAY_URL" --rpc-timeout 3
+    PID[r]=$BG
+    waiter w
+    PID[w]=$BG
+    touch "$T/go"
+    finish r w
+    grep -q "adopted but not confirmed; giving it back" "$T/w.err" || fail "$(cat "$T/w.err")"
+    one_after_other r w
+    no_lease_left "$n"
+}
+
+@test "kill -9 of a releaser after its offer: its keeper ends the lease; the adopter gives the slot back and runs only after" {
+    declare -gA PID
+    al create "$n" 1
+    export AMQPLOCK_RELAY_STALL=amqplock.offer
+    start_relay
+    unset AMQPLOCK_RELAY_STALL
+    holder r --url "$RELAY_URL" --rpc-timeout 10
+    PID[r]=$BG
+    waiter w
+    PID[w]=$BG
+    touch "$T/go"
+    wait_until 10 grep -q "offering its lease" "$T/r.err" || fail "no offer: $(cat "$T/r.err")"
+    kill -KILL "${PID[r]}"
+    finish w
+    grep -q "adopted but not confirmed; giving it back" "$T/w.err" || fail "$(cat "$T/w.err")"
+    one_after_other r w
+    wait_until 5 none_held "$n" || fail "still held: $(al --json status --no-names "$n")"
+    no_lease_left "$n"
+}
+
+# The relay drops all the broker sends the adopter once it has said that
+# it adopted: the releaser confirms and is gone, the confirmation never
+# arrives. The adopter runs nothing, loses its connection to the reply
+# timeout, ends on the next one the lease it adopted (nobody else would:
+# its releaser has let it go) and takes the slot again.
+@test "an adopter cut off before its confirmation: it runs nothing, ends the adopted lease on its next connection, and takes the slot again" {
+    declare -gA PID
+    al create "$n" 1
+    export AMQPLOCK_RELAY_STALL=amqplock.adopted
+    start_relay
+    unset AMQPLOCK_RELAY_STALL
+    holder r
+    PID[r]=$BG
+    waiter w --url "$RELAY_URL" --rpc-timeout 2
+    PID[w]=$BG
+    local t0 took
+    t0=$(now)
+    touch "$T/go"
+    finish r
+    grep -q "handed slot 1 over" "$T/r.err" || fail "$(cat "$T/r.err")"
+    finish w
+    took=$(since "$t0")
+    note "the adopter cut off ran $took s after the release (lease 40 s)"
+    grep -q "adopted but not confirmed" "$T/w.err" || fail "$(cat "$T/w.err")"
+    one_after_other r w
+    at_most "$took" 15
+    no_lease_left "$n"
+}
+
+@test "kill -9 of an adopter waiting for its confirmation: its keeper ends the adopted lease, the slot is free within seconds" {
+    declare -gA PID
+    al create "$n" 1
+    export AMQPLOCK_RELAY_STALL=amqplock.adopted
+    start_relay
+    unset AMQPLOCK_RELAY_STALL
+    holder r
+    PID[r]=$BG
+    waiter w --url "$RELAY_URL" --rpc-timeout 10
+    PID[w]=$BG
+    touch "$T/go"
+    finish r
+    wait_until 10 grep -q "adopting its lease" "$T/w.err" || fail "$(cat "$T/w.err")"
+    local t0 took
+    t0=$(now)
+    kill -KILL "${PID[w]}"
+    wait_until 10 none_held "$n" || fail "still held: $(al --json status --no-names "$n")"
+    took=$(since "$t0")
+    note "slot free $took s after kill -9 of an adopter (lease 40 s)"
+    at_most "$took" 5
+    [ ! -e "$T/w.cmd" ] || fail "the adopter's command ran"
+    no_lease_left "$n"
+}
