@@ -290,6 +290,28 @@ enum al_status conn_ask(struct conn *c, const char *queue, const char *type, con
 	return r == AMQP_STATUS_OK ? AL_OK : connection_failed(c, r, "asking a question");
 }
 
+bool conn_bytes_are(amqp_bytes_t b, const char *s)
+{
+	return b.len == strlen(s) && memcmp(b.bytes, s, b.len) == 0;
+}
+
+bool conn_is_type(const amqp_basic_properties_t *p, const char *type)
+{
+	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && conn_bytes_are(p->type, type);
+}
+
+const amqp_field_value_t *conn_header(const amqp_basic_properties_t *p, const char *key)
+{
+	int i;
+
+	if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG))
+		return NULL;
+	for (i = 0; i < p->headers.num_entries; i++)
+		if (conn_bytes_are(p->headers.entries[i].key, key))
+			return &p->headers.entries[i].value;
+	return NULL;
+}
+
 bool conn_is_reply_to(const amqp_bytes_t *name)
 {
 	static const char prefix[] = REPLY_TO ".";
@@ -353,8 +375,7 @@ enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 bool conn_signed_by_us(const struct conn *c, const amqp_basic_properties_t *p)
 {
 	return (p->_flags & AMQP_BASIC_USER_ID_FLAG) && c->user[0] &&
-	       p->user_id.len == strlen(c->user) &&
-	       memcmp(p->user_id.bytes, c->user, p->user_id.len) == 0;
+	       conn_bytes_are(p->user_id, c->user);
 }
 
 /* conn_side_call's channel ids: above the line's and the lease's, and

@@ -295,6 +295,12 @@ enum al_status conn_listen_replies(struct conn *c, const struct conn_consumer *h
 enum al_status conn_ask(struct conn *c, const char *queue, const char *type, const char *expiration,
 			const char *correlation_id);
 
+/* Whether bytes b are the text s. */
+bool conn_bytes_are(amqp_bytes_t b, const char *s);
+/* Whether a message's type property is `type`. */
+bool conn_is_type(const amqp_basic_properties_t *p, const char *type);
+/* A message's header `key`, or NULL if it has none such. */
+const amqp_field_value_t *conn_header(const amqp_basic_properties_t *p, const char *key);
 /* Whether name is a direct reply-to name, the only place an answer may go
  * (never a queue of amqplock's: a line, a slot). */
 bool conn_is_reply_to(const amqp_bytes_t *name);

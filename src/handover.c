@@ -26,16 +26,6 @@
  * broker: a millisecond) before it gives the slot back. */
 #define CONFIRM_WAIT 1.0
 
-static bool same_text(amqp_bytes_t b, const char *text)
-{
-	return b.len == strlen(text) && memcmp(b.bytes, text, b.len) == 0;
-}
-
-static bool is_type(const amqp_basic_properties_t *p, const char *type)
-{
-	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && same_text(p->type, type);
-}
-
 /* Copies bytes into buf as a string; false if they do not fit. */
 static bool text_copy(amqp_bytes_t b, char *buf, size_t size)
 {
@@ -46,21 +36,9 @@ static bool text_copy(amqp_bytes_t b, char *buf, size_t size)
 	return true;
 }
 
-static const amqp_field_value_t *header(const amqp_basic_properties_t *p, const char *key)
-{
-	int i;
-
-	if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG))
-		return NULL;
-	for (i = 0; i < p->headers.num_entries; i++)
-		if (same_text(p->headers.entries[i].key, key))
-			return &p->headers.entries[i].value;
-	return NULL;
-}
-
 static bool header_i64(const amqp_basic_properties_t *p, const char *key, int64_t *v)
 {
-	const amqp_field_value_t *f = header(p, key);
+	const amqp_field_value_t *f = conn_header(p, key);
 
 	if (f && f->kind == AMQP_FIELD_KIND_I64)
 		*v = f->value.i64;
@@ -69,7 +47,7 @@ static bool header_i64(const amqp_basic_properties_t *p, const char *key, int64_
 
 static bool header_text(const amqp_basic_properties_t *p, const char *key, char *buf, size_t size)
 {
-	const amqp_field_value_t *f = header(p, key);
+	const amqp_field_value_t *f = conn_header(p, key);
 
 	return f && (f->kind == AMQP_FIELD_KIND_UTF8 || f->kind == AMQP_FIELD_KIND_BYTES) &&
 	       text_copy(f->value.bytes, buf, size);
@@ -109,16 +87,16 @@ bool handover_note(struct sem *s, const amqp_basic_properties_t *p, bool *offer)
 	char id[sizeof(s->handover.adopter)];
 
 	*offer = false;
-	if (is_type(p, OFFER_TYPE)) {
+	if (conn_is_type(p, OFFER_TYPE)) {
 		*offer = s->handover.offered = read_offer(s, p);
 		return true;
 	}
-	if (!is_type(p, CONFIRMED_TYPE))
+	if (!conn_is_type(p, CONFIRMED_TYPE))
 		return false;
 	/* Ours only if it names this adoption and us, from our login. */
 	if (s->handover.adopter[0] && conn_signed_by_us(s->conn, p) &&
 	    (p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) &&
-	    same_text(p->correlation_id, s->handover.nonce) &&
+	    conn_bytes_are(p->correlation_id, s->handover.nonce) &&
 	    header_text(p, "adopter", id, sizeof(id)) && strcmp(id, s->handover.adopter) == 0)
 		s->handover.confirmed = true;
 	return true;
@@ -137,11 +115,11 @@ static void heard_back(void *owner, uint64_t tag, const amqp_basic_properties_t 
 
 	(void)tag; /* direct reply-to: nothing to acknowledge */
 	if (!(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
-	    !same_text(p->correlation_id, s->handover.nonce) || s->handover.adopter[0])
+	    !conn_bytes_are(p->correlation_id, s->handover.nonce) || s->handover.adopter[0])
 		return;
-	if (is_type(p, DECLINED_TYPE))
+	if (conn_is_type(p, DECLINED_TYPE))
 		s->handover.declined = true;
-	else if (is_type(p, ADOPTED_TYPE) && conn_signed_by_us(s->conn, p))
+	else if (conn_is_type(p, ADOPTED_TYPE) && conn_signed_by_us(s->conn, p))
 		(void)header_text(p, "adopter", s->handover.adopter, sizeof(s->handover.adopter));
 }
 

@@ -24,16 +24,6 @@
  * holding loop waits this long at most, once a second at most. */
 #define ANSWERING_LIMIT 0.5
 
-static bool bytes_are(amqp_bytes_t b, const char *s)
-{
-	return b.len == strlen(s) && memcmp(b.bytes, s, b.len) == 0;
-}
-
-static bool has_type(const amqp_basic_properties_t *p, const char *type)
-{
-	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && bytes_are(p->type, type);
-}
-
 /* --- the holder's side ------------------------------------------------- */
 
 /* A question delivered to our holder queue, whatever was being read:
@@ -48,7 +38,7 @@ static void question_came(void *owner, uint64_t tag, const amqp_basic_properties
 	unsigned i;
 
 	(void)tag; /* no acknowledgements: the consumer takes no-ack */
-	if (!has_type(p, QUESTION_TYPE) || !(p->_flags & AMQP_BASIC_REPLY_TO_FLAG) ||
+	if (!conn_is_type(p, QUESTION_TYPE) || !(p->_flags & AMQP_BASIC_REPLY_TO_FLAG) ||
 	    !conn_is_reply_to(&p->reply_to))
 		return;
 	if (now - a->window >= 1.0) {
@@ -188,7 +178,7 @@ static void header_text(const amqp_table_t *h, const char *key, char *dst, size_
 
 	dst[0] = '\0';
 	for (i = 0; i < h->num_entries; i++)
-		if (bytes_are(h->entries[i].key, key) &&
+		if (conn_bytes_are(h->entries[i].key, key) &&
 		    h->entries[i].value.kind == AMQP_FIELD_KIND_UTF8) {
 			printable(dst, size, h->entries[i].value.value.bytes.bytes,
 				  h->entries[i].value.value.bytes.len);
@@ -206,7 +196,7 @@ static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t
 	size_t i;
 
 	(void)tag;
-	if (!has_type(p, ANSWER_TYPE) || !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
+	if (!conn_is_type(p, ANSWER_TYPE) || !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
 	    !(p->_flags & AMQP_BASIC_HEADERS_FLAG))
 		return;
 	printable(text, sizeof(text), p->correlation_id.bytes, p->correlation_id.len);

@@ -5,8 +5,6 @@
 
 #include "clock.h"
 
-#include <string.h>
-
 /* The waiters queue of the semaphore: its line (see sem_join_line). */
 void waiters_queue(const struct sem *s, char *buf)
 {
@@ -57,12 +55,6 @@ static bool is_probe(const amqp_basic_properties_t *p)
 	       *(const char *)p->expiration.bytes == '0';
 }
 
-static bool is_turn(const amqp_basic_properties_t *p)
-{
-	return (p->_flags & AMQP_BASIC_TYPE_FLAG) && p->type.len == strlen(TURN_TYPE) &&
-	       memcmp(p->type.bytes, TURN_TYPE, p->type.len) == 0;
-}
-
 /* Something delivered from the line, whatever was being read: it says
  * that we are first in line (only the first gets anything). It is a
  * wake-up (a lease offered is one too) unless its header says it is a
@@ -76,7 +68,8 @@ static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *
 	bool offer = false;
 
 	s->place.first = true;
-	if (is_probe(props) || is_turn(props) || (handover_note(s, props, &offer) && !offer))
+	if (is_probe(props) || conn_is_type(props, TURN_TYPE) ||
+	    (handover_note(s, props, &offer) && !offer))
 		conn_ack(s->conn, tag);
 	else
 		s->place.wake_tag = tag;
