@@ -20,6 +20,7 @@ load lib/helper
 
 setup() {
     test_init
+    declare -gA PID
 }
 
 teardown() {
@@ -29,20 +30,22 @@ teardown() {
 
 # holder TAG [OPTIONS...]: a hold -v of the 1-slot semaphore whose command
 # (leasecmd.pl, $T/TAG.cmd) runs until $T/go exists; returns once it runs.
-# Pid in BG.
+# Pid in PID[TAG].
 holder() {
     local tag=$1
     shift
     bg "$tag" -v hold "$@" "$n" -- perl "$H/leasecmd.pl" "$T/$tag.cmd" 60 0 "$T/go"
+    PID[$tag]=$BG
     wait_until 15 test -e "$T/$tag.cmd.ready" || fail "$tag did not start: $(cat "$T/$tag.err")"
 }
 
 # waiter TAG [OPTIONS...]: a hold -v -w 60 whose command runs 0.2 s,
-# returns once it is in line. Pid in BG.
+# returns once it is in line. Pid in PID[TAG].
 waiter() {
     local tag=$1
     shift
     bg "$tag" -v hold -w 60 "$@" "$n" -- perl "$H/leasecmd.pl" "$T/$tag.cmd" 0.2
+    PID[$tag]=$BG
     in_line "$tag"
 }
 
@@ -74,12 +77,9 @@ finish() {
 }
 
 @test "a release hands its lease to the first in line as it is; the waiter runs once confirmed, after the release" {
-    declare -gA PID
     al create "$n" 1
     holder r
-    PID[r]=$BG
     waiter w
-    PID[w]=$BG
     local token
     token=$(lease_token 1)
     [ -n "$token" ] || fail "no lease"
@@ -93,10 +93,8 @@ finish() {
 }
 
 @test "the lease goes on with its token: while the adopter holds, the lease queue is the releaser's, renewed" {
-    declare -gA PID
     al create "$n" 1
     holder r
-    PID[r]=$BG
     bg w -v hold -w 60 "$n" -- perl "$H/leasecmd.pl" "$T/w.cmd" 60 0 "$T/go2"
     PID[w]=$BG
     in_line w
@@ -120,7 +118,6 @@ finish() {
 # run beside that holder's job. Only an offer whose user_id is the
 # waiter's own login is adopted, and the broker lets nobody set another's.
 @test "a forged offer of an away holder's lease is not adopted: the waiter waits until the lease runs out" {
-    declare -gA PID
     al create "$n" 1
     bg a acquire --heartbeat 1 --lease 6 "$n"
     local a=$BG
@@ -132,7 +129,6 @@ finish() {
     wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c .away)" = "[1]" ]' ||
         fail "not away: $(al --json status --no-names "$n")"
     waiter w --heartbeat 1 --grace 1 --lease 6
-    PID[w]=$BG
     rmqctl add_user "forger-$n" pw >/dev/null
     rmqctl set_permissions -p / "forger-$n" '^$' '^amq\.default$' '^$' >/dev/null
     local quorum=1
@@ -177,15 +173,12 @@ finish() {
 # acknowledgement may have been lost with it), so it does not adopt; the
 # releaser, told so, ends the lease and wakes it as before.
 @test "an offer delivered a second time is not adopted: the next in line declines, and gets the slot by the release" {
-    declare -gA PID
     al create "$n" 1
     holder r
-    PID[r]=$BG
     perl "$H/linehead.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n#waiters" --die-holding >"$T/head.out" 2>&1 3>&- &
     keep $!
     wait_until 10 grep -qx ready "$T/head.out" || fail "linehead.pl: $(cat "$T/head.out")"
     waiter w
-    PID[w]=$BG
     touch "$T/go"
     finish r w
     grep -qx "died holding" "$T/head.out" || fail "the head got nothing: $(cat "$T/head.out")"
@@ -199,15 +192,10 @@ finish() {
 # adopted. The adopter, never confirmed, runs nothing, gives the slot back
 # and takes it as any waiter.
 @test "a releaser cut off after its offer: the adopter is never confirmed, gives the slot back, and runs only after" {
-    declare -gA PID
     al create "$n" 1
-    export AMQPLOCK_RELAY_STALL=amqplock.offer
-    start_relay
-    unset AMQPLOCK_RELAY_STALL
+    start_relay_stalling amqplock.offer
     holder r --url "$RELAY_URL" --rpc-timeout 3
-    PID[r]=$BG
     waiter w
-    PID[w]=$BG
     touch "$T/go"
     finish r w
     grep -q "adopted but not confirmed; giving it back" "$T/w.err" || fail "$(cat "$T/w.err")"
@@ -216,15 +204,10 @@ finish() {
 }
 
 @test "kill -9 of a releaser after its offer: its keeper ends the lease; the adopter gives the slot back and runs only after" {
-    declare -gA PID
     al create "$n" 1
-    export AMQPLOCK_RELAY_STALL=amqplock.offer
-    start_relay
-    unset AMQPLOCK_RELAY_STALL
+    start_relay_stalling amqplock.offer
     holder r --url "$RELAY_URL" --rpc-timeout 10
-    PID[r]=$BG
     waiter w
-    PID[w]=$BG
     touch "$T/go"
     wait_until 10 grep -q "offering its lease" "$T/r.err" || fail "no offer: $(cat "$T/r.err")"
     kill -KILL "${PID[r]}"
@@ -241,15 +224,10 @@ finish() {
 # timeout, ends on the next one the lease it adopted (nobody else would:
 # its releaser has let it go) and takes the slot again.
 @test "an adopter cut off before its confirmation: it runs nothing, ends the adopted lease on its next connection, and takes the slot again" {
-    declare -gA PID
     al create "$n" 1
-    export AMQPLOCK_RELAY_STALL=amqplock.adopted
-    start_relay
-    unset AMQPLOCK_RELAY_STALL
+    start_relay_stalling amqplock.adopted
     holder r
-    PID[r]=$BG
     waiter w --url "$RELAY_URL" --rpc-timeout 2
-    PID[w]=$BG
     local t0 took
     t0=$(now)
     touch "$T/go"
@@ -265,15 +243,10 @@ finish() {
 }
 
 @test "kill -9 of an adopter waiting for its confirmation: its keeper ends the adopted lease, the slot is free within seconds" {
-    declare -gA PID
     al create "$n" 1
-    export AMQPLOCK_RELAY_STALL=amqplock.adopted
-    start_relay
-    unset AMQPLOCK_RELAY_STALL
+    start_relay_stalling amqplock.adopted
     holder r
-    PID[r]=$BG
     waiter w --url "$RELAY_URL" --rpc-timeout 10
-    PID[w]=$BG
     touch "$T/go"
     finish r
     wait_until 10 grep -q "adopting its lease" "$T/w.err" || fail "$(cat "$T/w.err")"

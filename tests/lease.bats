@@ -515,9 +515,7 @@ holder_done() {
 # answer to it.
 @test "kill -9 of hold while its claim is being answered: the keeper ends the lease the claim made, the slot is free within seconds, not after D" {
     al create "$n" 1
-    export AMQPLOCK_RELAY_STALL=x-max-length
-    start_relay
-    unset AMQPLOCK_RELAY_STALL
+    start_relay_stalling x-max-length
     bg h --url "$RELAY_URL" -v --heartbeat 0 --rpc-timeout 30 hold -n "$n" -- true
     local h=$BG keeper
     wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c .held)" = "[1]" ]' ||
@@ -549,9 +547,7 @@ holder_done() {
 # keeper that could end the lease instead.
 @test "a claim cut by a lost connection is void: the waiter ends the lease it may have left and gets the slot within seconds, not after D" {
     al create "$n" 1
-    export AMQPLOCK_RELAY_STALL=x-max-length
-    start_relay
-    unset AMQPLOCK_RELAY_STALL
+    start_relay_stalling x-max-length
     local t0 a took
     t0=$(now)
     bg a --url "$RELAY_URL" -v --rpc-timeout 2 acquire --lease 20 -w 60 "$n"

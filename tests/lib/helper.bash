@@ -277,6 +277,13 @@ start_relay() {
     RELAY_URL="amqp://guest:guest@127.0.0.1:$(cat "$T/relay.port")/"
 }
 
+# start_relay_stalling TEXT: start_relay, whose first connection to send
+# TEXT then hears nothing more from the broker (proxy.pl,
+# AMQPLOCK_RELAY_STALL); its requests still reach the broker.
+start_relay_stalling() {
+    AMQPLOCK_RELAY_STALL=$1 start_relay
+}
+
 # expire_policy MS: an expires policy on the queues of this test's
 # semaphore, the clean-up policy operators set (docs/operators.md, "Policies");
 # clear_expire_policy (teardown) clears it.
