@@ -119,7 +119,10 @@ finish() {
 # waiter's own login is adopted, and the broker lets nobody set another's.
 @test "a forged offer of an away holder's lease is not adopted: the waiter waits until the lease runs out" {
     al create "$n" 1
-    bg a acquire --heartbeat 1 --lease 6 "$n"
+    rmqctl add_user "forger-$n" pw >/dev/null
+    rmqctl set_permissions -p / "forger-$n" '^$' '^amq\.default$' '^$' >/dev/null
+    # the lease outlasts what follows (a few seconds of rabbitmqctl)
+    bg a acquire --heartbeat 1 --lease 12 "$n"
     local a=$BG
     wait_until 10 has_line "$T/a.out" '[0-9]+' || fail "acquire got no slot: $(cat "$T/a.err")"
     local token
@@ -128,20 +131,23 @@ finish() {
     kill -KILL "$a"
     wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c .away)" = "[1]" ]' ||
         fail "not away: $(al --json status --no-names "$n")"
-    waiter w --heartbeat 1 --grace 1 --lease 6
-    rmqctl add_user "forger-$n" pw >/dev/null
-    rmqctl set_permissions -p / "forger-$n" '^$' '^amq\.default$' '^$' >/dev/null
+    waiter w --heartbeat 1 --grace 1 --lease 12
     local quorum=1
     [ "$(queue_type "amqplock.$n-1-L")" = quorum ] || quorum=0
-    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 6000 "$quorum"
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 12000 "$quorum"
     [[ $output == *amqplock.declined* ]] || fail "unsigned offer: $output"
-    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 6000 "$quorum" "forger-$n"
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 12000 "$quorum" "forger-$n"
     [[ $output == *amqplock.declined* ]] || fail "offer signed by another login: $output"
-    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 6000 "$quorum" guest
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 12000 "$quorum" guest
     [[ $output == *"closed 406"* ]] || fail "the broker let a user sign as another: $output"
     grep -q "not adopted: it is not signed by our login" "$T/w.err" || fail "$(cat "$T/w.err")"
-    [ ! -e "$T/w.cmd.ready" ] || fail "w ran beside the away holder's job"
-    [ "$(lease_token 1)" = "$token" ] || fail "the away holder's lease changed"
+    ! grep -q "is ours, handed over" "$T/w.err" || fail "w adopted a forged offer: $(cat "$T/w.err")"
+    # while the away holder's lease lasts, w runs nothing
+    if [ "$(lease_token 1)" = "$token" ]; then
+        [ ! -e "$T/w.cmd.ready" ] || fail "w ran beside the away holder's job"
+    else
+        note "the lease ran out before the check (a slow machine?)"
+    fi
     # and the slot is the waiter's once the lease runs out
     wait_exit "${PID[w]}" 30
     [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"

@@ -5,9 +5,9 @@
 # 127.0.0.1:PORT as USER: type amqplock.offer, the slot, token, length and
 # type of a lease in its headers, a nonce, and its reply-to this
 # connection's direct reply-to. With SIGN_AS, its user_id says SIGN_AS.
-# Prints "sent", then what comes back within 3 s: the type of each reply
-# ("amqplock.declined", "amqplock.adopted"), or "closed CODE" if the broker
-# closed the channel (a user_id that is not USER's: 406). Exits 0.
+# Prints "sent", then what comes back first within 3 s: the type of the
+# reply ("amqplock.declined", "amqplock.adopted"), or "closed CODE" if the
+# broker closed the channel (a user_id that is not USER's: 406). Exits 0.
 # Its AMQP client: Amqp.pm.
 use strict;
 use warnings;
@@ -34,7 +34,7 @@ method(1, 60, 40, pack("n", 0) . ss("") . ss($queue) . "\0");
 header(1, $flags, $props);
 print "sent\n";
 
-# Frames until 3 s have passed: replies' types, or the channel's close.
+# Frames until a reply or the channel's close, for 3 s at most.
 my $sock = Amqp::sock();
 my $end = time + 3;
 my $rin = '';
@@ -62,6 +62,9 @@ while (time < $end) {
             $rest = substr($rest, 1 + unpack("C", $rest)) if $f & $bit;
         }
         $rest = substr($rest, 8) if $f & 0x0040;
-        print unpack("C/a*", $rest), "\n" if $f & 0x0020;
+        if ($f & 0x0020) {
+            print unpack("C/a*", $rest), "\n";
+            last;
+        }
     }
 }
