@@ -264,6 +264,31 @@ enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *ho
 	return st == AL_OK ? sem_wake_line(s) : st;
 }
 
+/* A lease offered and not taken: the holder queue is gone, the lease
+ * still ours. A quorum lease is not deleted while nothing shows the slot
+ * held, for the reason sem_released gives: 3.10 crashed the connection of
+ * every waiter that probed it meanwhile (9 in 100 holds on 5 slots), and
+ * each lost its place in line. So the holder queue is declared again
+ * first, unless the first in line, offered the lease, has it: that shows
+ * the slot held as well (it gives it back, unconfirmed). */
+static enum al_status release_offered(struct sem *s, unsigned slot)
+{
+	char holder[QUEUE_NAME_MAX + 1];
+	enum al_status st = AL_OK;
+	bool ended = false, ours = false;
+	uint16_t refused;
+
+	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
+	if (s->lease.quorum &&
+	    (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) == AL_OK)
+		ours = refused == 0;
+	if (st == AL_OK)
+		st = lease_drop(s, slot, &ended);
+	if (st == AL_OK && ours)
+		st = ask_ok(s, DELETE_QUEUE, holder);
+	return st == AL_OK && ended ? sem_wake_line(s) : st;
+}
+
 /* The holder queue is deleted before the wake-up is published, so that
  * the waiter the broker wakes finds the slot free: a channel's methods
  * are handled in order. Nothing asks first whether anyone waits: a
@@ -284,7 +309,7 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	if ((st = sem_hand_over(s, slot, &handed, &holder_gone)) != AL_OK || handed)
 		return st;
 	if (holder_gone)
-		return sem_lease_end(s, slot);
+		return release_offered(s, slot);
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
 	 * channels); the wake-up follows the holder queue's deletion on its
