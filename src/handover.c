@@ -82,23 +82,54 @@ static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
 	return true;
 }
 
-bool handover_note(struct sem *s, const amqp_basic_properties_t *p, bool *offer)
+/* An offer that comes while we adopt another (releases on other slots of
+ * the semaphore): declined at once, from the delivery's hook, so that its
+ * offerer releases the slot as usual now rather than after ADOPT_WAIT. */
+static void decline_now(struct sem *s, const amqp_basic_properties_t *p)
+{
+	char to[256], nonce[40];
+	amqp_table_t none = {0};
+	struct conn_note n = {.queue = to,
+			      .type = DECLINED_TYPE,
+			      .expiration = NOTICE_EXPIRATION,
+			      .correlation_id = nonce,
+			      .headers = &none};
+
+	if ((p->_flags & AMQP_BASIC_REPLY_TO_FLAG) && conn_is_reply_to(&p->reply_to) &&
+	    text_copy(p->reply_to, to, sizeof(to)) &&
+	    (p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) &&
+	    text_copy(p->correlation_id, nonce, sizeof(nonce)) &&
+	    conn_send_note(s->conn, &n) != AL_OK)
+		trace("could not decline an offer: %s", status_message());
+}
+
+enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p)
 {
 	char id[sizeof(s->handover.adopter)];
 
-	*offer = false;
-	if (conn_is_type(p, OFFER_TYPE)) {
-		*offer = s->handover.offered = read_offer(s, p);
-		return true;
+	if (conn_is_type(p, OFFER_TYPE) && s->handover.adopter[0]) {
+		decline_now(s, p);
+		return NOTE_OTHER;
 	}
+	if (conn_is_type(p, OFFER_TYPE))
+		return (s->handover.offered = read_offer(s, p)) ? NOTE_OFFER : NOTE_OTHER;
 	if (!conn_is_type(p, CONFIRMED_TYPE))
-		return false;
+		return NOT_A_NOTE;
 	/* Ours only if it names this adoption and us, from our login. */
 	if (s->handover.adopter[0] && conn_signed_by_us(s->conn, p) &&
 	    (p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) &&
 	    conn_bytes_are(p->correlation_id, s->handover.nonce) &&
 	    header_text(p, "adopter", id, sizeof(id)) && strcmp(id, s->handover.adopter) == 0)
 		s->handover.confirmed = true;
+	return NOTE_OTHER;
+}
+
+bool handover_woken(struct sem *s, uint64_t tag)
+{
+	if (!s->handover.adopter[0])
+		return false;
+	conn_ack(s->conn, tag);
+	s->handover.woken_meanwhile = true;
 	return true;
 }
 
@@ -215,7 +246,13 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 	bool waiting;
 
 	*handed = *holder_gone = false;
-	if (!s->lease.on || !s->conn->user[0] || conn_consuming(s->conn))
+	/* One slot only. The line serves one message at a time, to its
+	 * first waiter alone: with several slots, offers of releases that
+	 * come together reach a first in line busy adopting another, and
+	 * all but one fall back to the release, later than without an
+	 * offer (100 holds 5 ms apart on 5 slots: 41% busy, against 52%
+	 * without hand-overs, on 3.10.8). */
+	if (!s->lease.on || s->max_seen != 1 || !s->conn->user[0] || conn_consuming(s->conn))
 		return AL_OK;
 	if ((st = anyone_waiting(s, &waiting)) != AL_OK || !waiting)
 		return st;
@@ -305,6 +342,17 @@ static enum al_status give_back(struct sem *s, unsigned k)
 	return sem_lease_end(s, k);
 }
 
+/* A wake-up taken while we adopted (handover_woken): another slot may be
+ * free. Published again, for the next in line if we leave with our slot,
+ * or for us. */
+static enum al_status pass_on_wake(struct sem *s)
+{
+	if (!s->handover.woken_meanwhile)
+		return AL_OK;
+	s->handover.woken_meanwhile = false;
+	return sem_wake_line(s);
+}
+
 /* What the first in line would have made itself: a lease of its own
  * length and type, signed by its login. */
 static const char *not_adoptable(const struct sem *s)
@@ -334,7 +382,7 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 
 	*slot = 0;
 	s->handover.adopter[0] = '\0';
-	s->handover.confirmed = false;
+	s->handover.confirmed = s->handover.woken_meanwhile = false;
 	/* Spent whatever comes of it: the confirmation comes through the
 	 * line, after it. */
 	sem_wake_done(s);
@@ -361,7 +409,8 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	if (st == AL_OK && won && s->handover.confirmed) {
 		trace("slot %u is ours, handed over", k);
 		*slot = k;
-		return AL_OK;
+		s->handover.adopter[0] = '\0';
+		return pass_on_wake(s);
 	}
 	if (st == AL_OK && won) {
 		trace("slot %u adopted but not confirmed; giving it back", k);
@@ -380,5 +429,7 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 		s->void_token = s->handover.token;
 	s->lease.token = own;
 	s->handover.adopter[0] = '\0';
+	if (st == AL_OK)
+		st = pass_on_wake(s);
 	return st == AL_OK ? fail(AL_BUSY, "slot %u of %s was not handed over", k, s->label) : st;
 }

@@ -65,13 +65,13 @@ static bool is_probe(const amqp_basic_properties_t *p)
 static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *props)
 {
 	struct sem *s = owner;
-	bool offer = false;
+	enum handover_note note = NOT_A_NOTE;
 
 	s->place.first = true;
 	if (is_probe(props) || conn_is_type(props, TURN_TYPE) ||
-	    (handover_note(s, props, &offer) && !offer))
+	    (note = handover_note(s, props)) == NOTE_OTHER)
 		conn_ack(s->conn, tag);
-	else
+	else if (note == NOTE_OFFER || !handover_woken(s, tag))
 		s->place.wake_tag = tag;
 }
 

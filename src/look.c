@@ -304,6 +304,7 @@ enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_li
 	for (i = FIRST_WINDOW; *max < FIRST_WINDOW && i > *max; i--)
 		if (p[i - 1].exists)
 			*max = i;
+	s->max_seen = *max;
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
 		taken[i] = p[FIRST_WINDOW + i].exists || !p[i].exists;

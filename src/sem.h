@@ -124,6 +124,9 @@ struct sem {
 		 * the first in line declined, or that we stopped hearing. */
 		char adopter[40];
 		bool confirmed, declined, deaf;
+		/* A wake-up came while we adopted: taken at once (held, it
+		 * would keep the confirmation from us), and passed on. */
+		bool woken_meanwhile;
 	} handover;
 	/* Called once a hand-over is decided, before the adopter hears of
 	 * it: from then on the lease is not ours to end (hold tells its
@@ -138,6 +141,8 @@ struct sem {
 	bool behind_line;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
+	/* Max as the last look for a free slot found it (0: none yet). */
+	unsigned max_seen;
 	/* How long after it was sent a claim may be answered and still
 	 * count (seconds; 0: any time). An answer read later (amqplock was
 	 * stopped, its host paused) may come over a connection the broker

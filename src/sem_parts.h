@@ -132,10 +132,17 @@ void waiters_queue(const struct sem *s, char *buf);
 #define NOTICE_EXPIRATION "1000"
 
 /* handover.c */
-/* Whether a delivery from the line is a note of a hand-over (taken into
- * s->handover), and whether it is the offer that wakes us (*offer); any
- * other note is acknowledged at once by the caller. */
-bool handover_note(struct sem *s, const amqp_basic_properties_t *p, bool *offer);
+/* What a delivery from the line is to the hand-over (taken into
+ * s->handover): no note of it, an offer (a wake-up), or another note (the
+ * confirmation of our adoption among them), which the caller acknowledges
+ * at once. */
+enum handover_note { NOT_A_NOTE, NOTE_OFFER, NOTE_OTHER };
+enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p);
+/* A wake-up delivered while we adopt a lease: acknowledged at once (held,
+ * it would keep our confirmation from us: the line delivers one message
+ * at a time) and published again once the adoption is over. False when
+ * we do not adopt. */
+bool handover_woken(struct sem *s, uint64_t tag);
 /* With someone in line, deletes our holder queue and offers our lease of
  * slot to the first in line (*handed once it is theirs); *holder_gone
  * says whether the holder queue went, so that the caller, if the lease
