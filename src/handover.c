@@ -60,7 +60,7 @@ static void new_id(char *buf, size_t size)
 }
 
 /* An offer as the first in line reads it; false if any part is missing
- * or out of range (it is then no offer: a wake-up). */
+ * or out of range (it is then acknowledged and ignored). */
 static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
 {
 	int64_t slot, ms, quorum, token;

@@ -172,18 +172,13 @@ static void printable(char *dst, size_t size, const void *src, size_t len)
 }
 
 /* A header's text, made printable, or "" if absent. */
-static void header_text(const amqp_table_t *h, const char *key, char *dst, size_t size)
+static void header_text(const amqp_basic_properties_t *p, const char *key, char *dst, size_t size)
 {
-	int i;
+	const amqp_field_value_t *f = conn_header(p, key);
 
 	dst[0] = '\0';
-	for (i = 0; i < h->num_entries; i++)
-		if (conn_bytes_are(h->entries[i].key, key) &&
-		    h->entries[i].value.kind == AMQP_FIELD_KIND_UTF8) {
-			printable(dst, size, h->entries[i].value.value.bytes.bytes,
-				  h->entries[i].value.value.bytes.len);
-			return;
-		}
+	if (f && f->kind == AMQP_FIELD_KIND_UTF8)
+		printable(dst, size, f->value.bytes.bytes, f->value.bytes.len);
 }
 
 static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t *p)
@@ -213,11 +208,11 @@ static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t
 	h = &q->out->holders[q->out->holders_len];
 	memset(h, 0, sizeof(*h));
 	h->slot = (unsigned)slot;
-	header_text(&p->headers, "host", h->host, sizeof(h->host));
-	header_text(&p->headers, "pid", pid, sizeof(pid));
+	header_text(p, "host", h->host, sizeof(h->host));
+	header_text(p, "pid", pid, sizeof(pid));
 	h->pid = strtol(pid, NULL, 10);
-	header_text(&p->headers, "since", h->since, sizeof(h->since));
-	header_text(&p->headers, "command", h->command, sizeof(h->command));
+	header_text(p, "since", h->since, sizeof(h->since));
+	header_text(p, "command", h->command, sizeof(h->command));
 	q->out->holders_len++;
 	q->answered++;
 }

@@ -193,8 +193,8 @@ enum al_status sem_unstick_line(struct sem *s, bool *restarted)
 	if ((st = sem_wake_line(s)) != AL_OK)
 		return st;
 	sleep_seconds(LINE_TAKE_WAIT);
-	/* The probe also takes the wake-up's confirm, which a passive
-	 * declare's answer must not meet first. */
+	/* The probe also takes the wake-up's confirm (conn_expect would
+	 * skip it too). */
 	if ((st = probe_queues(s->conn, &s->name, &line, 1)) != AL_OK)
 		return st;
 	note_line(s, &line);
