@@ -212,19 +212,35 @@ static enum al_status note_adopter(struct sem *s, const char *to, const char *ty
 	return conn_send_note(s->conn, &n);
 }
 
-/* Whether anyone waits in line. Only a line that takes messages is asked
- * how long it is (a question to a line whose node is down may never be
- * answered); one that the last look did not find so is probed first. */
-static enum al_status anyone_waiting(struct sem *s, bool *waiting)
+/* Whether a line that takes messages is there to be asked how long it is
+ * (a question to a line whose node is down may never be answered): one
+ * that the last look did not find so is probed first. */
+static enum al_status line_up(struct sem *s, bool *up)
 {
 	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
-	uint32_t waiters = 0, messages;
 	enum al_status st = AL_OK;
 
 	if (s->line != LINE_UP && (st = probe_queues(s->conn, &s->name, &line, 1)) == AL_OK)
 		note_line(s, &line);
-	if (st == AL_OK && s->line == LINE_UP)
-		st = line_counts(s, &waiters, &messages);
+	*up = st == AL_OK && s->line == LINE_UP;
+	return st;
+}
+
+/* Whether anyone waits in line (*waiting), asked in the round trip that
+ * deletes our holder queue (*holder_gone once it has gone): a hand-over
+ * deletes it anyway, and a release that finds nobody in line ends the
+ * lease after it (sem_lease_let_go). A line gone since refuses the
+ * question, and the holder queue stays: the release then goes on as if
+ * there were no line. */
+static enum al_status ask_line_letting_go(struct sem *s, const char *holder, bool *waiting,
+					  bool *holder_gone)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	uint32_t waiters;
+	enum al_status st;
+
+	waiters_queue(s, queue);
+	st = ask_consumers_then(s, queue, &waiters, DELETE_QUEUE, holder, holder_gone);
 	*waiting = st == AL_OK && waiters > 0;
 	return st;
 }
@@ -243,7 +259,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 				  .headers = &headers,
 				  .replies = true};
 	enum al_status st;
-	bool waiting;
+	bool up, waiting;
 
 	*handed = *holder_gone = false;
 	/* One slot only. The line serves one message at a time, to its
@@ -254,7 +270,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 	 * without hand-overs, on 3.10.8). */
 	if (!s->lease.on || s->max_seen != 1 || !s->conn->user[0] || conn_consuming(s->conn))
 		return AL_OK;
-	if ((st = anyone_waiting(s, &waiting)) != AL_OK || !waiting)
+	if ((st = line_up(s, &up)) != AL_OK || !up)
 		return st;
 	memset(&s->handover, 0, sizeof(s->handover));
 	new_id(s->handover.nonce, sizeof(s->handover.nonce));
@@ -262,15 +278,15 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
 	offer.queue = line;
 	offer.correlation_id = s->handover.nonce;
-	/* Listening for the answer while the holder queue goes; the offer
-	 * only once it has gone, so that the adopter can declare it. */
+	/* Listening for the answer from the round trip that asks whether
+	 * anyone waits on: the offer follows the consume on its channel,
+	 * which the broker takes in order. */
 	if ((st = conn_listen_replies(s->conn, &hooks)) != AL_OK)
 		return st;
-	if ((st = ask_ok(s, DELETE_QUEUE, holder)) != AL_OK) {
+	if ((st = ask_line_letting_go(s, holder, &waiting, holder_gone)) != AL_OK || !waiting) {
 		conn_consume_end(s->conn, NULL);
 		return st;
 	}
-	*holder_gone = true;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
 	if ((st = conn_send_note(s->conn, &offer)) == AL_OK)
 		st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
@@ -296,50 +312,38 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 }
 
 /* The adopter's claim: the lease renewed with the offer's token (and read,
- * if it is a quorum queue: a declare does not restart its expiry), the
- * holder queue declared, the slot checked; one round trip. As a claim's,
- * its time starts before it is sent. */
-static enum al_status adopt_claim(struct sem *s, unsigned k, bool *won)
+ * if it is a quorum queue: a declare does not restart its expiry) and
+ * the slot checked, in one round trip; *adopted* is sent behind it, so
+ * that the offerer lets go and confirms while the broker works. We run
+ * nothing before both the claim's answers and the confirmation are in.
+ * The holder queue, the mark of a live holder, is not on this path (an
+ * exclusive declare is the slowest of the broker's answers here): the
+ * lease alone keeps the slot while it is declared, by the first
+ * verification once the command has started (need_holder). As a
+ * claim's, the lease's time starts before it is sent. *leased says
+ * whether the lease is ours; AL_BUSY if any step was refused. */
+static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
 {
-	struct step steps[4] = {{DECLARE_LEASE, LEASE_QUEUE}};
-	char queue[QUEUE_NAME_MAX + 1];
-	size_t n = 1, done;
+	struct step steps[3] = {{DECLARE_LEASE, LEASE_QUEUE}};
+	size_t n = 1, done = 0;
 	uint16_t refused;
 	enum al_status st;
 
 	if (s->lease.quorum)
 		steps[n++] = (struct step){READ_QUEUE, LEASE_QUEUE};
-	steps[n++] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
 	steps[n++] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
 	s->lease.renewed = boot_seconds();
 	st = send_steps(s, k, steps, n);
 	if (st == AL_OK && s->claim_sent)
 		s->claim_sent(s->claim_arg, k);
 	if (st == AL_OK)
+		st = note_adopter(s, s->handover.reply_to, ADOPTED_TYPE);
+	if (st == AL_OK)
 		st = await_steps(s, steps, n, &done, &refused);
-	*won = st == AL_OK && refused == 0;
-	/* The holder queue ours, the slot gone: it goes too. */
-	if (st == AL_OK && done == n - 1) {
-		sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
-		st = ask_ok(s, DELETE_QUEUE, queue);
-	}
-	if (st == AL_OK && !*won)
+	*leased = done > 0;
+	if (st == AL_OK && done < n)
 		trace("could not adopt slot %u (refused %u at step %zu)", k, refused, done + 1);
-	return st;
-}
-
-/* No confirmation: the holder queue goes, and the lease, if it is still
- * the offer's (the offerer may have ended it already), and the line is
- * woken for the slot that is free again. */
-static enum al_status give_back(struct sem *s, unsigned k)
-{
-	char queue[QUEUE_NAME_MAX + 1];
-	enum al_status st;
-
-	sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
-	if ((st = ask_ok(s, DELETE_QUEUE, queue)) != AL_OK)
-		return st;
-	return sem_lease_end(s, k);
+	return st == AL_OK && done < n ? AL_BUSY : st;
 }
 
 /* A wake-up taken while we adopted (handover_woken): another slot may be
@@ -378,7 +382,7 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	int64_t own = s->lease.token;
 	const char *why = not_adoptable(s);
 	enum al_status st;
-	bool won = false;
+	bool leased = false;
 
 	*slot = 0;
 	s->handover.adopter[0] = '\0';
@@ -394,28 +398,30 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	trace("slot %u offered: adopting its lease", k);
 	new_id(s->handover.adopter, sizeof(s->handover.adopter));
 	s->lease.token = s->handover.token;
-	st = adopt_claim(s, k, &won);
-	if (st == AL_OK && !won)
-		st = note_adopter(s, s->handover.reply_to, DECLINED_TYPE);
-	if (st == AL_OK && won)
-		st = note_adopter(s, s->handover.reply_to, ADOPTED_TYPE);
-	if (st == AL_OK && won)
+	st = adopt_claim(s, k, &leased);
+	if (st == AL_OK)
 		st = wait_for(s, confirmed,
 			      deadline_in(s->claim_window > 0 && s->claim_window < CONFIRM_WAIT
 						  ? s->claim_window
 						  : CONFIRM_WAIT));
-	if (st == AL_OK && won && s->handover.confirmed)
+	if (st == AL_OK && s->handover.confirmed)
 		st = claim_fresh(s, k);
-	if (st == AL_OK && won && s->handover.confirmed) {
+	if (st == AL_OK && s->handover.confirmed) {
 		trace("slot %u is ours, handed over", k);
+		s->lease.need_holder = true;
 		*slot = k;
 		s->handover.adopter[0] = '\0';
 		return pass_on_wake(s);
 	}
-	if (st == AL_OK && won) {
+	if (st == AL_OK)
 		trace("slot %u adopted but not confirmed; giving it back", k);
-		st = give_back(s, k);
-	}
+	/* What we adopted and may not keep (a claim refused after the
+	 * lease's renewal, no confirmation) goes back, as the offerer's
+	 * lease would have: see sem_lease_let_go. */
+	if ((st == AL_OK || st == AL_BUSY) && leased)
+		st = sem_lease_let_go(s, k, true);
+	else if (st == AL_BUSY)
+		st = AL_OK;
 	/* A connection lost meanwhile may have left the lease adopted, and
 	 * its offerer may have let it go to us: the next connection ends it,
 	 * by the offer's token. Nobody else can hold it by that token: an

@@ -455,7 +455,9 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	h.answers.taken_at = (long long)time(NULL);
 	h.end.min_until = minimum_until(o);
 	h.heard = now_seconds();
-	h.next_verify = h.heard + VERIFY_INTERVAL;
+	/* A slot handed over comes without its holder queue: the first
+	 * verification, as soon as the command has started, declares it. */
+	h.next_verify = h.heard + (s->lease.need_holder ? 0 : VERIFY_INTERVAL);
 	*code = 0;
 	/* A signal that came while the slot was being taken: nothing runs. */
 	while ((sig = signals_next(sig_fd)) != 0)

@@ -264,27 +264,36 @@ enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *ho
 	return st == AL_OK ? sem_wake_line(s) : st;
 }
 
-/* A lease offered and not taken: the holder queue is gone, the lease
- * still ours. A quorum lease is not deleted while nothing shows the slot
- * held, for the reason sem_released gives: 3.10 crashed the connection of
- * every waiter that probed it meanwhile (9 in 100 holds on 5 slots), and
- * each lost its place in line. So the holder queue is declared again
- * first, unless the first in line, offered the lease, has it: that shows
- * the slot held as well (it gives it back, unconfirmed). */
-static enum al_status release_offered(struct sem *s, unsigned slot)
+/* A lease let go of by token after a hand-over that did not happen: the
+ * offerer's, not taken (its holder queue gone), or an adopter's, given
+ * back (it has none). The holder queue is declared first, where it
+ * matters: a quorum lease is not deleted while nothing shows the slot
+ * held, for the reason sem_released gives (3.10 crashed the connection
+ * of every waiter that probed it meanwhile: 9 in 100 holds on 5 slots,
+ * each lost its place in line); and an adopter (mark_first) must not end
+ * the lease of a holder that still holds the slot, which an offer, a
+ * hint that any client of our login can publish, may name. A holder
+ * queue that is another's leaves the lease alone: it is a holder's, or
+ * the other side's of this hand-over, which ends the lease itself (the
+ * offerer not answered in time, the adopter giving back). */
+enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first)
 {
 	char holder[QUEUE_NAME_MAX + 1];
-	enum al_status st = AL_OK;
-	bool ended = false, ours = false;
-	uint16_t refused;
+	enum al_status st;
+	bool ended = false;
+	uint16_t refused = 0;
 
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
-	if (s->lease.quorum &&
-	    (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) == AL_OK)
-		ours = refused == 0;
-	if (st == AL_OK)
-		st = lease_drop(s, slot, &ended);
-	if (st == AL_OK && ours)
+	if ((s->lease.quorum || mark_first) &&
+	    (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) != AL_OK)
+		return st;
+	if (refused) {
+		trace("holder queue %s is another's: leaving the lease of slot %u to it", holder,
+		      slot);
+		return AL_OK;
+	}
+	st = lease_drop(s, slot, &ended);
+	if (st == AL_OK && (s->lease.quorum || mark_first))
 		st = ask_ok(s, DELETE_QUEUE, holder);
 	return st == AL_OK && ended ? sem_wake_line(s) : st;
 }
@@ -309,7 +318,7 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	if ((st = sem_hand_over(s, slot, &handed, &holder_gone)) != AL_OK || handed)
 		return st;
 	if (holder_gone)
-		return release_offered(s, slot);
+		return sem_lease_let_go(s, slot, false);
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
 	 * channels); the wake-up follows the holder queue's deletion on its

@@ -368,6 +368,37 @@ enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 			   queue);
 }
 
+/* ask_counts of queue's consumers, with op on `then` sent behind it in the
+ * same round trip; *then_done once that is answered ok. A count refused
+ * (the queue gone, or not ours to look at) is no failure: the broker
+ * drops what follows it on the channel, so `then` is not done. */
+enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *consumers,
+				  enum queue_op op, const char *then, bool *then_done)
+{
+	struct queue_request count, next;
+	void *count_method = queue_request(s, &count, DECLARE_PASSIVE, queue);
+	void *next_method = queue_request(s, &next, op, then);
+	enum al_status st;
+	uint16_t refused;
+	amqp_method_t m;
+
+	*consumers = 0;
+	*then_done = false;
+	conn_refusal_clear(s->conn);
+	st = conn_send(s->conn, count.id, count_method);
+	if (st == AL_OK)
+		st = conn_send(s->conn, next.id, next_method);
+	if (st == AL_OK && (st = conn_expect(s->conn, count.ok, &m)) == AL_OK)
+		*consumers = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
+	st = conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, &refused, "checking",
+			 queue);
+	if (st != AL_OK || refused)
+		return st;
+	st = conn_answer(s->conn, conn_expect(s->conn, next.ok, &m), 0, NULL, verb(op), then);
+	*then_done = st == AL_OK;
+	return st;
+}
+
 bool is_queue_answer(amqp_method_number_t id)
 {
 	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||

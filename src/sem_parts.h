@@ -93,6 +93,10 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
  * there is no such queue or we may not look). */
 enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 			  uint32_t *messages);
+/* ask_counts' consumers, and op on `then` in the same round trip, done
+ * (*then_done) only if the count was answered. */
+enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *consumers,
+				  enum queue_op op, const char *then, bool *then_done);
 /* Whether a method is the answer to a question about a queue (a
  * declare's or a read's), as a verification's answers are. */
 bool is_queue_answer(amqp_method_number_t id);
@@ -148,6 +152,11 @@ bool handover_woken(struct sem *s, uint64_t tag);
  * says whether the holder queue went, so that the caller, if the lease
  * was not taken, ends it and wakes the line as a release does. */
 enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *holder_gone);
+
+/* lease.c: ends our lease of slot by its token after a hand-over that
+ * did not happen (the holder queue declared first if mark_first), unless
+ * another holds the holder queue; wakes the line if it ended it. */
+enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first);
 
 /* claim.c */
 enum al_status claim_fresh(struct sem *s, unsigned k);
