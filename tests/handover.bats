@@ -6,9 +6,10 @@
 # no two commands run on one slot: an offer not signed by the waiter's
 # login (forged by a user who can read the token), an offer delivered a
 # second time, an offer naming a slot still held, a first in line that
-# says nothing (an older amqplock), a releaser or an adopter cut off
-# half-way (a relay that drops all the broker sends after a chosen note)
-# or killed there. Commands record when
+# says nothing (an older amqplock; the real 0.2.0 too, built from this
+# repository's history), a releaser or an adopter cut off half-way (a
+# relay that drops all the broker sends after a chosen note) or killed
+# there, and a broker restarted there. Commands record when
 # they ran (tools/leasecmd.pl) and tools/overlaps.pl checks that no two
 # overlapped. Timing bounds here catch stalls, not slowness: make bench
 # and make bench-phases measure the speed.
@@ -26,6 +27,10 @@ setup() {
 
 teardown() {
     [ -z "${LOOKER:-}" ] || kill "$LOOKER" 2>/dev/null || true
+    if [ -n "${NODE_STOPPED:-}" ]; then
+        "$H/renode.sh" start "$AMQPLOCK_TEST_BROKER_DIR" >/dev/null 2>&1 ||
+            echo "# teardown could not start the broker again" >&3
+    fi
     test_cleanup
     rmqctl delete_user "forger-$n" >/dev/null 2>&1 || true
 }
@@ -184,6 +189,40 @@ finish() {
 # whether the dead one adopted it and is away with a job (its
 # acknowledgement may have been lost with it), so it does not adopt; the
 # releaser, told so, ends the lease and wakes it as before.
+# The last amqplock before hand-overs, 0.2.0, built from this repository's
+# history into $OLD_AMQPLOCK; the test is skipped without that history (a
+# tarball of the sources).
+OLD_COMMIT=7e45825
+old_amqplock() {
+    local top
+    top=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    git -C "$top" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null || skip "no git history with amqplock 0.2.0"
+    mkdir "$T/old"
+    git -C "$top" archive "$OLD_COMMIT" | tar -x -C "$T/old"
+    make -C "$T/old" -s -j2 amqplock >"$T/old.log" 2>&1 || fail "building 0.2.0: $(tail "$T/old.log")"
+    OLD_AMQPLOCK=$T/old/amqplock
+    [ "$("$OLD_AMQPLOCK" --version)" = "amqplock 0.2.0" ] || fail "not 0.2.0: $("$OLD_AMQPLOCK" --version)"
+}
+
+@test "amqplock 0.2.0 in the line: it never adopts; a hand-off to it is a release half a second late, from it a release; one command at a time, in line order" {
+    old_amqplock
+    al create "$n" 1
+    holder r
+    AMQPLOCK_BIN=$OLD_AMQPLOCK waiter o
+    waiter w
+    touch "$T/go"
+    finish r o w
+    grep -q "offering its lease" "$T/r.err" || fail "$(cat "$T/r.err")"
+    grep -q "was not taken; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
+    ! grep -q "handed over" "$T/o.err" || fail "0.2.0 adopted: $(cat "$T/o.err")"
+    ! grep -q "offering its lease" "$T/o.err" || fail "0.2.0 offered: $(cat "$T/o.err")"
+    one_after_other r o w
+    # the hand-overs of the slot, in the order the commands started
+    [ "$(awk '$1 == "handover" { printf "%s>%s ", $3, $4 }' "$T/runs")" = "$T/r.cmd>$T/o.cmd $T/o.cmd>$T/w.cmd " ] ||
+        fail "not in line order: $(cat "$T/runs")"
+    no_lease_left "$n"
+}
+
 @test "an offer delivered a second time is not adopted: the next in line declines, and gets the slot by the release" {
     al create "$n" 1
     holder r
@@ -282,6 +321,31 @@ finish() {
     grep -q "no reply from the broker" "$T/w.err" || fail "$(cat "$T/w.err")"
     one_after_other r w
     at_most "$took" 15
+    no_lease_left "$n"
+}
+
+@test "a broker restart in the middle of a hand-over: the adopter runs nothing before it, ends the adopted lease, and runs once after" {
+    al create "$n" 1
+    start_relay_stalling amqplock.adopted
+    # one lease length for both (the default follows --heartbeat and --grace)
+    holder r --heartbeat 1 --grace 1
+    waiter w --url "$RELAY_URL" --rpc-timeout 10 --heartbeat 1 --grace 1
+    touch "$T/go"
+    finish r
+    grep -q "handed slot 1 over" "$T/r.err" || fail "$(cat "$T/r.err")"
+    wait_until 10 grep -q "adopting its lease" "$T/w.err" || fail "$(cat "$T/w.err")"
+    local t0 took
+    t0=$(now)
+    NODE_STOPPED=1
+    "$H/renode.sh" restart "$AMQPLOCK_TEST_BROKER_DIR" >/dev/null
+    NODE_STOPPED=
+    [ ! -e "$T/w.cmd.ready" ] || fail "the adopter ran before its confirmation"
+    finish w
+    took=$(since "$t0")
+    note "the adopter ran once, $took s after the broker's restart began (lease 31 s)"
+    grep -q "slot 1 of $n was not handed over\|connecting again" "$T/w.err" || fail "$(cat "$T/w.err")"
+    one_after_other r w
+    at_most "$took" 30
     no_lease_left "$n"
 }
 
