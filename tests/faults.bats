@@ -30,11 +30,13 @@ TURNS=${AMQPLOCK_TEST_TURNS:-500}
 # crit.pl DIR`. A client with an odd number (CLIENT) holds without a
 # lease (--lease 0), as some of a fleet being upgraded may: their
 # exclusive holder queues alone keep them apart, and their probes of the
-# leases keep them off the others' slots.
+# leases keep them off the others' slots. ALL_LEASED: every client leased,
+# and -v (its trace says which releases were hand-overs).
 contend_hold() {
-    local lease=()
-    [ $((CLIENT % 2)) -eq 0 ] || lease=(--lease 0)
-    timeout 150 "$AMQPLOCK_BIN" hold "${lease[@]}" -w 120 "$n" -- perl "$H/crit.pl" "$1"
+    local lease=() trace=()
+    [ $((CLIENT % 2)) -eq 0 ] || [ -n "${ALL_LEASED:-}" ] || lease=(--lease 0)
+    [ -z "${ALL_LEASED:-}" ] || trace=(-v)
+    timeout 150 "$AMQPLOCK_BIN" "${trace[@]}" hold "${lease[@]}" -w 120 "$n" -- perl "$H/crit.pl" "$1"
 }
 
 # contend DIR CLIENTS ENTRIES: CLIENTS loops (client_loops, helper.bash)
@@ -62,6 +64,57 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     [ "$(al --json status --no-names "$n" | jq -c '[.max, .held]')" = '[3,[]]' ]
 }
 
+# resizer DIR FROM TOP: an administrator who, until DIR/stop exists, sets
+# max to 1..TOP at random (from FROM), appending each to DIR/maxes; a
+# failure goes to DIR/bad. The bound of crit.pl is raised before slots
+# are added, and lowered only once `wait` says the holders above the new
+# max have left.
+resizer() {
+    local d=$1 cur=$2 top=$3 new
+    while [ ! -e "$d/stop" ]; do
+        new=$((RANDOM % top + 1))
+        if [ "$new" -gt "$cur" ]; then
+            set_bound "$d" "$new"
+            "$AMQPLOCK_BIN" max --admin-wait 60 "$n" "$new" >/dev/null 2>>"$d/admin.err" ||
+                echo "max $new failed" >>"$d/bad"
+        elif [ "$new" -lt "$cur" ]; then
+            "$AMQPLOCK_BIN" max --admin-wait 60 "$n" "$new" >/dev/null 2>>"$d/admin.err" ||
+                echo "max $new failed" >>"$d/bad"
+            "$AMQPLOCK_BIN" wait -w 60 "$n" 2>>"$d/admin.err" ||
+                echo "wait after max $new failed" >>"$d/bad"
+            set_bound "$d" "$new"
+        fi
+        echo "$new" >>"$d/maxes"
+        # added slots stay long enough for waiters polling every
+        # 0.25-0.75 s to find them
+        [ "$new" -gt "$cur" ] && sleep 0.8 || sleep 0.2
+        cur=$new
+    done
+}
+
+# kill_and_resize DIR FROM TOP: while the contention loops of DIR run,
+# killer.pl kills holds and resizer moves max; returns once the loops are
+# done and the administrator has stopped, with no breach seen.
+kill_and_resize() {
+    local d=$1 admin
+    perl "$H/killer.pl" "$d" 3>&- &
+    PIDS+=("$!")
+    resizer "$d" "$2" "$3" 3>&- &
+    admin=$!
+    PIDS+=("$admin")
+    finish_contention 240
+    touch "$d/stop"
+    wait_until 60 ended "$admin" || fail "the administrator did not stop"
+    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+}
+
+# killed_holds_ended DIR: each hold of DIR exited 0, lost its slot to a
+# resize (75) or was killed (137), and no command is left running.
+killed_holds_ended() {
+    [ -z "$(grep -vxE '0|75|137' "$1/rc" || true)" ] || fail "holds failed: $(exit_counts "$1"); $(tail -5 "$1/err")"
+    [ -z "$(pgrep -f -- "crit.pl $1" || true)" ] || fail "a command still runs"
+}
+
 # Half the turns of the test above (which proves the 500), to keep CI
 # within its time: 250 acquisitions under kills and resizes.
 @test "at most max(old, new) while holds are killed with kill -9 and an administrator resizes" {
@@ -69,38 +122,7 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     local d want=$((TURNS / 2))
     d=$(critical_dir 3)
     contend "$d" 50 "$want"
-    perl "$H/killer.pl" "$d" 3>&- &
-    PIDS+=("$!")
-    (
-        # Raise the bound before adding slots; lower it only once `wait`
-        # says the holders above the new max have left.
-        cur=3
-        while [ ! -e "$d/stop" ]; do
-            new=$((RANDOM % 5 + 1))
-            if [ "$new" -gt "$cur" ]; then
-                set_bound "$d" "$new"
-                "$AMQPLOCK_BIN" max --admin-wait 60 "$n" "$new" >/dev/null 2>>"$d/admin.err" ||
-                    echo "max $new failed" >>"$d/bad"
-            elif [ "$new" -lt "$cur" ]; then
-                "$AMQPLOCK_BIN" max --admin-wait 60 "$n" "$new" >/dev/null 2>>"$d/admin.err" ||
-                    echo "max $new failed" >>"$d/bad"
-                "$AMQPLOCK_BIN" wait -w 60 "$n" 2>>"$d/admin.err" ||
-                    echo "wait after max $new failed" >>"$d/bad"
-                set_bound "$d" "$new"
-            fi
-            echo "$new" >>"$d/maxes"
-            # added slots stay long enough for waiters polling every
-            # 0.25-0.75 s to find them
-            [ "$new" -gt "$cur" ] && sleep 0.8 || sleep 0.2
-            cur=$new
-        done
-    ) 3>&- &
-    local admin=$!
-    PIDS+=("$admin")
-    finish_contention 240
-    touch "$d/stop"
-    wait_until 60 ended "$admin" || fail "the administrator did not stop"
-    [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
+    kill_and_resize "$d" 3 5
     local turns most changes kills
     turns=$(wc -l <"$d/log")
     most=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$d/log")
@@ -112,9 +134,29 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     [ "$kills" -ge $((want / 25)) ] || fail "only $kills holds were killed"
     # (a short run may end before an added slot was used)
     [ "$most" -ge 4 ] || [ "$want" -lt 200 ] || fail "never more than $most inside: the added slots were not used"
-    # a hold on a removed slot loses it (75), a killed one is 137
-    [ -z "$(grep -vxE '0|75|137' "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"
-    [ -z "$(pgrep -f -- "crit.pl $d" || true)" ] || fail "a command still runs"
+    killed_holds_ended "$d"
+}
+
+# One slot, where releases hand their leases over (docs/design.md,
+# "Handing the lease over"): every hold with a lease, holds killed with
+# kill -9 at any step, including half-way through a hand-over, and max
+# moved between 1 and 2 (a holder that last saw one slot hands over on
+# two).
+@test "at most max(old, new) on one slot with hand-overs, while holds are killed with kill -9 and max moves between 1 and 2" {
+    al create "$n" 1
+    local d want=$((TURNS / 2))
+    d=$(critical_dir 1)
+    ALL_LEASED=1 contend "$d" 20 "$want"
+    kill_and_resize "$d" 1 2
+    local turns kills handed
+    turns=$(wc -l <"$d/log")
+    kills=$(wc -l <"$d/killed")
+    handed=$(grep -c "handed slot [0-9]* over" "$d/err" || true)
+    note "$turns turns, $handed hand-overs, $(wc -l <"$d/maxes") resizes, $kills holds killed; hold exits: $(exit_counts "$d")"
+    [ "$handed" -ge $((want / 25)) ] || fail "only $handed releases were hand-overs"
+    [ "$turns" -ge "$want" ]
+    [ "$kills" -ge $((want / 25)) ] || fail "only $kills holds were killed"
+    killed_holds_ended "$d"
 }
 
 # Claims that race without a line to order them: a newcomer takes a free
