@@ -12,12 +12,14 @@
 #
 # Prints one line:
 #   holds N slots S util PCT handoff_p50 MS handoff_p99 MS handoff_max MS
-#   inversions K pairs P worst_wait S failed F
+#   inversions K pairs P worst_wait S failed F overlaps O
 # util: the time jobs ran / (SLOTS x (last job's end - first job's start));
 # hand-off: on each slot, a job's start minus the end of the job before it
 # on that slot; inversions: pairs of holds that started in the opposite
 # order of their arrival, of P pairs; worst_wait: the longest time from
-# arrival to the job's start. Figures, not assertions: the exit status is
+# arrival to the job's start; overlaps: hand-offs below zero, a job
+# started on a slot before the one before it there had ended (always 0,
+# or the promise is broken). Figures, not assertions: the exit status is
 # 1 only when something could not be measured (a hold failed, a wait ran
 # out). Every wait is bounded, and every process started here is killed
 # on the way out.
@@ -131,7 +133,7 @@ for my $x (0 .. $#by_arrival) {
     }
 }
 printf "holds %d slots %d util %.1f handoff_p50 %.2f handoff_p99 %.2f handoff_max %.2f "
-    . "inversions %d pairs %d worst_wait %.2f failed %d\n",
+    . "inversions %d pairs %d worst_wait %.2f failed %d overlaps %d\n",
     scalar(@done), $slots, $util, $pct->(50), $pct->(99), @gaps ? $gaps[-1] : 0,
-    $inv, $pairs, $worst, $failed + ($holds - @done);
+    $inv, $pairs, $worst, $failed + ($holds - @done), scalar(grep { $_ < 0 } @gaps);
 exit($failed || @done < $holds ? 1 : 0);
