@@ -226,21 +226,41 @@ static enum al_status line_up(struct sem *s, bool *up)
 	return st;
 }
 
+/* The offer, published in the round trip that asks whether anyone waits
+ * (ask_line_letting_go), as soon as its requests are sent. */
+struct offering {
+	struct sem *s;
+	const struct conn_note *offer;
+};
+
+static enum al_status send_offer(void *arg)
+{
+	const struct offering *o = arg;
+
+	return conn_send_note(o->s->conn, o->offer);
+}
+
 /* Whether anyone waits in line (*waiting), asked in the round trip that
- * deletes our holder queue (*holder_gone once it has gone): a hand-over
- * deletes it anyway, and a release that finds nobody in line ends the
- * lease after it (sem_lease_let_go). A line gone since refuses the
- * question, and the holder queue stays: the release then goes on as if
- * there were no line. */
-static enum al_status ask_line_letting_go(struct sem *s, const char *holder, bool *waiting,
+ * deletes our holder queue (*holder_gone once it has gone) and publishes
+ * the offer: a hand-over deletes the holder queue anyway (the adopter
+ * does not need it gone: it declares its own once it runs), and a release
+ * that finds nobody in line ends the lease after it (sem_lease_let_go).
+ * An offer that went to a line nobody waited in lies there for its
+ * expiry; a waiter that comes meanwhile finds the lease gone, or is not
+ * confirmed (sem_adopt). A line gone since refuses the question, and the
+ * holder queue stays: the release then goes on as if there were no line. */
+static enum al_status ask_line_letting_go(struct sem *s, const char *holder,
+					  const struct conn_note *offer, bool *waiting,
 					  bool *holder_gone)
 {
 	char queue[QUEUE_NAME_MAX + 1];
+	struct offering o = {s, offer};
 	uint32_t waiters;
 	enum al_status st;
 
 	waiters_queue(s, queue);
-	st = ask_consumers_then(s, queue, &waiters, DELETE_QUEUE, holder, holder_gone);
+	st = ask_consumers_then(s, queue, &waiters, DELETE_QUEUE, holder, holder_gone, send_offer,
+				&o);
 	*waiting = st == AL_OK && waiters > 0;
 	return st;
 }
@@ -283,13 +303,15 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 	 * which the broker takes in order. */
 	if ((st = conn_listen_replies(s->conn, &hooks)) != AL_OK)
 		return st;
-	if ((st = ask_line_letting_go(s, holder, &waiting, holder_gone)) != AL_OK || !waiting) {
+	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
+	st = ask_line_letting_go(s, holder, &offer, &waiting, holder_gone);
+	if (st == AL_OK && !waiting)
+		trace("nobody was in line for slot %u", slot);
+	if (st != AL_OK || !waiting) {
 		conn_consume_end(s->conn, NULL);
 		return st;
 	}
-	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
-	if ((st = conn_send_note(s->conn, &offer)) == AL_OK)
-		st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
+	st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
 	if (st != AL_OK || !s->handover.adopter[0]) {
 		conn_consume_end(s->conn, NULL);
 		trace("the lease of slot %u was %s; ending it", slot,
@@ -316,6 +338,9 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
  * the slot checked, in one round trip; *adopted* is sent behind it, so
  * that the offerer lets go and confirms while the broker works. We run
  * nothing before both the claim's answers and the confirmation are in.
+ * The lease is checked before it is declared: an offer that waited in an
+ * empty line for us (sem_hand_over) may be of a lease ended since, which
+ * a declare would make again.
  * The holder queue, the mark of a live holder, is not on this path (an
  * exclusive declare is the slowest of the broker's answers here): the
  * lease alone keeps the slot while it is declared, by the first
@@ -324,8 +349,8 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
  * whether the lease is ours; AL_BUSY if any step was refused. */
 static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
 {
-	struct step steps[3] = {{DECLARE_LEASE, LEASE_QUEUE}};
-	size_t n = 1, done = 0;
+	struct step steps[4] = {{DECLARE_PASSIVE, LEASE_QUEUE}, {DECLARE_LEASE, LEASE_QUEUE}};
+	size_t n = 2, done = 0;
 	uint16_t refused;
 	enum al_status st;
 
@@ -340,7 +365,7 @@ static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
 		st = note_adopter(s, s->handover.reply_to, ADOPTED_TYPE);
 	if (st == AL_OK)
 		st = await_steps(s, steps, n, &done, &refused);
-	*leased = done > 0;
+	*leased = done > 1;
 	if (st == AL_OK && done < n)
 		trace("could not adopt slot %u (refused %u at step %zu)", k, refused, done + 1);
 	return st == AL_OK && done < n ? AL_BUSY : st;

@@ -369,11 +369,13 @@ enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 }
 
 /* ask_counts of queue's consumers, with op on `then` sent behind it in the
- * same round trip; *then_done once that is answered ok. A count refused
- * (the queue gone, or not ours to look at) is no failure: the broker
- * drops what follows it on the channel, so `then` is not done. */
+ * same round trip, and meanwhile(arg) called once both are sent;
+ * *then_done once `then` is answered ok. A count refused (the queue gone,
+ * or not ours to look at) is no failure: the broker drops what follows it
+ * on the channel, so `then` is not done. */
 enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *consumers,
-				  enum queue_op op, const char *then, bool *then_done)
+				  enum queue_op op, const char *then, bool *then_done,
+				  enum al_status (*meanwhile)(void *), void *arg)
 {
 	struct queue_request count, next;
 	void *count_method = queue_request(s, &count, DECLARE_PASSIVE, queue);
@@ -388,6 +390,8 @@ enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *co
 	st = conn_send(s->conn, count.id, count_method);
 	if (st == AL_OK)
 		st = conn_send(s->conn, next.id, next_method);
+	if (st == AL_OK && meanwhile)
+		st = meanwhile(arg);
 	if (st == AL_OK && (st = conn_expect(s->conn, count.ok, &m)) == AL_OK)
 		*consumers = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
 	st = conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, &refused, "checking",

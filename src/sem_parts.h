@@ -94,9 +94,11 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
 enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 			  uint32_t *messages);
 /* ask_counts' consumers, and op on `then` in the same round trip, done
- * (*then_done) only if the count was answered. */
+ * (*then_done) only if the count was answered; meanwhile(arg), if not
+ * NULL, once both are sent. */
 enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *consumers,
-				  enum queue_op op, const char *then, bool *then_done);
+				  enum queue_op op, const char *then, bool *then_done,
+				  enum al_status (*meanwhile)(void *), void *arg);
 /* Whether a method is the answer to a question about a queue (a
  * declare's or a read's), as a verification's answers are. */
 bool is_queue_answer(amqp_method_number_t id);

@@ -271,6 +271,36 @@ old_amqplock() {
     no_lease_left "$n"
 }
 
+@test "an offer left in an empty line is spent harmlessly: a waiter that takes it later, behind a holder without a lease, makes no lease" {
+    al create "$n" 1
+    holder r
+    # the line made, then left empty: a waiter that gives up
+    run "$AMQPLOCK_BIN" hold -w 0.3 "$n" -- true
+    [ "$status" -eq 1 ] || fail "hold -w 0.3 exited $status: $output"
+    touch "$T/go"
+    finish r
+    grep -q "nobody was in line" "$T/r.err" || fail "$(cat "$T/r.err")"
+    # within the offer's second: a holder without a lease, a waiter behind
+    bg h -v hold --lease 0 "$n" -- perl "$H/leasecmd.pl" "$T/h.cmd" 60 0 "$T/go2"
+    PID[h]=$BG
+    wait_until 15 test -e "$T/h.cmd.ready" || fail "h did not start: $(cat "$T/h.err")"
+    waiter w
+    if wait_until 2 grep -q "offered: adopting" "$T/w.err"; then
+        wait_until 5 grep -q "could not adopt slot 1" "$T/w.err" || fail "$(cat "$T/w.err")"
+    else
+        note "the offer expired before w came (a slow machine): nothing to adopt"
+    fi
+    [ -z "$(lease_token 1)" ] || fail "a lease was made beside a holder without one"
+    local t0 took
+    t0=$(now)
+    touch "$T/go2"
+    finish h w
+    took=$(since "$t0")
+    note "w ran $took s after h's release"
+    at_most "$took" 5
+    one_after_other r h w
+}
+
 @test "a releaser cut off after its offer: the adopter is never confirmed, gives the slot back, and runs only after" {
     al create "$n" 1
     start_relay_stalling amqplock.offer

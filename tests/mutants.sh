@@ -62,6 +62,7 @@ handover-unsigned|src/handover.c|s/\tif \(!s->handover\.offer_signed\)\n\t\tretu
 handover-redelivered|src/handover.c|s/\tif \(s->handover\.offer_again\)\n\t\treturn "it was delivered to another first";\n//|handover.bats|delivered a second time
 handover-unconfirmed-runs|src/handover.c|s/if \(st == AL_OK && s->handover\.confirmed\) \{/if (st == AL_OK) {/|handover.bats|cut off after its offer
 handover-give-back-held|src/lease.c|s/\t\treturn AL_OK;\n\t\}\n\tst = lease_drop\(s, slot, &ended\);/\t}\n\tst = lease_drop(s, slot, &ended);/|handover.bats|slot still held
+handover-stale-offer-adopted|src/handover.c|s/\{\{DECLARE_PASSIVE, LEASE_QUEUE\}, \{DECLARE_LEASE, LEASE_QUEUE\}\}/{{DECLARE_LEASE, LEASE_QUEUE}, {DECLARE_LEASE, LEASE_QUEUE}}/|handover.bats|offer left in an empty line
 handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
 handover-no-holder-queue|src/hold.c|s/\(s->lease\.need_holder \? 0 : VERIFY_INTERVAL\)/VERIFY_INTERVAL/|handover.bats|lease goes on with its token
 keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
