@@ -138,6 +138,29 @@ bool sem_offered(const struct sem *s)
 	return s->place.wake_tag != 0 && s->handover.offered;
 }
 
+static enum al_status note_adopter(struct sem *s, const char *to, const char *type);
+
+/* The offerer decides for the adopter that said so: its keeper told to
+ * leave the lease alone, then the adopter confirmed, at once, from the
+ * delivery's hook (while the offerer may still read the answers about
+ * the line). Decided: from here on the lease is the adopter's, whatever
+ * happens to the confirmation (without it, the adopter gives the slot
+ * back itself). */
+static void hand_to_adopter(struct sem *s)
+{
+	char line[QUEUE_NAME_MAX + 1];
+
+	s->handover.handed = true;
+	if (s->lease_given)
+		s->lease_given(s->given_arg);
+	waiters_queue(s, line);
+	if (note_adopter(s, line, CONFIRMED_TYPE) != AL_OK)
+		trace("could not confirm the adopter of slot %u: %s", s->handover.slot,
+		      status_message());
+	else
+		trace("handed slot %u over", s->handover.slot);
+}
+
 /* The offerer's side: what comes back to its reply-to. A decline need
  * not be signed: all it can do is make us release the slot as usual. */
 static void heard_back(void *owner, uint64_t tag, const amqp_basic_properties_t *p)
@@ -146,12 +169,14 @@ static void heard_back(void *owner, uint64_t tag, const amqp_basic_properties_t 
 
 	(void)tag; /* direct reply-to: nothing to acknowledge */
 	if (!(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
-	    !conn_bytes_are(p->correlation_id, s->handover.nonce) || s->handover.adopter[0])
+	    !conn_bytes_are(p->correlation_id, s->handover.nonce) || s->handover.adopter[0] ||
+	    s->handover.declined)
 		return;
 	if (conn_is_type(p, DECLINED_TYPE))
 		s->handover.declined = true;
-	else if (conn_is_type(p, ADOPTED_TYPE) && conn_signed_by_us(s->conn, p))
-		(void)header_text(p, "adopter", s->handover.adopter, sizeof(s->handover.adopter));
+	else if (conn_is_type(p, ADOPTED_TYPE) && conn_signed_by_us(s->conn, p) &&
+		 header_text(p, "adopter", s->handover.adopter, sizeof(s->handover.adopter)))
+		hand_to_adopter(s);
 }
 
 static void stopped_hearing(void *owner, enum conn_consumer_end why)
@@ -293,6 +318,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 	if ((st = line_up(s, &up)) != AL_OK || !up)
 		return st;
 	memset(&s->handover, 0, sizeof(s->handover));
+	s->handover.slot = slot;
 	new_id(s->handover.nonce, sizeof(s->handover.nonce));
 	waiters_queue(s, line);
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
@@ -305,32 +331,21 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 		return st;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
 	st = ask_line_letting_go(s, holder, &offer, &waiting, holder_gone);
-	if (st == AL_OK && !waiting)
+	if (st == AL_OK && !waiting && !s->handover.handed)
 		trace("nobody was in line for slot %u", slot);
-	if (st != AL_OK || !waiting) {
-		conn_consume_end(s->conn, NULL);
-		return st;
+	if (st == AL_OK && (waiting || s->handover.handed))
+		st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
+	conn_consume_end(s->conn, NULL);
+	/* Handed over, even if the connection failed since: the adopter
+	 * has the lease, and the keeper has let go of it. */
+	if ((*handed = s->handover.handed)) {
+		status_clear();
+		return AL_OK;
 	}
-	st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
-	if (st != AL_OK || !s->handover.adopter[0]) {
-		conn_consume_end(s->conn, NULL);
+	if (st == AL_OK && waiting)
 		trace("the lease of slot %u was %s; ending it", slot,
 		      s->handover.declined ? "declined" : "not taken");
-		return st;
-	}
-	/* Decided: from here on the lease is the adopter's, whatever
-	 * happens to the confirmation (without it, the adopter gives the
-	 * slot back itself). */
-	*handed = true;
-	if (s->lease_given)
-		s->lease_given(s->given_arg);
-	if (note_adopter(s, line, CONFIRMED_TYPE) != AL_OK)
-		trace("could not confirm the adopter of slot %u: %s", slot, status_message());
-	else
-		trace("handed slot %u over", slot);
-	conn_consume_end(s->conn, NULL);
-	status_clear();
-	return AL_OK;
+	return st;
 }
 
 /* The adopter's claim: the lease renewed with the offer's token (and read,

@@ -490,8 +490,11 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			check_slot(&h, readable);
 			/* From the first verification on, a second after the
 			 * claim: naming us costs neither the claim nor a short
-			 * job (hold -- true) anything. */
-			if (!h.answers.s && h.verify_sent && !h.away && !h.lost_at)
+			 * job (hold -- true) anything. Not before our holder
+			 * queue is there (an adopter's comes with its first
+			 * verification's answers). */
+			if (!h.answers.s && h.verify_sent && !s->lease.need_holder && !h.away &&
+			    !h.lost_at)
 				sem_answers_listen(&h.answers, s, slot, o->conn_opts);
 			if (!h.away && !h.lost_at)
 				sem_answers_send(&h.answers);

@@ -124,6 +124,9 @@ struct sem {
 		 * the first in line declined, or that we stopped hearing. */
 		char adopter[40];
 		bool confirmed, declined, deaf;
+		/* Handing over: decided for the adopter, and the confirmation
+		 * sent (or tried). */
+		bool handed;
 		/* A wake-up came while we adopted: taken at once (held, it
 		 * would keep the confirmation from us), and passed on. */
 		bool woken_meanwhile;
