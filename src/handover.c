@@ -22,6 +22,10 @@
  * round trip (a millisecond or two), and a first in line that says
  * nothing (an older amqplock, one that died) costs the slot this long. */
 #define ADOPT_WAIT 0.5
+/* An offer lives no longer than its offerer waits (ms, as a message's
+ * expiration): one left in a line nobody waited in (sem_hand_over) is
+ * gone by the time the offerer has ended its lease. */
+#define OFFER_EXPIRATION "500"
 /* How long an adopter waits for its confirmation (two notes through the
  * broker: a millisecond) before it gives the slot back. */
 #define CONFIRM_WAIT 1.0
@@ -300,7 +304,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 				   i64_entry("token", s->lease.token)};
 	amqp_table_t headers = {.num_entries = 4, .entries = e};
 	struct conn_note offer = {.type = OFFER_TYPE,
-				  .expiration = NOTICE_EXPIRATION,
+				  .expiration = OFFER_EXPIRATION,
 				  .headers = &headers,
 				  .replies = true};
 	enum al_status st;
