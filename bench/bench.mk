@@ -8,11 +8,18 @@ BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(shell $(PKG_CONFIG) --cfl
 	$(CFLAGS)
 BENCH_LIBS = $(shell $(PKG_CONFIG) --libs librabbitmq 2>/dev/null)
 
-.PHONY: bench bench-phases bench-tools bench-clean
+.PHONY: bench bench-brokers bench-phases bench-tools bench-clean
 bench:
 	@tests/lib/install-deps.sh $(BENCH_DEB_PKGS)
 	$(MAKE) amqplock bench-tools
 	bench/run.sh
+
+# The same against RabbitMQ 4.0 and 4.3, from the Debian roots of make
+# check-brokers (tests/lib/brokers.sh): bench/RESULTS-4.0.md and -4.3.md.
+bench-brokers:
+	@tests/lib/install-deps.sh $(BENCH_DEB_PKGS) debootstrap
+	$(MAKE) amqplock bench-tools
+	tests/lib/brokers.sh 4.0-bench 4.3-bench
 
 # Where one clean hand-off's time goes, step by step (bench/phases.pl), on
 # a private broker of its own: BENCH_PHASES_ROUNDS rounds (default 15).

@@ -35,7 +35,11 @@
 # BENCH_SLOW_ROUNDS (default 4) rounds in a fixed order.
 #
 # Prints a table and writes it, with a description of the machine, to
-# bench/RESULTS.md. The targets beside the figures are benchmark figures,
+# bench/RESULTS.md ($BENCH_RESULTS if set). RMQ_BIN (tests/lib/broker.sh)
+# may name another RabbitMQ's commands: tests/lib/brokers.sh's 4.0-bench
+# and 4.3-bench runs set it to a Debian root's, BENCH_DPKG_ROOT to that
+# root (whose packages' versions RESULTS gives) and BENCH_BY to what ran
+# it. The targets beside the figures are benchmark figures,
 # not assertions: the exit status only says whether everything could be
 # measured. Every wait is bounded; the servers, every process started here
 # and the temporary directory are gone at the end, also after a failure or
@@ -53,7 +57,7 @@ HANDOFF_WAITERS=20
 LEASE_ROUNDS=${BENCH_LEASE_ROUNDS:-10}
 KILL_WAITERS=${BENCH_KILL_WAITERS:-15}
 RSS_RUNS=10
-RESULTS=$B/RESULTS.md
+RESULTS=${BENCH_RESULTS:-$B/RESULTS.md}
 
 export ETCDCTL_API=3
 unset AMQP_URL AMQPLOCK_PREFIX ETCDCTL_ENDPOINTS
@@ -517,12 +521,17 @@ echo
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 ram=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
+# the broker's packages: the host's, or those of the root it ran from
+broker_ver() {
+    dpkg-query ${BENCH_DPKG_ROOT:+--admindir="$BENCH_DPKG_ROOT/var/lib/dpkg"} -W -f='${Version}' "$1" \
+        2>/dev/null || echo "?"
+}
 commit=$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo "?")
 elapsed=$((SECONDS - START))
 {
     echo "# amqplock benchmark results"
     echo
-    echo "Written by \`make bench\` (bench/run.sh) on $(date -u '+%Y-%m-%d %H:%M UTC');"
+    echo "Written by ${BENCH_BY:-\`make bench\`} (bench/run.sh) on $(date -u '+%Y-%m-%d %H:%M UTC');"
     echo "amqplock $("$AL" --version 2>/dev/null | head -n 1 || true) at commit $commit."
     echo
     cat "$WORK/table.md"
@@ -568,8 +577,8 @@ elapsed=$((SECONDS - START))
     echo
     echo "- CPU: $cpu; $(nproc) cores online; RAM $ram"
     echo "- Kernel: $(uname -sr); $(. /etc/os-release && echo "$PRETTY_NAME")"
-    echo "- RabbitMQ: rabbitmq-server $(ver rabbitmq-server), Erlang $(ver erlang-base)"
-    echo "  (private node on loopback, no plugins)"
+    echo "- RabbitMQ: rabbitmq-server $(broker_ver rabbitmq-server), Erlang $(broker_ver erlang-base)"
+    echo "  (private node on loopback, no plugins${BENCH_DPKG_ROOT:+; from the Debian root $BENCH_DPKG_ROOT})"
     echo "- librabbitmq: $(pkg-config --modversion librabbitmq 2>/dev/null || echo "?")" \
         "(librabbitmq4 $(ver librabbitmq4))"
     echo "- etcd: $(etcd --version 2>/dev/null | head -n 1) (etcd-server $(ver etcd-server)," \
@@ -582,4 +591,4 @@ elapsed=$((SECONDS - START))
     echo "  $((BUSY1 - BUSY0)) busy of $((TOTAL1 - TOTAL0)) CPU ticks, $((OWN1 - OWN0)) of them ours"
     echo "- Whole run of bench/run.sh up to this point: ${elapsed} s"
 } >"$RESULTS"
-log "wrote bench/RESULTS.md; ${elapsed} s so far"
+log "wrote ${RESULTS#"$TOP"/}; ${elapsed} s so far"

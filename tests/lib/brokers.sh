@@ -11,6 +11,10 @@
 #                WERROR=1), its unit tests and the admin and client suites
 #                run inside against the root's own RabbitMQ
 #
+# and, only when named (make bench-brokers), 4.0-bench and 4.3-bench: make
+# bench's measurements (bench/run.sh) against that RabbitMQ, written to
+# bench/RESULTS-4.0.md and bench/RESULTS-4.3.md.
+#
 # The first four use the host's ./amqplock (make amqplock unit first; a
 # copy is taken at the start) and the host's test harness, with RMQ_BIN
 # pointing at wrappers that run the root's rabbitmq-server and rabbitmqctl
@@ -48,6 +52,9 @@ ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
 # anew. Bump when the set-up changes.
 RECIPE="amqplock-root 1"
 ALL_RUNS=(4.0 4.0-cluster 4.3 4.3-cluster 4.3-build)
+# Runs done only when named: make bench's measurements against a root's
+# RabbitMQ (host_runs).
+BENCH_RUNS=(4.0-bench 4.3-bench)
 
 # --- mounts and processes ------------------------------------------------------------
 
@@ -269,6 +276,14 @@ host_runs() {
             AMQPLOCK_BIN="$WORK/amqplock" tests/cluster/run.sh \
             ${AMQPLOCK_CLUSTER_FILTER:+-f "$AMQPLOCK_CLUSTER_FILTER"}
     fi
+    if want "$rmq-bench"; then
+        say "$rmq-bench: make bench (bench/run.sh) to bench/RESULTS-$rmq.md: $versions"
+        # one "test": the measurements could all be made
+        run "$rmq-bench" 1800 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" \
+            BENCH_RESULTS="$PWD/bench/RESULTS-$rmq.md" BENCH_DPKG_ROOT="$root" \
+            BENCH_BY="\`tests/lib/brokers.sh $rmq-bench\`" \
+            bash -c 'if bench/run.sh; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi'
+    fi
 }
 
 # sid_build: the project's files (tracked, and new ones not ignored:
@@ -313,7 +328,7 @@ sid_build() {
 suite_runs() {
     local suite=$1 rmq=$2 root=$ROOTS/$1 r
     local -a runs=()
-    for r in "$rmq" "$rmq-cluster" "$rmq-build"; do
+    for r in "$rmq" "$rmq-cluster" "$rmq-build" "$rmq-bench"; do
         ! want "$r" || runs+=("$r")
     done
     [ ${#runs[@]} -gt 0 ] || return 0
@@ -336,7 +351,8 @@ main() {
     [ ${#RUNS[@]} -gt 0 ] || RUNS=("${ALL_RUNS[@]}")
     local r
     for r in "${RUNS[@]}"; do
-        [[ " ${ALL_RUNS[*]} " == *" $r "* ]] || die "no run '$r' (runs: ${ALL_RUNS[*]})"
+        [[ " ${ALL_RUNS[*]} ${BENCH_RUNS[*]} " == *" $r "* ]] ||
+            die "no run '$r' (runs: ${ALL_RUNS[*]} ${BENCH_RUNS[*]})"
     done
     [ -x amqplock ] || die "no ./amqplock: make amqplock unit first"
     mkdir -p "$ROOTS"
