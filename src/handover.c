@@ -256,7 +256,7 @@ static enum al_status line_up(struct sem *s, bool *up)
 }
 
 /* The offer, published in the round trip that asks whether anyone waits
- * (ask_line_letting_go), as soon as its requests are sent. */
+ * (anyone_waiting), as soon as the question is sent. */
 struct offering {
 	struct sem *s;
 	const struct conn_note *offer;
@@ -269,27 +269,20 @@ static enum al_status send_offer(void *arg)
 	return conn_send_note(o->s->conn, o->offer);
 }
 
-/* Whether anyone waits in line (*waiting), asked in the round trip that
- * deletes our holder queue (*holder_gone once it has gone) and publishes
- * the offer: a hand-over deletes the holder queue anyway (the adopter
- * does not need it gone: it declares its own once it runs), and a release
- * that finds nobody in line ends the lease after it (sem_lease_let_go).
- * An offer that went to a line nobody waited in lies there for its
- * expiry; a waiter that comes meanwhile finds the lease gone, or is not
- * confirmed (sem_adopt). A line gone since refuses the question, and the
- * holder queue stays: the release then goes on as if there were no line. */
-static enum al_status ask_line_letting_go(struct sem *s, const char *holder,
-					  const struct conn_note *offer, bool *waiting,
-					  bool *holder_gone)
+/* Whether anyone waits in line, asked in the round trip that publishes
+ * the offer. An offer that went to a line nobody waited in lies there
+ * for its expiry; a waiter that comes meanwhile finds the lease gone or
+ * another's, or is not confirmed (sem_adopt). A line gone since refuses
+ * the question: the release then goes on as if there were no line. */
+static enum al_status anyone_waiting(struct sem *s, const struct conn_note *offer, bool *waiting)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct offering o = {s, offer};
-	uint32_t waiters;
+	uint32_t waiters, messages;
 	enum al_status st;
 
 	waiters_queue(s, queue);
-	st = ask_consumers_then(s, queue, &waiters, DELETE_QUEUE, holder, holder_gone, send_offer,
-				&o);
+	st = ask_counts_meanwhile(s, queue, &waiters, &messages, send_offer, &o);
 	*waiting = st == AL_OK && waiters > 0;
 	return st;
 }
@@ -334,9 +327,15 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 	if ((st = conn_listen_replies(s->conn, &hooks)) != AL_OK)
 		return st;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
-	st = ask_line_letting_go(s, holder, &offer, &waiting, holder_gone);
+	st = anyone_waiting(s, &offer, &waiting);
 	if (st == AL_OK && !waiting && !s->handover.handed)
 		trace("nobody was in line for slot %u", slot);
+	/* Our holder queue goes while the first in line adopts: it declares
+	 * its own only once it runs. Nobody in line, it stays for the
+	 * release as before. */
+	if (st == AL_OK && (waiting || s->handover.handed) &&
+	    (st = ask_ok(s, DELETE_QUEUE, holder)) == AL_OK)
+		*holder_gone = true;
 	if (st == AL_OK && (waiting || s->handover.handed))
 		st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
 	conn_consume_end(s->conn, NULL);

@@ -350,7 +350,9 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
 	return st;
 }
 
-enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers, uint32_t *messages)
+enum al_status ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *consumers,
+				    uint32_t *messages, enum al_status (*meanwhile)(void *),
+				    void *arg)
 {
 	struct queue_request r;
 	enum al_status st;
@@ -360,6 +362,8 @@ enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 	conn_refusal_clear(s->conn);
 	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
 		       queue_request(s, &r, DECLARE_PASSIVE, queue));
+	if (st == AL_OK && meanwhile)
+		st = meanwhile(arg);
 	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK) {
 		*consumers = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
 		*messages = ((amqp_queue_declare_ok_t *)m.decoded)->message_count;
@@ -368,39 +372,9 @@ enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 			   queue);
 }
 
-/* ask_counts of queue's consumers, with op on `then` sent behind it in the
- * same round trip, and meanwhile(arg) called once both are sent;
- * *then_done once `then` is answered ok. A count refused (the queue gone,
- * or not ours to look at) is no failure: the broker drops what follows it
- * on the channel, so `then` is not done. */
-enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *consumers,
-				  enum queue_op op, const char *then, bool *then_done,
-				  enum al_status (*meanwhile)(void *), void *arg)
+enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers, uint32_t *messages)
 {
-	struct queue_request count, next;
-	void *count_method = queue_request(s, &count, DECLARE_PASSIVE, queue);
-	void *next_method = queue_request(s, &next, op, then);
-	enum al_status st;
-	uint16_t refused;
-	amqp_method_t m;
-
-	*consumers = 0;
-	*then_done = false;
-	conn_refusal_clear(s->conn);
-	st = conn_send(s->conn, count.id, count_method);
-	if (st == AL_OK)
-		st = conn_send(s->conn, next.id, next_method);
-	if (st == AL_OK && meanwhile)
-		st = meanwhile(arg);
-	if (st == AL_OK && (st = conn_expect(s->conn, count.ok, &m)) == AL_OK)
-		*consumers = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count;
-	st = conn_answer(s->conn, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, &refused, "checking",
-			 queue);
-	if (st != AL_OK || refused)
-		return st;
-	st = conn_answer(s->conn, conn_expect(s->conn, next.ok, &m), 0, NULL, verb(op), then);
-	*then_done = st == AL_OK;
-	return st;
+	return ask_counts_meanwhile(s, queue, consumers, messages, NULL, NULL);
 }
 
 bool is_queue_answer(amqp_method_number_t id)

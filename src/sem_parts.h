@@ -93,12 +93,11 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
  * there is no such queue or we may not look). */
 enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
 			  uint32_t *messages);
-/* ask_counts' consumers, and op on `then` in the same round trip, done
- * (*then_done) only if the count was answered; meanwhile(arg), if not
- * NULL, once both are sent. */
-enum al_status ask_consumers_then(struct sem *s, const char *queue, uint32_t *consumers,
-				  enum queue_op op, const char *then, bool *then_done,
-				  enum al_status (*meanwhile)(void *), void *arg);
+/* ask_counts, meanwhile(arg) called (if not NULL) once the question is
+ * sent, before its answer is read. */
+enum al_status ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *consumers,
+				    uint32_t *messages, enum al_status (*meanwhile)(void *),
+				    void *arg);
 /* Whether a method is the answer to a question about a queue (a
  * declare's or a read's), as a verification's answers are. */
 bool is_queue_answer(amqp_method_number_t id);
