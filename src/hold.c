@@ -171,12 +171,29 @@ void connection_lost(struct holding *h)
 	       h->slot, h->s->label, h->away_reason, left > 0 ? left : 0);
 }
 
-/* The broker answered in full: the next verification in a second. */
+/* When the next verification goes, once one has been answered: in a
+ * second, or sooner while our holder queue is still to be declared (sem.h,
+ * need_holder): 10 ms, doubling up to the second. That queue is most
+ * often another connection's for a few milliseconds more: the releaser's
+ * that handed us the lease, deleting it as we start. An old connection of
+ * ours after a re-attach takes longer, and is asked less and less often. */
+static void next_verification(struct holding *h, double from)
+{
+	double wait = VERIFY_INTERVAL;
+
+	if (!h->s->lease.need_holder)
+		h->holder_tries = 0;
+	else if (h->holder_tries < 7)
+		wait = 0.01 * (double)(1u << h->holder_tries++);
+	h->next_verify = from + wait;
+}
+
+/* The broker answered in full. */
 static void heard_back(struct holding *h)
 {
 	h->heard = now_seconds();
 	h->verify_sent = 0;
-	h->next_verify = h->heard + VERIFY_INTERVAL;
+	next_verification(h, h->heard);
 }
 
 /* A verification's send time on both clocks. */
@@ -203,6 +220,7 @@ static void check_slot(struct holding *h, bool readable)
 			return;
 		}
 		if (verified && h->verify_sent) {
+			next_verification(h, h->verify_sent);
 			h->verify_sent = 0;
 			renewed(h, h->verify_sent_boot);
 		}

@@ -49,6 +49,9 @@ struct holding {
 	double verify_sent; /* 0: no verification outstanding */
 	double verify_sent_boot;
 	double next_verify;
+	/* Verifications in a row that could not declare our holder queue
+	 * (sem.h, need_holder): the next comes sooner (next_verification). */
+	unsigned holder_tries;
 	double lost_at;   /* 0: still held */
 	double killed_at; /* 0: no SIGKILL yet */
 	/* Away: the connection was lost and the lease keeps the slot while
