@@ -424,7 +424,7 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	unsigned k = s->handover.slot;
 	int64_t own = s->lease.token;
 	const char *why = not_adoptable(s);
-	enum al_status st;
+	enum al_status st, wait_st = AL_OK;
 	bool leased = false;
 
 	*slot = 0;
@@ -442,11 +442,16 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	new_id(s->handover.adopter, sizeof(s->handover.adopter));
 	s->lease.token = s->handover.token;
 	st = adopt_claim(s, k, &leased);
-	if (st == AL_OK)
-		st = wait_for(s, confirmed,
-			      deadline_in(s->claim_window > 0 && s->claim_window < CONFIRM_WAIT
-						  ? s->claim_window
-						  : CONFIRM_WAIT));
+	/* Refused after the lease was renewed (the slot removed, say), the
+	 * confirmation is waited for all the same: once it has come, the
+	 * lease is ours alone to end (sem_lease_let_go). */
+	if (st == AL_OK || (st == AL_BUSY && leased))
+		wait_st = wait_for(s, confirmed,
+				   deadline_in(s->claim_window > 0 && s->claim_window < CONFIRM_WAIT
+						       ? s->claim_window
+						       : CONFIRM_WAIT));
+	if (wait_st != AL_OK)
+		st = wait_st;
 	if (st == AL_OK && s->handover.confirmed)
 		st = claim_fresh(s, k);
 	if (st == AL_OK && s->handover.confirmed) {
@@ -462,7 +467,7 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	 * lease's renewal, no confirmation) goes back, as the offerer's
 	 * lease would have: see sem_lease_let_go. */
 	if ((st == AL_OK || st == AL_BUSY) && leased)
-		st = sem_lease_let_go(s, k, true);
+		st = sem_lease_let_go(s, k, true, s->handover.confirmed);
 	else if (st == AL_BUSY)
 		st = AL_OK;
 	/* A connection lost meanwhile may have left the lease adopted, and

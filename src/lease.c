@@ -275,17 +275,28 @@ enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *ho
  * hint that any client of our login can publish, may name. A holder
  * queue that is another's leaves the lease alone: it is a holder's, or
  * the other side's of this hand-over, which ends the lease itself (the
- * offerer not answered in time, the adopter giving back). */
-enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first)
+ * offerer not answered in time, the adopter giving back). Unless the
+ * lease is ours alone (the offerer confirmed us): the holder queue can
+ * then only be the offerer's, about to go (it deletes it as we adopt,
+ * or it goes with its connection), and is asked for again, for up to a
+ * second. */
+#define LET_GO_HOLDER_WAIT  1.0
+#define LET_GO_HOLDER_PAUSE 0.005
+
+enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first, bool alone)
 {
 	char holder[QUEUE_NAME_MAX + 1];
-	enum al_status st;
-	bool ended = false;
+	struct deadline by = deadline_in(LET_GO_HOLDER_WAIT);
+	enum al_status st = AL_OK;
+	bool ended = false, mark = s->lease.quorum || mark_first;
 	uint16_t refused = 0;
 
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
-	if ((s->lease.quorum || mark_first) &&
-	    (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) != AL_OK)
+	while (mark &&
+	       (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) == AL_OK &&
+	       refused && alone && !deadline_passed(by))
+		sleep_seconds(LET_GO_HOLDER_PAUSE);
+	if (st != AL_OK)
 		return st;
 	if (refused) {
 		trace("holder queue %s is another's: leaving the lease of slot %u to it", holder,
@@ -293,7 +304,7 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first)
 		return AL_OK;
 	}
 	st = lease_drop(s, slot, &ended);
-	if (st == AL_OK && (s->lease.quorum || mark_first))
+	if (st == AL_OK && mark)
 		st = ask_ok(s, DELETE_QUEUE, holder);
 	return st == AL_OK && ended ? sem_wake_line(s) : st;
 }
@@ -318,7 +329,7 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	if ((st = sem_hand_over(s, slot, &handed, &holder_gone)) != AL_OK || handed)
 		return st;
 	if (holder_gone)
-		return sem_lease_let_go(s, slot, false);
+		return sem_lease_let_go(s, slot, false, false);
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
 	 * channels); the wake-up follows the holder queue's deletion on its

@@ -156,8 +156,9 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 
 /* lease.c: ends our lease of slot by its token after a hand-over that
  * did not happen (the holder queue declared first if mark_first), unless
- * another holds the holder queue; wakes the line if it ended it. */
-enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first);
+ * another holds the holder queue (asked again for a while if the lease
+ * is ours alone); wakes the line if it ended it. */
+enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first, bool alone);
 
 /* claim.c */
 enum al_status claim_fresh(struct sem *s, unsigned k);
