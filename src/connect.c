@@ -17,6 +17,10 @@
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define FRAME_MAX        131072
 
+/* A login has worked in this run: a login cut short since is the broker
+ * starting up, not a refusal (login). */
+static bool logged_in_before;
+
 /* A TLS socket that checks the broker's certificate against the CA
  * bundle and its host name, unless the user said --insecure. */
 static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp_socket_t **out)
@@ -167,8 +171,10 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 	amqp_set_handshake_timeout(c->amqp, &tv);
 	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
 				       &table, AMQP_SASL_METHOD_PLAIN, info->user, info->password);
-	if (r.reply_type == AMQP_RESPONSE_NORMAL)
+	if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+		logged_in_before = true;
 		return AL_OK;
+	}
 	c->dead = true;
 	if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
 	    r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
@@ -198,7 +204,17 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
 				    timed_out_after(c, o, waited, sizeof(waited)));
 		/* RabbitMQ drops the socket on a bad password unless the client
-		 * asked for a close method; either way it is a refusal. */
+		 * asked for a close method; either way it is a refusal. But a
+		 * node starting up drops logins as well (RabbitMQ 4.3 before
+		 * its users are loaded): once these credentials have worked in
+		 * this run, it is the broker not up yet, tried again until the
+		 * caller's deadline. */
+		if ((r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
+		     r.library_error == AMQP_STATUS_SOCKET_CLOSED) &&
+		    logged_in_before)
+			return fail(AL_CONNECTION,
+				    "login to %s as %s cut short (the broker starting up?)",
+				    c->where, user);
 		if (r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
 		    r.library_error == AMQP_STATUS_SOCKET_CLOSED)
 			return fail(AL_ACCESS, "login to %s as %s refused%s", c->where, user,
