@@ -369,6 +369,12 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     local bad
     bad=$(awk '$1 == "handover" && $5 <= 0' "$T/runs")
     [ -z "$bad" ] || fail "waiters started before the lost holder's command stopped: $bad"
+    # and before the broker could drop the lease, 6 s after its last
+    # renewal at the latest, so before the freeze's sixth second: whoever
+    # comes next (a quorum lease's expiry is checked only every few
+    # seconds) never meets the command
+    bad=$(awk -v f="$frozen" '$2 >= f + 6' "$T/times")
+    [ -z "$bad" ] || fail "a lost holder's command ran past its lease (TERM, last line, waiter's start): $bad"
 }
 
 # relayed_holder SLOTS: a semaphore of SLOTS slots whose slot 1 hold h
