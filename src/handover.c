@@ -154,7 +154,6 @@ static void hand_to_adopter(struct sem *s)
 {
 	char line[QUEUE_NAME_MAX + 1];
 
-	s->handover.handed = true;
 	if (s->lease_given)
 		s->lease_given(s->given_arg);
 	waiters_queue(s, line);
@@ -191,10 +190,16 @@ static void stopped_hearing(void *owner, enum conn_consumer_end why)
 	s->handover.deaf = true;
 }
 
+/* The offerer has decided for an adopter (hand_to_adopter). */
+static bool decided(const struct sem *s)
+{
+	return s->handover.adopter[0] != '\0';
+}
+
 /* The offerer has its answer: an adopter, a decline, or no more ears. */
 static bool answered(const struct sem *s)
 {
-	return s->handover.adopter[0] || s->handover.declined || s->handover.deaf;
+	return decided(s) || s->handover.declined || s->handover.deaf;
 }
 
 static bool confirmed(const struct sem *s)
@@ -301,7 +306,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 				  .headers = &headers,
 				  .replies = true};
 	enum al_status st;
-	bool up, waiting;
+	bool up, waiting, someone;
 
 	*handed = *holder_gone = false;
 	/* One slot only. The line serves one message at a time, to its
@@ -328,24 +333,25 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *h
 		return st;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
 	st = anyone_waiting(s, &offer, &waiting);
-	if (st == AL_OK && !waiting && !s->handover.handed)
+	/* (an adopter that came after the count: someone all the same) */
+	someone = st == AL_OK && (waiting || decided(s));
+	if (st == AL_OK && !someone)
 		trace("nobody was in line for slot %u", slot);
 	/* Our holder queue goes while the first in line adopts: it declares
 	 * its own only once it runs. Nobody in line, it stays for the
 	 * release as before. */
-	if (st == AL_OK && (waiting || s->handover.handed) &&
-	    (st = ask_ok(s, DELETE_QUEUE, holder)) == AL_OK)
+	if (someone && (st = ask_ok(s, DELETE_QUEUE, holder)) == AL_OK)
 		*holder_gone = true;
-	if (st == AL_OK && (waiting || s->handover.handed))
+	if (st == AL_OK && someone)
 		st = wait_for(s, answered, deadline_in(ADOPT_WAIT));
 	conn_consume_end(s->conn, NULL);
 	/* Handed over, even if the connection failed since: the adopter
 	 * has the lease, and the keeper has let go of it. */
-	if ((*handed = s->handover.handed)) {
+	if ((*handed = decided(s))) {
 		status_clear();
 		return AL_OK;
 	}
-	if (st == AL_OK && waiting)
+	if (st == AL_OK && someone)
 		trace("the lease of slot %u was %s; ending it", slot,
 		      s->handover.declined ? "declined" : "not taken");
 	return st;

@@ -120,13 +120,11 @@ struct sem {
 		 * listens at reply_to. */
 		char nonce[40], reply_to[256];
 		/* Adopting: our id, and whether the offerer confirmed us.
-		 * Handing over: the id of the adopter that said so, or that
-		 * the first in line declined, or that we stopped hearing. */
+		 * Handing over: the id of the adopter that said so (set: we
+		 * decided for it), or that the first in line declined, or
+		 * that we stopped hearing. */
 		char adopter[40];
 		bool confirmed, declined, deaf;
-		/* Handing over: decided for the adopter, and the confirmation
-		 * sent (or tried). */
-		bool handed;
 		/* A wake-up came while we adopted: taken at once (held, it
 		 * would keep the confirmation from us), and passed on. */
 		bool woken_meanwhile;
