@@ -311,12 +311,13 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first, b
 
 /* The holder queue is deleted before the wake-up is published, so that
  * the waiter the broker wakes finds the slot free: a channel's methods
- * are handled in order. Nothing asks first whether anyone waits: a
- * wake-up to a line that does not exist is dropped, one to an empty line
- * expires within a second, and a question to a line whose node is down
- * may never be answered. Only the lease's deletion is waited for (it is
- * not exclusive: a close would leave it blocking the slot for its whole
- * length); the connection's close waits for the rest. */
+ * are handled in order. But for a hand-over's question (sem_hand_over:
+ * a leased one-slot semaphore whose line takes messages), nothing asks
+ * first whether anyone waits: a wake-up to a line that does not exist is
+ * dropped, one to an empty line expires within a second, and a question
+ * to a line whose node is down may never be answered. Only the lease's deletion is waited for (it
+ * is not exclusive: a close would leave it blocking the slot for its whole length); the
+ * connection's close waits for the rest. */
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
 	char lease[QUEUE_NAME_MAX + 1];

@@ -14,7 +14,7 @@ void waiters_queue(const struct sem *s, char *buf)
 /* The line's waiters queue as a passive declare sees it: how many clients
  * are in the line (its consumers) and how many wake-ups wait undelivered
  * (none of either if there is no such queue, or we may not look). */
-enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
+static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 

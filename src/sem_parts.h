@@ -127,7 +127,6 @@ enum al_status set_marker(struct sem *s, bool quorum);
 
 /* line.c */
 enum al_status line_ahead(struct sem *s, bool *ahead);
-enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting);
 void waiters_queue(const struct sem *s, char *buf);
 /* How long a notice to the line (a wake-up, a note of a hand-over) may
  * wait for a consumer (ms, text). Not "0": RabbitMQ 4.3 drops such a
