@@ -32,7 +32,7 @@ sub now { clock_gettime(CLOCK_MONOTONIC) }
 my @steps = (
     ['R released',  'R', qr/released slot/],
     ['W woken',     'W', qr/woken: first in line/],
-    ['W claiming',  'W', qr/claiming slot|offered: adopting/],
+    ['W claiming',  'W', qr/claiming slot|offered: adopting|offered: asking/],
     ['W answered',  'W', qr/leased for|slot \d+ is ours/],
 );
 my @columns = ((map { $_->[0] } @steps), 'W command');

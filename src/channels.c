@@ -13,11 +13,14 @@
 #define CONSUMER_CHANNEL 1001
 #define PARALLEL_CHANNEL 1002
 /* conn_listen's: not the line's, whose close may still be under way when
- * a waiter that got its slot starts to listen; and conn_listen_replies',
- * not conn_listen's, whose close may still be under way when a holder
- * that lets go offers its lease. */
+ * a waiter that got its slot starts to listen; two, taken in turn, as the
+ * last one's close may still be under way when a holder that lets go
+ * listens again (to its holder queue, for an ask: handover.c); and
+ * conn_listen_replies'. Opening a channel whose close-ok has not come
+ * yet is an error that ends the connection. */
 #define LISTEN_CHANNEL  1003
 #define REPLIES_CHANNEL 1004
+#define LISTEN_CHANNEL2 1005
 
 /* Ends the consumer: publishes `last` on its channel if asked, closes
  * the channel (unless the broker has: closed), and tells the owner why. */
@@ -256,7 +259,8 @@ static enum al_status listen_on(struct conn *c, amqp_channel_t channel, const ch
 
 enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_consumer *hooks)
 {
-	return listen_on(c, LISTEN_CHANNEL, queue, hooks);
+	c->listened = c->listened == LISTEN_CHANNEL ? LISTEN_CHANNEL2 : LISTEN_CHANNEL;
+	return listen_on(c, c->listened, queue, hooks);
 }
 
 /* Direct reply-to: the broker gives a question's answers to the channel
@@ -345,9 +349,11 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
 
 enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 {
-	/* The consumer's channel, not in confirm mode: no confirm comes
-	 * back for a later request's answer to meet first. */
-	amqp_channel_t channel = c->consumer_channel;
+	/* The consumer's channel is not in confirm mode: no confirm comes
+	 * back for a later request's answer to meet first. The main one is:
+	 * its confirm is the next reply's to skip (or conn_note_routed's to
+	 * read). */
+	amqp_channel_t channel = n->main ? c->channel : c->consumer_channel;
 	amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
 			  AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
@@ -364,12 +370,35 @@ enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 
 	if (c->dead)
 		return conn_unusable(c);
-	if (!channel || !c->user[0])
-		return fail(AL_INTERNAL,
-			    "internal error: no consumer or login to send a note with");
-	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(n->queue), 0,
-			       0, &props, amqp_empty_bytes);
-	return r == AMQP_STATUS_OK ? AL_OK : connection_failed(c, r, "publishing");
+	if (!channel || !c->user[0] || (n->mandatory && !n->main))
+		return fail(AL_INTERNAL, "internal error: no channel or login to send a note with");
+	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(n->queue),
+			       n->mandatory, 0, &props, amqp_empty_bytes);
+	if (r != AMQP_STATUS_OK)
+		return connection_failed(c, r, "publishing");
+	if (n->main)
+		c->published++;
+	return AL_OK;
+}
+
+enum al_status conn_note_routed(struct conn *c, bool *routed)
+{
+	uint64_t tag = c->published;
+	enum al_status st;
+	amqp_method_t m;
+
+	*routed = true;
+	/* Confirms of earlier publishes (wake-ups) may come first; a nack
+	 * is a queue that could not take it: there, as for a probe. */
+	for (;;) {
+		if ((st = conn_recv(c, &m)) != AL_OK)
+			return conn_refused(c, st, "publishing a note through", "amq.default");
+		if (m.id == AMQP_BASIC_RETURN_METHOD)
+			*routed = false;
+		else if ((m.id == AMQP_BASIC_ACK_METHOD || m.id == AMQP_BASIC_NACK_METHOD) &&
+			 ((amqp_basic_ack_t *)m.decoded)->delivery_tag >= tag)
+			return AL_OK;
+	}
 }
 
 bool conn_signed_by_us(const struct conn *c, const amqp_basic_properties_t *p)

@@ -83,6 +83,8 @@ struct conn {
 	/* The channel of conn_consume's consumer (0: none), the delivery
 	 * whose header is still to come (0: none), and its owner's hooks. */
 	amqp_channel_t consumer_channel;
+	/* The channel conn_listen used last (0: none yet). */
+	amqp_channel_t listened;
 	uint64_t delivering;
 	bool delivering_again; /* its basic.deliver's redelivered */
 	struct conn_consumer consumer;
@@ -314,20 +316,28 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
 /* A note between amqplock clients (the lease handed over: see
  * docs/design.md, "Handing the lease over"): an empty message of `type`
  * with `headers` and `correlation_id`, to `queue` (a queue's name or a
- * direct reply-to name) through the default exchange, not mandatory,
- * expiring after `expiration` ms (text; NULL: never), on the channel of
- * the connection's consumer (conn_consume or conn_listen), which must be
- * there. It carries our login as its user_id, which the broker refuses
- * to pass on from anyone logged in as another user (conn_signed_by_us).
- * With `replies`, its reply_to is the channel's direct reply-to, which
- * must be what it listens to (conn_listen_replies). Nothing is waited
- * for. */
+ * direct reply-to name) through the default exchange, expiring after
+ * `expiration` ms (text; NULL: never). It carries our login as its
+ * user_id, which the broker refuses to pass on from anyone logged in as
+ * another user (conn_signed_by_us). Nothing is waited for.
+ * On the channel of the connection's consumer (conn_consume or
+ * conn_listen), which must be there, unless `main`: then on the main
+ * channel, after whatever was sent there before (the broker handles a
+ * channel's methods in order), its confirm to come with the next reply;
+ * `mandatory` (main only) has the broker return it if no queue took it,
+ * which conn_note_routed then reads. With `replies`, its reply_to is the
+ * consumer channel's direct reply-to, which must be what it listens to
+ * (conn_listen_replies). */
 struct conn_note {
 	const char *queue, *type, *expiration, *correlation_id;
 	const amqp_table_t *headers;
-	bool replies;
+	bool replies, main, mandatory;
 };
 enum al_status conn_send_note(struct conn *c, const struct conn_note *n);
+/* After a mandatory note, before anything else is read on the main
+ * channel: whether a queue took it (the broker's basic.return, if any,
+ * comes before its confirm). */
+enum al_status conn_note_routed(struct conn *c, bool *routed);
 /* Whether a message's user_id is our login: only a client logged in as
  * we are can have sent it (or one tagged impersonator). */
 bool conn_signed_by_us(const struct conn *c, const amqp_basic_properties_t *p);

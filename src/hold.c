@@ -172,11 +172,11 @@ void connection_lost(struct holding *h)
 }
 
 /* When the next verification goes, once one has been answered: in a
- * second, or sooner while our holder queue is still to be declared (sem.h,
- * need_holder): 10 ms, doubling up to the second. That queue is most
- * often another connection's for a few milliseconds more: the releaser's
- * that handed us the lease, deleting it as we start. An old connection of
- * ours after a re-attach takes longer, and is asked less and less often. */
+ * second, or sooner while our holder queue is still to be declared after
+ * a re-attach (sem.h, need_holder): 10 ms, doubling up to the second. The
+ * broker most often drops our old connection, whose queue it is, within
+ * milliseconds of our hang-up; one it cannot reach (a partition, a node
+ * down) takes longer, and is asked less and less often. */
 static void next_verification(struct holding *h, double from)
 {
 	double wait = VERIFY_INTERVAL;
@@ -473,9 +473,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 	h.answers.taken_at = (long long)time(NULL);
 	h.end.min_until = minimum_until(o);
 	h.heard = now_seconds();
-	/* A slot handed over comes without its holder queue: the first
-	 * verification, as soon as the command has started, declares it. */
-	h.next_verify = h.heard + (s->lease.need_holder ? 0 : VERIFY_INTERVAL);
+	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;
 	/* A signal that came while the slot was being taken: nothing runs. */
 	while ((sig = signals_next(sig_fd)) != 0)
@@ -509,8 +507,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			/* From the first verification on, a second after the
 			 * claim: naming us costs neither the claim nor a short
 			 * job (hold -- true) anything. Not before our holder
-			 * queue is there (an adopter's comes with its first
-			 * verification's answers). */
+			 * queue is ours again after a re-attach. */
 			if (!h.answers.s && h.verify_sent && !s->lease.need_holder && !h.away &&
 			    !h.lost_at)
 				sem_answers_listen(&h.answers, s, slot, o->conn_opts);

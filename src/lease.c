@@ -66,6 +66,13 @@ void sem_reconnected(struct sem *s)
 	 * ours: it would keep the slot from everyone, us included,
 	 * for its length. It is ended as the claim made it (the next look
 	 * finds the types again). */
+	/* A lease handed to us and not yet adopted is ours to end, as a
+	 * void claim's. */
+	if (old.handover.handed && !old.claim_void) {
+		old.claim_void = true;
+		old.void_slot = old.handover.slot;
+		old.void_token = old.handover.token;
+	}
 	if (!old.claim_void)
 		return;
 	s->lease.quorum = old.lease.quorum;
@@ -264,47 +271,37 @@ enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *ho
 	return st == AL_OK ? sem_wake_line(s) : st;
 }
 
-/* A lease let go of by token after a hand-over that did not happen: the
- * offerer's, not taken (its holder queue gone), or an adopter's, given
- * back (it has none). The holder queue is declared first, where it
- * matters: a quorum lease is not deleted while nothing shows the slot
- * held, for the reason sem_released gives (3.10 crashed the connection
- * of every waiter that probed it meanwhile: 9 in 100 holds on 5 slots,
- * each lost its place in line); and an adopter (mark_first) must not end
- * the lease of a holder that still holds the slot, which an offer, a
- * hint that any client of our login can publish, may name. A holder
- * queue that is another's leaves the lease alone: it is a holder's, or
- * the other side's of this hand-over, which ends the lease itself (the
- * offerer not answered in time, the adopter giving back). Unless the
- * lease is ours alone (the offerer confirmed us): the holder queue can
- * then only be the offerer's, about to go (it deletes it as we adopt,
- * or it goes with its connection), and is asked for again, for up to a
- * second. */
+/* A lease handed to us that we cannot keep (the slot removed, its holder
+ * queue another's for good) goes, by its token, which only we may use
+ * now: nobody else ends it. A quorum lease is not deleted while nothing
+ * shows the slot held, for the reason sem_released gives (3.10 crashed
+ * the connection of every waiter that probed it meanwhile): the holder
+ * queue is declared first, asked for again for up to a second (a claimer
+ * refused the lease holds it for a few milliseconds). Another's for
+ * longer, it shows the slot held all the same, and the lease goes. */
 #define LET_GO_HOLDER_WAIT  1.0
 #define LET_GO_HOLDER_PAUSE 0.005
 
-enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first, bool alone)
+enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
 {
 	char holder[QUEUE_NAME_MAX + 1];
 	struct deadline by = deadline_in(LET_GO_HOLDER_WAIT);
 	enum al_status st = AL_OK;
-	bool ended = false, mark = s->lease.quorum || mark_first;
+	bool ended = false;
 	uint16_t refused = 0;
 
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
-	while (mark &&
+	while (s->lease.quorum &&
 	       (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) == AL_OK &&
-	       refused && alone && !deadline_passed(by))
+	       refused && !deadline_passed(by))
 		sleep_seconds(LET_GO_HOLDER_PAUSE);
 	if (st != AL_OK)
 		return st;
-	if (refused) {
-		trace("holder queue %s is another's: leaving the lease of slot %u to it", holder,
-		      slot);
-		return AL_OK;
-	}
+	if (refused)
+		trace("holder queue %s is another's: ending the lease of slot %u all the same",
+		      holder, slot);
 	st = lease_drop(s, slot, &ended);
-	if (st == AL_OK && mark)
+	if (st == AL_OK && s->lease.quorum && !refused)
 		st = ask_ok(s, DELETE_QUEUE, holder);
 	return st == AL_OK && ended ? sem_wake_line(s) : st;
 }
@@ -323,14 +320,12 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	char lease[QUEUE_NAME_MAX + 1];
 	enum al_status st = AL_OK, lease_st = AL_OK;
 	uint16_t refused;
-	bool handed = false, holder_gone = false;
+	bool handed = false;
 
 	/* Someone in line: the lease goes to them as it is. Not taken, it
-	 * ends as below, the holder queue already gone. */
-	if ((st = sem_hand_over(s, slot, &handed, &holder_gone)) != AL_OK || handed)
+	 * ends as below. */
+	if ((st = sem_hand_over(s, slot, &handed)) != AL_OK || handed)
 		return st;
-	if (holder_gone)
-		return sem_lease_let_go(s, slot, false, false);
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
 	 * channels); the wake-up follows the holder queue's deletion on its

@@ -140,7 +140,7 @@ bool sem_first_in_line(const struct sem *s)
 
 bool sem_woken(const struct sem *s)
 {
-	return s->place.wake_tag != 0;
+	return s->place.wake_tag != 0 || s->handover.handed;
 }
 
 void sem_wake_done(struct sem *s)

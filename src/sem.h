@@ -110,24 +110,31 @@ struct sem {
 	 * lease over"). */
 	struct {
 		/* First in line: the delivery that place.wake_tag holds is
-		 * an offer (offered), signed by our login or not, of a slot's
-		 * lease: its token, length and type. */
-		bool offered, offer_signed, offer_again;
+		 * an offer (offered) of a slot's lease, its length and type,
+		 * signed by our login or not; old: an amqplock 0.3.0's, which
+		 * names the lease's token and a reply_to, and is declined. */
+		bool offered, offer_signed, offer_old;
 		unsigned slot, ms;
 		bool quorum;
-		int64_t token;
-		/* Every note of one hand-over carries its nonce; the offerer
-		 * listens at reply_to. */
+		/* Every note of one hand-over carries the offer's nonce. */
 		char nonce[40], reply_to[256];
-		/* Adopting: our id, and whether the offerer confirmed us.
-		 * Handing over: the id of the adopter that said so (set: we
-		 * decided for it), or that the first in line declined, or
-		 * that we stopped hearing. */
-		char adopter[40];
-		bool confirmed, declined, deaf;
-		/* A wake-up came while we adopted: taken at once (held, it
-		 * would keep the confirmation from us), and passed on. */
+		/* The waiter's side: the id our ask to the offer's holder
+		 * queue carried (empty: none out), whether we wait for its
+		 * answer (asking), and the answer: the lease handed to us,
+		 * with its token (ours to adopt, or to end). */
+		char asked[40];
+		bool asking, handed;
+		int64_t token;
+		/* A wake-up came while we asked: taken at once (held, it
+		 * would keep the answer from us), and passed on. */
 		bool woken_meanwhile;
+		/* The releaser's side: when the offer went out (boot clock),
+		 * the id of the asker we decided for (set: the lease is its
+		 * from then on), or that the first in line declined, or that
+		 * we no longer listen (no decision may come any more). */
+		double offered_at;
+		char adopter[40];
+		bool declined, deaf;
 	} handover;
 	/* Called once a hand-over is decided, before the adopter hears of
 	 * it: from then on the lease is not ours to end (hold tells its
@@ -367,7 +374,8 @@ bool sem_in_line(const struct sem *s);
 /* Whether the broker has shown that we are first in line. */
 bool sem_first_in_line(const struct sem *s);
 
-/* Whether a wake-up has come and is not yet done with. */
+/* Whether a wake-up has come and is not yet done with, or a lease has
+ * been handed to us (sem_offered). */
 bool sem_woken(const struct sem *s);
 
 /* Acknowledges the wake-up, if any: the line's next message may then be
@@ -403,16 +411,22 @@ enum al_status sem_wake_added(struct sem *s, unsigned added);
  * taken. */
 enum al_status sem_released(struct sem *s, unsigned slot);
 
-/* Whether the wake-up we hold is a lease offered by its holder. */
+/* Whether the wake-up we hold is a lease offered by its holder, or a
+ * lease has been handed to us (an answer to our ask that came late). */
 bool sem_offered(const struct sem *s);
 
-/* First in line with an offer (sem_offered): adopts the offered lease if
- * it is signed by our login and is what we would have made, and claims
- * its slot with it; the slot is ours (*slot) only once its offerer has
- * confirmed us. AL_BUSY if not adopted (declined, lost to another, not
- * confirmed: the offerer then releases the slot as usual); the offer is
- * spent either way. */
+/* First in line with an offer (sem_offered): asks its holder for the
+ * lease, through the holder's own holder queue, if the offer is signed by
+ * our login and is what we would have made; once the holder hands it
+ * over, claims its slot with it (*slot). AL_BUSY if not handed over
+ * (declined, not answered: the offerer then releases the slot as usual);
+ * the offer is spent either way. */
 enum al_status sem_adopt(struct sem *s, unsigned *slot);
+
+/* Leaving the line: a lease handed to us that we did not adopt (its
+ * answer came late, and we got another slot or gave up) is ended; an ask
+ * still out no longer counts. */
+void sem_handover_forget(struct sem *s);
 
 /* While holding: asks the broker whether the slot still exists and the
  * holder queue is still ours, and renews the lease (declares, never a

@@ -138,26 +138,25 @@ void waiters_queue(const struct sem *s, char *buf);
 /* handover.c */
 /* What a delivery from the line is to the hand-over (taken into
  * s->handover): no note of it, an offer (a wake-up), or another note (the
- * confirmation of our adoption among them), which the caller acknowledges
- * at once. */
+ * answer to our ask among them), which the caller acknowledges at once. */
 enum handover_note { NOT_A_NOTE, NOTE_OFFER, NOTE_OTHER };
 enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p);
-/* A wake-up delivered while we adopt a lease: acknowledged at once (held,
- * it would keep our confirmation from us: the line delivers one message
- * at a time) and published again once the adoption is over. False when
- * we do not adopt. */
+/* A wake-up delivered while we ask for a lease: acknowledged at once
+ * (held, it would keep the answer from us: the line delivers one message
+ * at a time) and published again once the ask is over. False when we do
+ * not ask. */
 bool handover_woken(struct sem *s, uint64_t tag);
-/* With someone in line, deletes our holder queue and offers our lease of
- * slot to the first in line (*handed once it is theirs); *holder_gone
- * says whether the holder queue went, so that the caller, if the lease
- * was not taken, ends it and wakes the line as a release does. */
-enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed, bool *holder_gone);
+/* With someone in line, offers our lease of slot to the first in line,
+ * and hands it over to it if it asks in time (*handed: the lease, and the
+ * slot, are not ours any more; our holder queue is gone). Otherwise our
+ * holder queue and lease are as they were, for the caller's release. */
+enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed);
 
-/* lease.c: ends our lease of slot by its token after a hand-over that
- * did not happen (the holder queue declared first if mark_first), unless
- * another holds the holder queue (asked again for a while if the lease
- * is ours alone); wakes the line if it ended it. */
-enum al_status sem_lease_let_go(struct sem *s, unsigned slot, bool mark_first, bool alone);
+/* lease.c: ends a lease of slot handed to us that we cannot keep, by
+ * its token (s->lease.token), which nobody else may use now: the holder
+ * queue declared first (asked for up to a second), unless another has it;
+ * wakes the line if it ended the lease. */
+enum al_status sem_lease_let_go(struct sem *s, unsigned slot);
 
 /* claim.c */
 enum al_status claim_fresh(struct sem *s, unsigned k);

@@ -172,6 +172,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			break;
 		if (signals_stop_asked()) {
 			trace("stopped: leaving the line of %s", s->label);
+			sem_handover_forget(s);
 			sem_leave_line(s);
 			watching = false;
 			signals_stop_now();
@@ -185,6 +186,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		o->events.waiting(o->events.arg, *max, -1);
 	/* Out of the line: the next in it is the oldest now. A wake-up
 	 * not acknowledged (we are leaving without a slot) goes to it. */
+	sem_handover_forget(s);
 	sem_leave_line(s);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
 		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);

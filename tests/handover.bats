@@ -1,21 +1,25 @@
 #!/usr/bin/env bats
 # The lease handed over (docs/design.md, "Handing the lease over"): a
-# release with someone in line passes its lease, as it is, to the first in
-# line, which runs its command only once the releaser has confirmed it.
-# Every way a hand-over can fail falls back to the release as before, and
-# no two commands run on one slot: an offer not signed by the waiter's
-# login (forged by a user who can read the token), an offer delivered a
-# second time, an offer naming a slot still held, a first in line that
-# says nothing (an older amqplock; the real 0.2.0 too, built from this
-# repository's history), a releaser or an adopter cut off half-way (a
-# relay that drops all the broker sends after a chosen note) or killed
-# there, and a broker restarted there. Commands record when
-# they ran (tools/leasecmd.pl) and tools/overlaps.pl checks that no two
-# overlapped. Timing bounds here catch stalls, not slowness: make bench
-# and make bench-phases measure the speed.
+# release with someone in line offers its lease, as it is, to the first in
+# line, which asks for it through the releaser's own holder queue and runs
+# its command only once the releaser has handed it over and its own claim
+# with the lease (holder queue included) has gone through. Every way a
+# hand-over can fail falls back to the release as before, and no two
+# commands run on one slot, whatever anyone of the holders' own login
+# publishes with a token read from the broker (offers, asks, answers, in
+# this amqplock's form or 0.3.0's), an offer of an away holder's slot, an
+# offer delivered a second time, a first in line that says nothing (an
+# older amqplock; the real 0.2.0 too, built from this repository's
+# history), a releaser paused or cut off after its offer, an adopter cut
+# off or killed half-way (a relay that drops or holds back what the broker
+# sends after a chosen note), and a broker restarted there. Commands
+# record when they ran (tools/leasecmd.pl) and tools/overlaps.pl checks
+# that no two overlapped. Timing bounds here catch stalls, not slowness:
+# make bench and make bench-phases measure the speed.
 #
 # Needs jq and perl (core modules). Helper programs: tests/tools/
-# (leasecmd.pl, overlaps.pl, proxy.pl, linehead.pl, offer.pl).
+# (leasecmd.pl, overlaps.pl, proxy.pl, linehead.pl, offer.pl, forger.pl,
+# looker.pl).
 
 bats_require_minimum_version 1.5.0
 load lib/helper
@@ -74,6 +78,12 @@ lease_token() {
         awk -v q="amqplock.$n-$1-L" '$1 == q' | grep -o '"x-max-length",[0-9]*' | cut -d, -f2
 }
 
+# lease_ms K: the length (x-expires, ms) of the lease of slot K, if any.
+lease_ms() {
+    rmqctl -q list_queues name arguments --no-table-headers |
+        awk -v q="amqplock.$n-$1-L" '$1 == q' | grep -o '"x-expires",[0-9]*' | cut -d, -f2
+}
+
 # finish TAG...: each hold exits 0 within 20 s.
 finish() {
     local tag
@@ -83,7 +93,7 @@ finish() {
     done
 }
 
-@test "a release hands its lease to the first in line as it is; the waiter runs once confirmed, after the release" {
+@test "a release hands its lease to the first in line as it is; the waiter runs once it is handed over, after the release" {
     al create "$n" 1
     holder r
     waiter w
@@ -109,8 +119,8 @@ finish() {
     token=$(lease_token 1)
     touch "$T/go"
     wait_until 10 test -e "$T/w.cmd.ready" || fail "w did not start: $(cat "$T/w.err")"
-    # its holder queue comes with its first verification, as its command
-    # starts, not a second later: the slot is not shown away
+    # its holder queue comes with its adoption, before its command
+    # starts: the slot is never shown away
     wait_until 0.5 eval '[ "$(al --json status --no-names "$n" | jq -c .away)" = "[]" ]' ||
         fail "the adopter's slot is away: $(al --json status --no-names "$n")"
     [ "$(lease_token 1)" = "$token" ] || fail "the lease was made again: $token, now $(lease_token 1)"
@@ -152,6 +162,10 @@ finish() {
     run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" "forger-$n" pw "amqplock.$n#waiters" 1 "$token" 12000 "$quorum" guest
     [[ $output == *"closed 406"* ]] || fail "the broker let a user sign as another: $output"
     grep -q "not adopted: it is not signed by our login" "$T/w.err" || fail "$(cat "$T/w.err")"
+    # signed by our login, in this amqplock's form: the ask goes to the
+    # away holder's holder queue, which nobody holds
+    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" guest guest "amqplock.$n#waiters" 1 - 12000 "$quorum" guest
+    wait_until 5 grep -q "not adopted: no holder holds its holder queue" "$T/w.err" || fail "$(cat "$T/w.err")"
     ! grep -q "is ours, handed over" "$T/w.err" || fail "w adopted a forged offer: $(cat "$T/w.err")"
     # while the away holder's lease lasts, w runs nothing
     if [ "$(lease_token 1)" = "$token" ]; then
@@ -177,7 +191,7 @@ finish() {
     wait_exit "$r" 10
     took=$(since "$t0")
     [ "$rc" -eq 0 ] || fail "r exited $rc: $(cat "$T/r.err")"
-    grep -q "was not taken; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
+    grep -q "was not asked for; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
     note "release with a first in line that does not adopt: $took s"
     at_most "$took" 3
     wait_until 5 none_held "$n" || fail "still held: $(al --json status --no-names "$n")"
@@ -213,7 +227,7 @@ old_amqplock() {
     touch "$T/go"
     finish r o w
     grep -q "offering its lease" "$T/r.err" || fail "$(cat "$T/r.err")"
-    grep -q "was not taken; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
+    grep -q "was not asked for; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
     ! grep -q "handed over" "$T/o.err" || fail "0.2.0 adopted: $(cat "$T/o.err")"
     ! grep -q "offering its lease" "$T/o.err" || fail "0.2.0 offered: $(cat "$T/o.err")"
     one_after_other r o w
@@ -223,7 +237,12 @@ old_amqplock() {
     no_lease_left "$n"
 }
 
-@test "an offer delivered a second time is not adopted: the next in line declines, and gets the slot by the release" {
+# The first in line dies holding the offer, unacknowledged: the broker
+# gives it to the next, marked as delivered before. The dead one never
+# asked (it died first), so the releaser hands its lease to the one that
+# does. (Had it asked, the releaser would have decided for it, once, and
+# the next one's ask would go unanswered: no second holder either way.)
+@test "an offer delivered a second time is asked for by the next in line, which gets the lease" {
     al create "$n" 1
     holder r
     perl "$H/linehead.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n#waiters" --die-holding >"$T/head.out" 2>&1 3>&- &
@@ -233,38 +252,47 @@ old_amqplock() {
     touch "$T/go"
     finish r w
     grep -qx "died holding" "$T/head.out" || fail "the head got nothing: $(cat "$T/head.out")"
-    grep -q "not adopted: it was delivered to another first" "$T/w.err" || fail "$(cat "$T/w.err")"
-    grep -q "was declined; ending it" "$T/r.err" || fail "$(cat "$T/r.err")"
+    grep -q "handed slot 1 over" "$T/r.err" || fail "$(cat "$T/r.err")"
+    grep -q "slot 1 is ours, handed over" "$T/w.err" || fail "$(cat "$T/w.err")"
     one_after_other r w
 }
 
-# The relay passes everything the releaser sends, and drops all the broker
-# sends it once it has sent its offer: it never hears that the lease was
-# adopted. The adopter, never confirmed, runs nothing, gives the slot back
-# and takes it as any waiter.
-@test "an offer of a slot still held, signed by our login: the adopter, never confirmed, finds the holder queue another's and leaves the lease alone" {
+# A client of the holders' own login (one login on every host is the usual
+# setup) reads the live holder's token from the text of a refusal (a
+# declare of its lease with another x-max-length), then plays a releaser:
+# amqplock 0.3.0's offer, adopted and confirmed (which ran the waiter
+# beside the holder), and this amqplock's offer and answer with a guessed
+# id. The first in line declines the old form and asks for the new one
+# through the holder's own queue, where only the holder reads: nothing
+# hands the lease over, and the holder's lease is never touched.
+@test "a forger of our login with the live token (offer, adopted, confirmed) never gets a waiter to run beside the holder" {
     al create "$n" 1
     holder r
     waiter w
-    local token quorum=1
+    local token quorum=1 group1=0 ms
     token=$(lease_token 1)
+    ms=$(lease_ms 1)
     [ -n "$token" ] || fail "no lease"
     [ "$(queue_type "amqplock.$n-1-L")" = quorum ] || quorum=0
+    [ "$quorum" = 1 ] && [ "$(queue_type "amqplock.$n-1-A")" != quorum ] && group1=1
     # the lease looked at every 2 ms: r renews it every second, which
     # would make it again if it were deleted
     perl "$H/looker.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n-1-L" 0.002 >"$T/looks" 2>"$T/looker.err" &
     LOOKER=$!
     wait_until 10 grep -q there "$T/looks" || fail "looker: $(cat "$T/looker.err")"
-    # anyone of our login may publish this (an inspector, a script)
-    run perl "$H/offer.pl" "$AMQPLOCK_TEST_PORT" guest guest "amqplock.$n#waiters" 1 "$token" 40000 "$quorum" guest
-    [[ $output == *amqplock.adopted* ]] || fail "not adopted: $output"
-    wait_until 10 grep -q "is another's: leaving the lease" "$T/w.err" || fail "$(cat "$T/w.err")"
-    # the holder's lease is as it was; w runs nothing beside r
+    run perl "$H/forger.pl" "$AMQPLOCK_TEST_PORT" guest guest "amqplock.$n" 1 "$ms" "$quorum" "$group1"
+    [[ $output == *"token $token"* ]] || fail "the forger did not read the token: $output"
+    # w, whatever it made of the forgeries, runs nothing beside r
+    wait_until 5 grep -q "slot 1 offered, not handed over\|is ours, handed over" "$T/w.err" ||
+        fail "$(cat "$T/w.err")"
     sleep 0.2
+    [ ! -e "$T/w.cmd.ready" ] || fail "w ran beside r: $output"
+    [[ $output == *"old: amqplock.declined"* ]] || fail "the 0.3.0 form was not declined: $output"
+    grep -q "slot 1 offered, not handed over" "$T/w.err" || fail "$(cat "$T/w.err")"
+    # the holder's lease is as it was
     kill "$LOOKER"
     ! grep -q gone "$T/looks" || fail "r's lease was ended: $(sort "$T/looks" | uniq -c | xargs)"
     [ "$(lease_token 1)" = "$token" ] || fail "r's lease is another: $(lease_token 1)"
-    [ ! -e "$T/w.cmd.ready" ] || fail "w ran beside r"
     touch "$T/go"
     finish r w
     one_after_other r w
@@ -280,13 +308,14 @@ old_amqplock() {
     touch "$T/go"
     finish r
     grep -q "nobody was in line" "$T/r.err" || fail "$(cat "$T/r.err")"
-    # within the offer's second: a holder without a lease, a waiter behind
+    # within the offer's half second: a holder without a lease, a waiter
+    # behind, whose ask reaches the new holder, who answers nothing
     bg h -v hold --lease 0 "$n" -- perl "$H/leasecmd.pl" "$T/h.cmd" 60 0 "$T/go2"
     PID[h]=$BG
     wait_until 15 test -e "$T/h.cmd.ready" || fail "h did not start: $(cat "$T/h.err")"
     waiter w
-    if wait_until 2 grep -q "offered: adopting" "$T/w.err"; then
-        wait_until 5 grep -q "could not adopt slot 1" "$T/w.err" || fail "$(cat "$T/w.err")"
+    if wait_until 2 grep -q "offered: asking" "$T/w.err"; then
+        wait_until 5 grep -q "slot 1 offered, not" "$T/w.err" || fail "$(cat "$T/w.err")"
     else
         note "the offer expired before w came (a slow machine): nothing to adopt"
     fi
@@ -301,19 +330,42 @@ old_amqplock() {
     one_after_other r h w
 }
 
-@test "a releaser cut off after its offer: the adopter is never confirmed, gives the slot back, and runs only after" {
+@test "a releaser cut off after its offer: the asker is never answered, and runs only after the release" {
     al create "$n" 1
     start_relay_stalling amqplock.offer
     holder r --url "$RELAY_URL" --rpc-timeout 3
     waiter w
     touch "$T/go"
     finish r w
-    grep -q "adopted but not confirmed; giving it back" "$T/w.err" || fail "$(cat "$T/w.err")"
+    grep -q "slot 1 offered, not handed over" "$T/w.err" || fail "$(cat "$T/w.err")"
     one_after_other r w
     no_lease_left "$n"
 }
 
-@test "kill -9 of a releaser after its offer: its keeper ends the lease; the adopter gives the slot back and runs only after" {
+# A releaser paused (SIGSTOP, a VM pause, swap) right after its offer: it
+# reads the ask only once it runs again, after the asker stopped waiting.
+# The relay holds back all the broker sends it for 1.5 s from its offer
+# on. Too late to hand over, it releases the slot as usual at once; before,
+# it handed the lease to an asker that had given up, and the slot stayed
+# blocked for the lease's length.
+@test "a releaser paused 1.5 s after its offer: the slot is free within 3 s of its resume" {
+    al create "$n" 1
+    start_relay_holding amqplock.offer 1.5
+    holder r --url "$RELAY_URL"
+    waiter w
+    local t0 took
+    t0=$(now)
+    touch "$T/go"
+    finish r w
+    took=$(since "$t0")
+    note "w ran $took s after r's release began (r paused 1.5 s after its offer; lease 40 s)"
+    grep -q "too late" "$T/r.err" || fail "$(cat "$T/r.err")"
+    one_after_other r w
+    at_most "$took" 4.5
+    no_lease_left "$n"
+}
+
+@test "kill -9 of a releaser after its offer: its keeper ends the lease; the asker runs only after" {
     al create "$n" 1
     start_relay_stalling amqplock.offer
     holder r --url "$RELAY_URL" --rpc-timeout 10
@@ -322,20 +374,21 @@ old_amqplock() {
     wait_until 10 grep -q "offering its lease" "$T/r.err" || fail "no offer: $(cat "$T/r.err")"
     kill -KILL "${PID[r]}"
     finish w
-    grep -q "adopted but not confirmed; giving it back" "$T/w.err" || fail "$(cat "$T/w.err")"
+    grep -q "slot 1 offered, not handed over" "$T/w.err" || fail "$(cat "$T/w.err")"
     one_after_other r w
     wait_until 5 none_held "$n" || fail "still held: $(al --json status --no-names "$n")"
     no_lease_left "$n"
 }
 
-# The relay drops all the broker sends the adopter once it has said that
-# it adopted: the releaser confirms and is gone, the confirmation never
-# arrives. The adopter runs nothing, loses its connection to the reply
-# timeout, ends on the next one the lease it adopted (nobody else would:
-# its releaser has let it go) and takes the slot again.
+# The relay drops all the broker sends the adopter once it has sent its
+# adoption (its lease declare, the first it makes): the releaser has
+# handed the lease over and is gone, the adoption's answers never arrive.
+# The adopter runs nothing, loses its connection to the reply timeout,
+# ends on the next one the lease handed to it (nobody else would) and
+# takes the slot again.
 @test "an adopter cut off as it adopts: it runs nothing, ends the adopted lease on its next connection, and takes the slot again" {
     al create "$n" 1
-    start_relay_stalling amqplock.adopted
+    start_relay_stalling x-max-length
     holder r
     waiter w --url "$RELAY_URL" --rpc-timeout 2
     local t0 took
@@ -346,9 +399,32 @@ old_amqplock() {
     finish w
     took=$(since "$t0")
     note "the adopter cut off ran $took s after the release (lease 40 s)"
-    # cut off before the claim's answers, which follow its adoption note
-    grep -q "slot 1 offered: adopting" "$T/w.err" || fail "$(cat "$T/w.err")"
+    grep -q "slot 1 handed over: adopting" "$T/w.err" || fail "$(cat "$T/w.err")"
     grep -q "no reply from the broker" "$T/w.err" || fail "$(cat "$T/w.err")"
+    one_after_other r w
+    at_most "$took" 15
+    no_lease_left "$n"
+}
+
+# The relay drops all the broker sends the asker once it has asked: the
+# releaser hands the lease over, and the answer never arrives. The asker
+# cannot know that the lease is its own, and leaves it: the slot stays
+# blocked until the lease runs out (here 5 s), then it is taken as usual.
+@test "an asker cut off before the answer: it runs nothing, and the slot is free once the lease handed to it runs out" {
+    al create "$n" 1
+    start_relay_stalling amqplock.ask
+    holder r --lease 5 --heartbeat 1 --grace 1
+    waiter w --lease 5 --heartbeat 1 --grace 1 --url "$RELAY_URL" --rpc-timeout 2
+    local t0 took
+    t0=$(now)
+    touch "$T/go"
+    finish r
+    grep -q "handed slot 1 over" "$T/r.err" || fail "$(cat "$T/r.err")"
+    wait_until 10 grep -q "lost while waiting for a reply" "$T/w.err" || fail "$(cat "$T/w.err")"
+    [ ! -e "$T/w.cmd.ready" ] || fail "w ran without its answer"
+    finish w
+    took=$(since "$t0")
+    note "the asker cut off ran $took s after the release (lease 5 s)"
     one_after_other r w
     at_most "$took" 15
     no_lease_left "$n"
@@ -356,7 +432,7 @@ old_amqplock() {
 
 @test "a broker restart in the middle of a hand-over: the adopter runs nothing before it, ends the adopted lease, and runs once after" {
     al create "$n" 1
-    start_relay_stalling amqplock.adopted
+    start_relay_stalling x-max-length
     # one lease length for both (the default follows --heartbeat and --grace)
     holder r --heartbeat 1 --grace 1
     waiter w --url "$RELAY_URL" --rpc-timeout 10 --heartbeat 1 --grace 1
@@ -370,7 +446,7 @@ old_amqplock() {
     "$H/renode.sh" stop "$AMQPLOCK_TEST_BROKER_DIR" >/dev/null
     # (checked while the broker is down: once it is back, the adopter
     # may well have claimed the slot anew and run)
-    [ ! -e "$T/w.cmd.ready" ] || fail "the adopter ran before its confirmation"
+    [ ! -e "$T/w.cmd.ready" ] || fail "the adopter ran before its answers"
     "$H/renode.sh" start "$AMQPLOCK_TEST_BROKER_DIR" >/dev/null
     NODE_STOPPED=
     finish w
@@ -384,7 +460,7 @@ old_amqplock() {
 
 @test "kill -9 of an adopter mid-adoption (its answers held back): its keeper ends the adopted lease, the slot is free within seconds" {
     al create "$n" 1
-    start_relay_stalling amqplock.adopted
+    start_relay_stalling x-max-length
     holder r
     waiter w --url "$RELAY_URL" --rpc-timeout 10
     touch "$T/go"

@@ -284,6 +284,13 @@ start_relay_stalling() {
     AMQPLOCK_RELAY_STALL=$1 start_relay
 }
 
+# start_relay_holding TEXT SECONDS: start_relay, whose first connection to
+# send TEXT then hears from the broker only SECONDS later (proxy.pl,
+# AMQPLOCK_RELAY_HOLD): to that client, a pause right after it sent TEXT.
+start_relay_holding() {
+    AMQPLOCK_RELAY_HOLD="$1 $2" start_relay
+}
+
 # expire_policy MS: an expires policy on the queues of this test's
 # semaphore, the clean-up policy operators set (docs/operators.md, "Policies");
 # clear_expire_policy (teardown) clears it.

@@ -8,6 +8,8 @@
 # Prints "sent", then what comes back first within 3 s: the type of the
 # reply ("amqplock.declined", "amqplock.adopted"), or "closed CODE" if the
 # broker closed the channel (a user_id that is not USER's: 406). Exits 0.
+# TOKEN "-": an offer in this amqplock's form, which names no token and no
+# reply-to (the first in line asks the holder's own holder queue).
 # Its AMQP client: Amqp.pm.
 use strict;
 use warnings;
@@ -23,13 +25,15 @@ $| = 1;
 # Direct reply-to: consumed (no-ack) before publishing with it.
 method(1, 60, 20, pack("n", 0) . ss("amq.rabbitmq.reply-to") . ss("") . "\x02" . pack("N", 0));
 my $i64 = sub { ss($_[0]) . "l" . pack("q>", $_[1]) };
+my $old = $token ne "-";
 my $headers = $i64->("slot", $slot) . $i64->("lease-ms", $ms) . $i64->("quorum", $quorum)
-    . $i64->("token", $token);
+    . ($old ? $i64->("token", $token) : "");
 # Properties in their order: headers, correlation-id, reply-to,
 # expiration, type, user-id.
-my $flags = 0x2000 | 0x0400 | 0x0200 | 0x0100 | 0x0020 | (defined $sign_as ? 0x0010 : 0);
-my $props = pack("N/a*", $headers) . ss("forged$$") . ss("amq.rabbitmq.reply-to") . ss("5000")
-    . ss("amqplock.offer") . (defined $sign_as ? ss($sign_as) : "");
+my $flags = 0x2000 | 0x0400 | ($old ? 0x0200 : 0) | 0x0100 | 0x0020
+    | (defined $sign_as ? 0x0010 : 0);
+my $props = pack("N/a*", $headers) . ss("forged$$") . ($old ? ss("amq.rabbitmq.reply-to") : "")
+    . ss("5000") . ss("amqplock.offer") . (defined $sign_as ? ss($sign_as) : "");
 method(1, 60, 40, pack("n", 0) . ss("") . ss($queue) . "\0");
 header(1, $flags, $props);
 print "sent\n";

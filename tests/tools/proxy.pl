@@ -17,6 +17,13 @@
 # sends it is dropped); the client's requests still go through. Later
 # connections are relayed as usual.
 #
+# With AMQPLOCK_RELAY_HOLD="TEXT SECONDS", the first connection whose client
+# sends TEXT gets what the broker sends it SECONDS late: held back from
+# then on, and passed on, in order, once SECONDS have gone by; relayed as
+# usual after. To the client that is a pause of SECONDS right after it
+# sent TEXT (a stopped process, a paused VM), while the broker and the
+# other clients go on.
+#
 # SIGUSR1 cuts every connection on the broker's side only: the broker sees
 # its clients go, each client's socket stays open and silent, and what the
 # broker had sent stays in it to be read: as a client finds its connection
@@ -42,8 +49,24 @@ my $done = 0;
 $SIG{TERM} = sub { $done = 1 } if defined $counts;
 
 my $sel = IO::Select->new($l);
-my (%peer, %pending, %client, %stalled, @cut);
+my (%peer, %pending, %client, %stalled, %held, %heldbuf, @cut);
 my $stall = $ENV{AMQPLOCK_RELAY_STALL};
+my ($hold, $hold_for) = split ' ', ($ENV{AMQPLOCK_RELAY_HOLD} // '');
+use Time::HiRes qw(time);
+# Passes on what was held back for a connection whose time has come.
+sub release_held {
+    for my $o (grep { $held{$_}[1] <= time } keys %held) {
+        my $sock = $held{$o}[0];
+        delete $held{$o};
+        my $buf = delete $heldbuf{$o} // '';
+        my $off = 0;
+        while ($off < length $buf) {
+            my $w = syswrite($sock, $buf, length($buf) - $off, $off);
+            last unless defined $w;
+            $off += $w;
+        }
+    }
+}
 my $cut = 0;
 $SIG{USR1} = sub { $cut = 1 };
 # Closes the broker's side of every connection; keeps the clients' sides.
@@ -97,7 +120,8 @@ sub count_frames {
 
 until ($done) {
     cut_all() if $cut;
-    for my $s ($sel->can_read(0.2)) {
+    release_held();
+    for my $s ($sel->can_read(%held ? 0.01 : 0.2)) {
         if ($s == $l) {
             my $c = $l->accept or next;
             my $u = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $target);
@@ -124,7 +148,15 @@ until ($done) {
             $stalled{$o} = 1;
             undef $stall;
         }
+        if (defined $hold && exists $client{$s} && index($buf, $hold) >= 0) {
+            $held{$o} = [$s, time + $hold_for];
+            undef $hold;
+        }
         next if $stalled{$s};
+        if ($held{$s}) {
+            $heldbuf{$s} .= $buf;
+            next;
+        }
         while ($off < $n) {
             my $w = syswrite($o, $buf, $n - $off, $off);
             if (!defined $w) { drop($s); last }
