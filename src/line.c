@@ -3,6 +3,8 @@
  * never takes its turn. */
 #include "sem_parts.h"
 
+#include <stdlib.h>
+
 #include "clock.h"
 
 /* The waiters queue of the semaphore: its line (see sem_join_line). */
@@ -175,36 +177,70 @@ void sem_leave_line(struct sem *s)
 	s->handover.offered = false;
 }
 
-/* How long a wake-up may wait undelivered before the first in line counts
- * as stuck: a live one takes each within milliseconds (it holds one at a
- * time, only while it claims). */
+/* How long the first in line has, once woken, to take a free slot before
+ * it counts as stuck: a live one claims within milliseconds of its
+ * wake-up. */
 #define LINE_TAKE_WAIT 0.5
 
+/* The lowest free slot (0: none), as a waiter sees it. */
+static enum al_status lowest_free(struct sem *s, unsigned *slot)
+{
+	struct slot_list free_list = {0};
+	unsigned max;
+	enum al_status st = find_free(s, &max, &free_list, true);
+
+	*slot = st == AL_OK && free_list.len ? free_list.slot[0] : 0;
+	free(free_list.slot);
+	return st;
+}
+
+/* Whether slot is still free: among the free ones. */
+static enum al_status still_free(struct sem *s, unsigned slot, bool *free_still)
+{
+	struct slot_list free_list = {0};
+	unsigned max;
+	size_t i;
+	enum al_status st = find_free(s, &max, &free_list, true);
+
+	*free_still = false;
+	for (i = 0; st == AL_OK && i < free_list.len; i++)
+		*free_still = *free_still || free_list.slot[i] == slot;
+	free(free_list.slot);
+	return st;
+}
+
+/* The first in line is judged by what it does, not by what it says:
+ * anything that consumes the line is its first while it is the oldest
+ * consumer, and acknowledging wake-ups is not taking slots (an inspector,
+ * a stray script, a stopped amqplock whose wake-ups wait). A slot that is
+ * still free half a second after a fresh wake-up, while nobody has left
+ * the line (a first in line that took the slot leaves it; its job may
+ * already be over), was not taken: the line is deleted, every consumer
+ * cancelled, and every waiter takes what it finds. */
 enum al_status sem_unstick_line(struct sem *s, bool *restarted)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	uint32_t waiters, waiting;
+	uint32_t before, after, waiting;
 	enum al_status st;
 	uint16_t refused;
-
-	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+	unsigned slot;
+	bool free_still;
 
 	*restarted = false;
+	if ((st = lowest_free(s, &slot)) != AL_OK || slot == 0 || s->line != LINE_UP ||
+	    (st = line_counts(s, &before, &waiting)) != AL_OK)
+		return st;
 	if ((st = sem_wake_line(s)) != AL_OK)
 		return st;
 	sleep_seconds(LINE_TAKE_WAIT);
-	/* The probe also takes the wake-up's confirm (conn_expect would
-	 * skip it too). */
-	if ((st = probe_queues(s->conn, &s->name, &line, 1)) != AL_OK)
-		return st;
-	note_line(s, &line);
-	if (s->line != LINE_UP || (st = line_counts(s, &waiters, &waiting)) != AL_OK ||
-	    waiting == 0)
+	if ((st = still_free(s, slot, &free_still)) != AL_OK || !free_still || s->line != LINE_UP ||
+	    (st = line_counts(s, &after, &waiting)) != AL_OK || after < before)
 		return st;
 	waiters_queue(s, queue);
-	trace("the first in line of %s has not taken a free slot (%u wake-ups wait for it: "
-	      "stopped, its host frozen, heartbeats off?); starting the line again",
-	      s->label, (unsigned)waiting);
+	trace("the first in line of %s has not taken free slot %u %.1f s after a wake-up "
+	      "(stopped, its host frozen, heartbeats off, or not an amqplock); starting the "
+	      "line again",
+	      s->label, slot, LINE_TAKE_WAIT);
 	/* Every waiter's consumer is cancelled with it: they take what they
 	 * find, and the stuck one too once it runs again. */
 	st = ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused);

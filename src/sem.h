@@ -393,10 +393,11 @@ void sem_leave_line(struct sem *s);
 
 /* The first in line has not taken the free slot that a waiter behind it,
  * or a newcomer, sees (see docs/design.md, "Waiters in line"): wakes it
- * once more, and if the wake-up still waits undelivered half a second
- * later, the first in line is stuck (stopped with heartbeats off, say,
- * which the broker never drops), and the line is deleted: every waiter
- * then takes what it finds, as after any deletion of the line.
+ * once more, and if the slot is still free half a second later, the first
+ * in line is stuck (stopped with heartbeats off, say, which the broker
+ * never drops, or a consumer of the line that is no waiting amqplock and
+ * takes wake-ups without taking slots), and the line is deleted: every
+ * waiter then takes what it finds, as after any deletion of the line.
  * *restarted says whether it was. */
 enum al_status sem_unstick_line(struct sem *s, bool *restarted);
 

@@ -17,8 +17,13 @@
 #define LINE_LONGEST 2.0
 /* In line: how long a waiter sees a slot free, look after look, before it
  * asks whether the first in line is stuck (sem_unstick_line). A live
- * first in line takes a free slot within milliseconds of its wake-up. */
-#define LINE_STALL 5.0
+ * first in line takes a free slot within milliseconds of its wake-up.
+ * Once it has seen one free, a waiter looks every LINE_STALL_LOOK: a
+ * stuck first in line costs the slot at most a look's pause (LINE_LONGEST)
+ * + LINE_STALL + LINE_STALL_LOOK + the half second of the question, about
+ * 8 s (docs/guarantees.md). */
+#define LINE_STALL      5.0
+#define LINE_STALL_LOOK 0.5
 /* Waiting for a slot: the waiting callback is first called after this
  * long (a wait that ends sooner is no news). */
 #define WAITING_NEWS 1.0
@@ -161,8 +166,10 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			pauses.longest = RETRY_LONGEST;
 			pauses.pause = sooner(pauses.pause, RETRY_LONGEST);
 		} else {
-			pauses.longest = LINE_LONGEST;
-			pauses.pause = pauses.pause < LINE_FIRST ? LINE_FIRST : pauses.pause;
+			pauses.longest = free_since ? LINE_STALL_LOOK : LINE_LONGEST;
+			pauses.pause = pauses.pause < LINE_FIRST
+					       ? LINE_FIRST
+					       : sooner(pauses.pause, pauses.longest);
 		}
 		if (o->events.waiting && now_seconds() - start >= WAITING_NEWS) {
 			told = true;

@@ -43,9 +43,11 @@ leak|src/conn.c|s/amqp_destroy_connection\(c->amqp\);//|valgrind.bats|.
 password-shown|src/connect.c|s/"%s:%d", host, info->port/"%s:%s:%d", info->password, host, info->port/|secrets.bats|password
 url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLOCK_URL"\);//|secrets.bats|environment
 no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
-barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^a free slot is the first
+barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^-n does not take a free slot
 stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|line.bats|^a first in line that never takes
-no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|a free slot is the first)
+stuck-head-answers|src/line.c|s/\!= AL_OK \x7c\x7c !free_still \x7c\x7c/!= AL_OK \x7c\x7c 1 \x7c\x7c/|line.bats|takes wake-ups but never a slot
+stuck-head-left|src/line.c|s/ \x7c\x7c\n\t    after < before\)/)/|line.bats|^-n does not take a free slot
+no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|-n does not take a free slot|a first in line that takes wake-ups)
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, out->max - out->previous\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
@@ -63,6 +65,7 @@ handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|
 handover-answer-unchecked|src/handover.c|s/ && strcmp\(id, s->handover\.asked\) == 0//|handover.bats|^a forger of our login
 handover-no-holder-queue|src/handover.c|s/\tsteps\[n\+\+\] = holder;\n//|handover.bats|lease goes on with its token
 handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|handover.bats|^a releaser paused
+handover-ask-unsigned|src/handover.c|s/\tif \(!conn_is_type\(p, ASK_TYPE\) \x7c\x7c !conn_signed_by_us\(s->conn, p\) \x7c\x7c/\tif (!conn_is_type(p, ASK_TYPE) \x7c\x7c/|permissions.bats|consuming the line
 handover-ask-anywhere|src/handover.c|s/\tsem_name_slot\(&s->name, k, HOLDER_QUEUE, holder\);\n\tst = conn_send_note/\tsem_name_slot(&s->name, k, WAITERS_QUEUE, holder);\n\tst = conn_send_note/|handover.bats|^a forged offer of an away
 keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
 keeper-named-amqplock|src/keeper.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill

@@ -248,6 +248,44 @@ set_permissions_in() {
     [[ $output == *"slot 1: held by $(hostname) pid $hold_pid since "* ]] || fail "$output"
 }
 
+# The inspector may read the line (to count the waiters), and so consume
+# it: first in line, it takes every wake-up and never a slot, gets every
+# offer of a lease, and asks for each (it may publish: probes need it).
+# Waiters judge the first in line by what it does, the line carries no
+# token, and a releaser hands its lease only to an ask of its own login.
+@test "inspector: consuming the line delays a waiter at most 10 s and shows it no lease's token" {
+    as admin create "$n" 1
+    bg_as h client -v hold "$n" -- sh -c "while [ ! -e '$T/go' ]; do sleep 0.05; done"
+    local h=$BG
+    wait_until 20 eval '[ "$(held_by admin "$n")" = "[1]" ]' || fail "no holder: $(cat "$T/h.err")"
+    bg_as w1 client -v hold -w 60 "$n" -- sleep 1
+    local w1=$BG
+    wait_until 20 eval '[ "$(as admin --json status "$n" | jq .waiting)" = 1 ]' ||
+        fail "w1 not in line: $(cat "$T/w1.err")"
+    perl "$H/linehead.pl" "$AMQPLOCK_TEST_PORT" "amqplock.$n#waiters" --ask \
+        --as "$PERM_TAG-inspector" "$PERM_PW" "$PERM_VHOST" >"$T/head.out" 2>&1 3>&- &
+    keep $!
+    wait_until 10 grep -qx ready "$T/head.out" || fail "linehead.pl: $(cat "$T/head.out")"
+    bg_as w2 client -v hold -w 60 "$n" -- touch "$T/w2.ran"
+    local w2=$BG
+    wait_until 20 eval '[ "$(as admin --json status "$n" | jq .waiting)" = 3 ]' ||
+        fail "not 3 in line: $(as admin --json status "$n")"
+    touch "$T/go"
+    wait_exit "$w1" 30
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    local t0 took
+    t0=$(now)
+    wait_exit "$w2" 20
+    took=$(since "$t0")
+    [ "$rc" -eq 0 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
+    note "w2 ran $took s after the slot was released, behind the inspector"
+    at_most "$took" 10
+    grep -q "^woken amqplock.offer" "$T/head.out" || fail "the inspector got no offer: $(cat "$T/head.out")"
+    grep -qx asked "$T/head.out" || fail "the inspector did not ask: $(cat "$T/head.out")"
+    ! grep -q token "$T/head.out" || fail "the inspector saw a token: $(cat "$T/head.out")"
+    wait_exit "$h" 10
+}
+
 @test "a holder that may not read its holder queue keeps holding, unnamed" {
     as admin create "$n" 1
     bg_as h unnamed -v hold "$n" -- sleep 60
