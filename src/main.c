@@ -3,6 +3,9 @@
  * The top floor: the commands, help about them, and turning a status into
  * an exit code. The options are in cli.c, the commands in cmd_*.c, the
  * algorithm in sem.h and its parts (sem_parts.h), the broker in conn.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,11 +297,39 @@ static int run(int argc, char **argv)
 	return finish(&cli, cmd->run(&cli, nargs, args));
 }
 
+/* A standard descriptor left closed by whoever started us (a daemon, a
+ * supervisor, `cmd >&-`) would be the next file opened: the broker's
+ * socket would get our messages, the keeper's would be taken for stdio,
+ * the job would inherit them. /dev/null takes its place, before anything
+ * opens a file; false (errno set) if it cannot. */
+static bool standard_fds_open(const char **which)
+{
+	static const char *const names[] = {"input", "output", "error"};
+	int fd;
+
+	/* open() takes the lowest free number: fd, as those below are open. */
+	for (fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) < 0) {
+			*which = names[fd];
+			return false;
+		}
+	return true;
+}
+
 int main(int argc, char **argv)
 {
-	char **copy;
+	const char *which;
+	char text[128], **copy;
 	int code;
 
+	if (!standard_fds_open(&which)) {
+		/* Seen only if stderr is open: it never goes anywhere else. */
+		snprintf(text, sizeof(text),
+			 "cannot open /dev/null in place of the closed standard %s: %s", which,
+			 strerror(errno));
+		out_error_line(text);
+		return status_exit_code(AL_INTERNAL);
+	}
 	/* Before anything reads the environment. */
 	secret_hide();
 	/* What ps shows stays out of reach of every pointer: see secret.h. */

@@ -571,6 +571,91 @@ teardown() {
     run -0 al hold -n "$n" -- true
 }
 
+# --- the descriptors amqplock starts with -----------------------------------------------------
+
+# bare CLOSED LIMIT ARGS...: amqplock ARGS with no descriptor open above 2
+# (bats keeps some), with `ulimit -n LIMIT` ("-": as it is) and the
+# standard descriptors in CLOSED ("0 2", say) closed; stdin /dev/null,
+# stdout $T/out and stderr $T/err where open. With BARE_EXEC set, in
+# place of the shell (for `BARE_EXEC=1 bare ... &`: $! is amqplock's pid).
+bare() {
+    local closed=$1 limit=$2
+    shift 2
+    ${BARE_EXEC:+exec} bash -c 'closed=$1 limit=$2
+        shift 2
+        for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done
+        [ "$limit" = - ] || ulimit -n "$limit"
+        for fd in $closed; do eval "exec $fd>&-"; done
+        exec "$@"' _ "$closed" "$limit" "$AMQPLOCK_BIN" "$@" </dev/null >"$T/out" 2>"$T/err"
+}
+
+@test "hold and acquire started with stdin, stdout or stderr closed (or all three) run as usual, /dev/null in their place" {
+    [ -z "${AMQPLOCK_WRAP:-}" ] || skip "a wrapper opens descriptors of its own"
+    local T=$BATS_TEST_TMPDIR fds opt i k=0 want got rc
+    local -a cases=() pids=()
+    PIDS=()
+    for opt in "" --json -v; do
+        for fds in 0 1 2 "0 1 2"; do cases+=("$opt|$fds"); done
+    done
+    al create "$n" $((${#cases[@]} + 1))
+    # acquire: each holds a slot of its own until its SIGTERM
+    for i in "${!cases[@]}"; do
+        opt=${cases[i]%|*} fds=${cases[i]#*|}
+        mkdir "$T/a$i"
+        T=$T/a$i BARE_EXEC=1 bare "$fds" - $opt acquire "$n" &
+        pids[i]=$!
+        keep "${pids[i]}"
+    done
+    # hold, on the slot left: the job runs with /dev/null for what was
+    # closed, and its status is hold's
+    for i in "${!cases[@]}"; do
+        opt=${cases[i]%|*} fds=${cases[i]#*|}
+        mkdir "$T/h$i"
+        rc=0
+        T=$T/h$i bare "$fds" - $opt hold "$n" -- \
+            sh -c 'fds=$(readlink /proc/$$/fd/0 /proc/$$/fd/1 /proc/$$/fd/2); echo "$fds" >"$0"; exit 3' "$T/h$i/fds" ||
+            rc=$?
+        [ "$rc" -eq 3 ] || fail "hold $opt, $fds closed: exit $rc: $(cat "$T/h$i/err" 2>/dev/null)"
+        want=$(for k in 0 1 2; do
+            if [[ " $fds " == *" $k "* || $k -eq 0 ]]; then echo /dev/null
+            elif [ "$k" -eq 1 ]; then echo "$T/h$i/out"
+            else echo "$T/h$i/err"; fi
+        done)
+        got=$(cat "$T/h$i/fds")
+        [ "$got" = "$want" ] || fail "hold $opt, $fds closed: the job's 0-2: $got"
+        [[ " $fds " == *" 2 "* || $opt != -v ]] || grep -q '^amqplock: holding slot' "$T/h$i/err" ||
+            fail "hold -v, $fds closed: $(cat "$T/h$i/err")"
+        [[ " $fds " == *" 2 "* || $opt != --json ]] || grep -q '"event":"acquired"' "$T/h$i/err" ||
+            fail "hold --json, $fds closed: $(cat "$T/h$i/err")"
+    done
+    held() { [ "$(al --json status --no-names "$n" | jq '.held | length')" -eq "${#cases[@]}" ]; }
+    wait_until 10 held || fail "the acquires do not hold ${#cases[@]} slots: $(al status "$n")"
+    kill -TERM "${pids[@]}"
+    for i in "${!cases[@]}"; do
+        opt=${cases[i]%|*} fds=${cases[i]#*|}
+        wait_exit "${pids[i]}" 5
+        [ "$rc" -eq 0 ] || fail "acquire $opt, $fds closed: exit $rc: $(cat "$T/a$i/err" 2>/dev/null)"
+        # the slot's number where stdout was open
+        [[ " $fds " == *" 1 "* ]] || grep -qE '^[0-9]+$|"event":"acquired"' "$T/a$i/out" ||
+            fail "acquire $opt, $fds closed: stdout: $(cat "$T/a$i/out")"
+    done
+    # (a lease left behind would show as held too)
+    none_held "$n" || fail "left held: $(al status "$n")"
+}
+
+@test "a closed standard descriptor that /dev/null cannot replace: exit 70, one line if stderr is open" {
+    [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null || skip "needs root and unshare -m"
+    # /dev without null, in a mount namespace of the test's own
+    run -70 --separate-stderr unshare -m sh -c 'mount -t tmpfs none /dev && exec "$@" <&-' _ \
+        "$AMQPLOCK_BIN" status "$n"
+    assert_error_line
+    [[ $stderr == *"/dev/null"* ]] || fail "stderr: $stderr"
+    refute_output
+    run -70 --separate-stderr unshare -m sh -c 'mount -t tmpfs none /dev && exec "$@" 2>&-' _ \
+        "$AMQPLOCK_BIN" status "$n"
+    refute_output
+}
+
 @test "a full stdout is an error for --version and --help too" {
     run -70 --separate-stderr al_full --version
     assert_error_line
