@@ -525,6 +525,11 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 		o->keeper->terminal = -1;
 	*code = h.code;
 	st = let_go(&h);
+	/* The slot given back: now the failure to start the command. */
+	if (st == AL_OK && h.no_start[0]) {
+		status_clear();
+		st = fail(AL_INTERNAL, "%s", h.no_start);
+	}
 	/* Only now may the keeper go without ending the lease itself (or
 	 * one readied for a command that did not run). */
 	if (h.supervising)

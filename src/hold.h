@@ -125,8 +125,10 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
  * not be run) or, without a command, until a terminating signal (*code 0).
  * A terminating signal that came before the command could start means it
  * is not run: *code is 128+N. AL_LOST if the slot was lost; every process
- * of the command has then been signalled and has ended. sig_fd: from
- * signals_block, called as soon as the slot was held. */
+ * of the command has then been signalled and has ended. AL_INTERNAL if the
+ * command could not be started for want of a descriptor or a process (the
+ * slot given back). sig_fd: from signals_block, called as soon as the slot
+ * was held. */
 enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o, int sig_fd,
 			int *code);
 

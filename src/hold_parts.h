@@ -27,6 +27,9 @@ struct holding {
 	/* The command, if there is one. */
 	struct supervisor sv;
 	bool supervising;
+	/* Why the command could not be started (amqplock's failure: no
+	 * descriptor, no process; hold_run returns AL_INTERNAL), or "". */
+	char no_start[256];
 	bool done;   /* the command and every process it started have ended */
 	int code;    /* the command's exit status */
 	int pending; /* a terminating signal that came before the command ran */

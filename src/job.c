@@ -175,9 +175,9 @@ void start_command(struct holding *h)
 		kp->ready = false;
 		super_go(&h->sv, so.give_terminal, so.start_by);
 	} else if (super_start(&h->sv, &so) != AL_OK) {
-		warn(h, "%s", status_message());
+		snprintf(h->no_start, sizeof(h->no_start), "cannot start %s: %s", h->o->argv[0],
+			 status_message());
 		status_clear();
-		h->code = 126;
 		h->done = true;
 		return;
 	}
@@ -327,6 +327,10 @@ void on_supervisor(struct holding *h)
 			break;
 		case SUPER_NO_EXEC:
 			cannot_run(h, h->o->argv[0], value);
+			break;
+		case SUPER_NO_START:
+			snprintf(h->no_start, sizeof(h->no_start), "cannot start %s: %s",
+				 h->o->argv[0], status_strerror(value));
 			break;
 		case SUPER_STOPPED:
 			command_stopped(h, value);

@@ -429,8 +429,10 @@ static void drop_stdio(void)
 }
 
 /* Until GO, CMD does not exist. DONE: amqplock has no use for us (its
- * claim failed). amqplock gone: its claim may have made the slot ours, so
- * the last act is done (it ends the lease only if it is ours). */
+ * claim failed, or it is done with a slot whose command never started).
+ * amqplock gone: its claim may have made the slot ours, so the last act is
+ * done (it ends the lease only if it is ours). give_terminal NULL: no GO
+ * is awaited, only one of those two. Other orders find nothing to act on. */
 static void await_go(struct keeper *k, bool *give_terminal)
 {
 	struct order_msg m;
@@ -438,7 +440,7 @@ static void await_go(struct keeper *k, bool *give_terminal)
 
 	for (;;) {
 		n = recv(k->ctl, &m, sizeof(m), 0);
-		if (n == (ssize_t)sizeof(m) && m.order == GO) {
+		if (n == (ssize_t)sizeof(m) && m.order == GO && give_terminal) {
 			*give_terminal = m.sig != 0;
 			k->start_by = m.when;
 			return;
@@ -454,6 +456,18 @@ static void await_go(struct keeper *k, bool *give_terminal)
 	}
 }
 
+/* CMD cannot be started (err: no descriptor, no process): amqplock's
+ * failure, not CMD's, and nothing of the job is left. As after a
+ * command's end, the keeper stays until amqplock is done with the slot,
+ * or does the last act if amqplock dies first. */
+static _Noreturn void cannot_start(struct keeper *k, int err)
+{
+	tell(k->ctl, SUPER_NO_START, err);
+	tell(k->ctl, SUPER_EMPTY, 0);
+	await_go(k, NULL);
+	_exit(0);
+}
+
 /* Forks CMD and waits until it has exec'd (or failed to). */
 static void start_cmd(struct keeper *k, bool give_terminal)
 {
@@ -461,10 +475,12 @@ static void start_cmd(struct keeper *k, bool give_terminal)
 	int p[2], e = 0;
 	ssize_t n;
 
-	if (pipe2(p, O_CLOEXEC) != 0 || (k->cmd = fork()) < 0) {
-		tell(k->ctl, SUPER_NO_EXEC, errno);
-		tell(k->ctl, SUPER_EXITED, 126);
-		_exit(1);
+	if (pipe2(p, O_CLOEXEC) != 0)
+		cannot_start(k, errno);
+	if ((k->cmd = fork()) < 0) {
+		e = errno;
+		close(p[0]), close(p[1]);
+		cannot_start(k, e);
 	}
 	if (k->cmd == 0)
 		cmd_main(k->o, give_terminal, keeper, p[1]);
@@ -485,7 +501,7 @@ _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 	struct keeper k = {.ctl = ctl, .parent = parent, .o = o};
 	bool give_terminal = false;
 	sigset_t chld;
-	int keep[3];
+	int keep[3], err;
 
 	/* Not "amqplock": `pkill amqplock` must leave the keeper to end or
 	 * stop the job. */
@@ -498,12 +514,11 @@ _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	k.sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (k.sig_fd < 0) {
-		tell(ctl, SUPER_NO_EXEC, errno);
-		tell(ctl, SUPER_EXITED, 126);
-		_exit(1);
-	}
+	err = k.sig_fd < 0 ? errno : 0;
+	/* Even so: amqplock dead before its word, the last act is due. */
 	await_go(&k, &give_terminal);
+	if (err)
+		cannot_start(&k, err);
 	/* amqplock decided in time, but may have been stopped before its
 	 * word came: a command started now could outlive its slot. */
 	if (k.start_by > 0 && boot_seconds() >= k.start_by)

@@ -179,7 +179,7 @@ enum al_status signals_block(bool job_control, int *fd)
 		tstp_mask(SIG_UNBLOCK);
 	*fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (*fd < 0)
-		return fail(AL_INTERNAL, "cannot create a signalfd: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot create a signalfd: %s", status_strerror(errno));
 	return AL_OK;
 }
 

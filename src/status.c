@@ -1,5 +1,6 @@
 #include "status.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sysexits.h>
@@ -76,6 +77,16 @@ enum al_status fail_context(enum al_status st, const char *fmt, ...)
 	n = strlen(message);
 	snprintf(message + n, sizeof(message) - n, "%s", cause);
 	return st;
+}
+
+const char *status_strerror(int err)
+{
+	static char text[128];
+
+	if (err != EMFILE)
+		return strerror(err);
+	snprintf(text, sizeof(text), "%s (raise ulimit -n)", strerror(err));
+	return text;
 }
 
 const char *status_message(void)

@@ -44,6 +44,10 @@ enum al_status vfail(enum al_status st, const char *fmt, va_list ap)
 enum al_status fail_context(enum al_status st, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* strerror(err) for a message, with the remedy where amqplock knows one:
+ * EMFILE (too many open files) says to raise `ulimit -n`. */
+const char *status_strerror(int err);
+
 /* The message recorded by fail(), or "" if none. */
 const char *status_message(void);
 void status_clear(void);

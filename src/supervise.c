@@ -207,7 +207,7 @@ enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o)
 	/* Orphans of the keeper (if it is killed) become our children. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_pair) != 0)
-		return fail(AL_INTERNAL, "cannot create a socket pair: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot create a socket pair: %s", status_strerror(errno));
 	/* While a claim is answered, amqplock's handlers for INT, TERM and
 	 * HUP (exit at once) are still in place: the keeper starts with
 	 * every signal blocked, so that none runs them in it before it has
@@ -219,7 +219,7 @@ enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o)
 		sigprocmask(SIG_SETMASK, &mask, NULL);
 	if (sv->keeper < 0) {
 		close(sv_pair[0]), close(sv_pair[1]);
-		return fail(AL_INTERNAL, "cannot fork: %s", strerror(errno));
+		return fail(AL_INTERNAL, "cannot fork: %s", status_strerror(errno));
 	}
 	if (sv->keeper == 0) {
 		close(sv_pair[0]);

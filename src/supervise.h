@@ -70,6 +70,9 @@ enum super_event {
 	/* A process of the job may not be signalled (EPERM: it runs as
 	 * another user); value: its pid. Once per process. */
 	SUPER_NOT_PERMITTED,
+	/* CMD could not be started for want of a descriptor or a process
+	 * (value: errno); SUPER_EMPTY follows. */
+	SUPER_NO_START,
 };
 
 /* Events read while waiting for something else, returned first. */

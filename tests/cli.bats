@@ -656,6 +656,30 @@ bare() {
     refute_output
 }
 
+@test "out of descriptors on the way to a hold's job (ulimit -n 4 and up): exit 70 naming ulimit -n, nothing left held" {
+    [ -z "${AMQPLOCK_WRAP:-}" ] || skip "a wrapper needs file descriptors of its own"
+    local T=$BATS_TEST_TMPDIR k rc=1
+    al create "$n" 1
+    # (with 3, the dynamic loader finds none for amqplock's libraries:
+    # exit 127 before amqplock runs)
+    for ((k = 4; k <= 16; k++)); do
+        rc=0
+        bare "" "$k" hold "$n" -- touch "$T/ran" || rc=$?
+        [ "$rc" -ne 0 ] || break
+        [ "$rc" -eq 70 ] || fail "ulimit -n $k: exit $rc: $(cat "$T/err")"
+        [ ! -e "$T/ran" ] || fail "ulimit -n $k: exit 70, but the job ran"
+        stderr=$(cat "$T/err")
+        assert_error_line
+        [[ $stderr == *"Too many open files (raise ulimit -n)" ]] || fail "ulimit -n $k: $stderr"
+        none_held "$n" || fail "ulimit -n $k: left held: $(al status "$n")"
+    done
+    [ "$rc" -eq 0 ] || fail "no hold worked up to ulimit -n 16"
+    [ -e "$T/ran" ] || fail "ulimit -n $k: exit 0, but the job never ran"
+    # (a lease lasts 40 s: one left by any of them would be there still)
+    no_lease_left "$n"
+    note "hold works from ulimit -n $k on"
+}
+
 @test "a full stdout is an error for --version and --help too" {
     run -70 --separate-stderr al_full --version
     assert_error_line

@@ -1,7 +1,10 @@
-/* Statuses: the first failure wins, context goes in front of it, and the
- * exit codes and JSON names stay what the README says. */
+/* Statuses: the first failure wins, context goes in front of it, the
+ * exit codes and JSON names stay what the README says, and errno texts
+ * name their remedy. */
 #include "status.h"
 #include "tap.h"
+
+#include <errno.h>
 
 int main(void)
 {
@@ -32,5 +35,8 @@ int main(void)
 	is_str(status_name(AL_BROKER), "broker", "broker failures are named broker");
 	is_str(status_name(AL_NOT_FOUND), "not_found", "not found is not_found");
 	is_str(status_name((enum al_status)42), "internal", "an unknown status is internal");
+	is_str(status_strerror(EMFILE), "Too many open files (raise ulimit -n)",
+	       "too many open files says to raise ulimit -n");
+	is_str(status_strerror(ENOENT), "No such file or directory", "other errors as strerror");
 	return done_testing();
 }
