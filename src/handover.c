@@ -386,7 +386,10 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	offer.correlation_id = s->handover.nonce;
 	/* Listening to our holder queue, where the ask comes (nobody else
 	 * can read it), from before the offer: an ask that comes first
-	 * waits there for us. */
+	 * waits there for us. The offer goes on the listener's channel,
+	 * behind its consume: if the broker refuses us the holder queue (a
+	 * user without read on it), the channel closes and the offer with
+	 * it, and the first in line gets the release's wake-up at once. */
 	if ((st = conn_listen(s->conn, holder, &hooks)) != AL_OK)
 		return st;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);

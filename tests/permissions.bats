@@ -286,6 +286,33 @@ set_permissions_in() {
     wait_exit "$h" 10
 }
 
+# The first in line asks for the lease through the holder's holder
+# queue, which this holder may not read: the broker refuses it the queue,
+# and with it the offer, sent behind on the same channel; it releases
+# the slot as usual.
+@test "a holder that may not read its holder queue hands nothing over: the waiter takes the slot as it is released" {
+    as admin create "$n" 1
+    bg_as h unnamed -v hold "$n" -- sh -c "while [ ! -e '$T/go' ]; do sleep 0.05; done"
+    local h=$BG
+    wait_until 20 eval '[ "$(held_by admin "$n")" = "[1]" ]' || fail "no holder: $(cat "$T/h.err")"
+    bg_as w client -v hold -w 60 "$n" -- touch "$T/w.ran"
+    local w=$BG
+    wait_until 20 eval '[ "$(as admin --json status "$n" | jq .waiting)" = 1 ]' ||
+        fail "w not in line: $(cat "$T/w.err")"
+    touch "$T/go"
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "h exited $rc: $(cat "$T/h.err")"
+    local t0 took
+    t0=$(now)
+    wait_exit "$w" 10
+    took=$(since "$t0")
+    [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"
+    note "w ran $took s after h's release ended"
+    grep -q "the lease of slot 1 was not asked for" "$T/h.err" || fail "$(cat "$T/h.err")"
+    ! grep -q "offered" "$T/w.err" || fail "w got an offer: $(cat "$T/w.err")"
+    at_most "$took" 0.8
+}
+
 @test "a holder that may not read its holder queue keeps holding, unnamed" {
     as admin create "$n" 1
     bg_as h unnamed -v hold "$n" -- sleep 60
