@@ -89,6 +89,15 @@ enum al_status count_slots(struct sem *s, struct census *cs)
 		      "by "
 		      "hand?)",
 		      cs->missing.len, s->label, cs->missing.slot[0]);
+	/* A create records slot 1 last: without it, the create stopped
+	 * halfway. (A semaphore without a record but with slot queues is
+	 * amqplock 0.2's, not a create of ours.) */
+	if (st == AL_OK && (cs->recorded > 0 || top == 0))
+		st = record_unfinished(s->conn, &s->name, cs->recorded, &cs->unfinished);
+	if (st == AL_OK && cs->unfinished)
+		trace("%s is a create stopped halfway: %s", s->label,
+		      cs->recorded ? "slot 1 is not recorded"
+				   : "its record is part written, no slot queue made");
 	if (st == AL_OK)
 		st = record_paused(s->conn, &s->name, &cs->paused, &known);
 	if (st == AL_OK && cs->paused)
@@ -399,16 +408,29 @@ static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
 	return AL_OK;
 }
 
-/* Makes again the slot queues missing at or below `upto`, ascending. */
+/* Makes again the slot queues missing at or below `upto`: each run of
+ * them in one pipeline, ascending, and slot 1 last, so that readers, who
+ * read the record only when slot 1 is missing (find_free), see max whole
+ * until the last hole is made. */
 enum al_status fill_holes(struct sem *s, const struct census *cs, unsigned upto, unsigned *filled)
 {
+	const struct slot_list *m = &cs->missing;
+	size_t i, j, first = m->len > 0 && m->slot[0] == 1 ? 1 : 0;
 	enum al_status st = AL_OK;
-	size_t i;
 
 	*filled = 0;
-	for (i = 0; st == AL_OK && i < cs->missing.len && cs->missing.slot[i] <= upto; i++) {
-		trace("making slot queue %u again (it was gone)", cs->missing.slot[i]);
-		if ((st = declare_slots(s, cs->missing.slot[i], 1)) == AL_OK)
+	for (i = first; st == AL_OK && i < m->len && m->slot[i] <= upto; i = j) {
+		for (j = i + 1;
+		     j < m->len && m->slot[j] <= upto && m->slot[j] == m->slot[j - 1] + 1; j++)
+			;
+		trace("making slot queues %u..%u again (they were missing)", m->slot[i],
+		      m->slot[j - 1]);
+		if ((st = declare_slots(s, m->slot[i], (unsigned)(j - i))) == AL_OK)
+			*filled += (unsigned)(j - i);
+	}
+	if (st == AL_OK && first && upto >= 1) {
+		trace("making slot queue 1 again (it was missing)");
+		if ((st = declare_slots(s, 1, 1)) == AL_OK)
 			++*filled;
 	}
 	return st;
@@ -441,13 +463,122 @@ enum al_status set_marker(struct sem *s, bool quorum)
 	return ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
 }
 
+/* Takes back what a create refused halfway made (create_new): its slot
+ * queues 1..made (or 2..n), its record from slot 2 up as far as it got,
+ * and a quorum marker it made; nothing else, so that what another
+ * permission refuses is never asked. */
+static void unmake(struct sem *s, unsigned n, unsigned made, bool marker)
+{
+	unsigned top;
+
+	if (s->conn->dead || conn_reset_channel(s->conn) != AL_OK)
+		return;
+	trace("taking back what the create of %s made", s->label);
+	if (made > 0 && delete_slots_down(s, n, made) != AL_OK)
+		return;
+	if (record_unfinished(s->conn, &s->name, 0, &top) != AL_OK ||
+	    record_cut(s->conn, &s->name, top, 2) != AL_OK)
+		return;
+	if (marker)
+		set_marker(s, false);
+}
+
+/* A new semaphore of n slots, made so that readers see n slots or none
+ * (docs/design.md, "A create stopped halfway"): a quorum marker first,
+ * which tells the slots' type to holders and to whoever finishes a
+ * stopped create; the record from slot 2 up; the slot queues from 2 up,
+ * then slot 1's; a stray quorum marker deleted; slot 1 recorded last.
+ * Slots 2..written are recorded already (a create stopped while writing
+ * the record): those above n are cut. Refused, it takes back what it
+ * made (unmake). */
+static enum al_status create_new(struct sem *s, unsigned n, unsigned written)
+{
+	bool quorum = s->opts.slot_type == SLOT_QUORUM;
+	unsigned made = 0;
+	enum al_status st;
+
+	if ((quorum && (st = set_marker(s, true)) != AL_OK) ||
+	    (st = record_cut(s->conn, &s->name, written, n + 1)) != AL_OK)
+		return st;
+	st = record_write(s->conn, &s->name, written < 2 ? 2 : written + 1, n);
+	if (st == AL_OK && n > 1 && (st = declare_slots(s, 2, n - 1)) == AL_OK)
+		made = n - 1;
+	if (st == AL_OK && (st = declare_slots(s, 1, 1)) == AL_OK)
+		made = n;
+	if (st == AL_OK && !quorum)
+		st = set_marker(s, false);
+	if (st == AL_OK)
+		st = record_write(s->conn, &s->name, 1, 1);
+	if (st != AL_OK)
+		unmake(s, n, made, quorum);
+	return st;
+}
+
+/* create: a semaphore made anew, or a create of the same size stopped
+ * halfway finished; anything else there exists (73). */
+static enum al_status create_locked(struct sem *s, const struct census *cs, unsigned n,
+				    struct sem_change *out)
+{
+	unsigned written = cs->unfinished;
+	enum al_status st;
+
+	out->previous = out->max = cs->max;
+	if (cs->max > 0 && cs->lowest == 0) {
+		/* A record without a single slot queue left (every slot
+		 * expired while idle, or an amqplock older than the record
+		 * destroyed it): made anew, as it would have been without
+		 * one. Slot 1's record goes first: from then on nobody reads
+		 * it (record.h). */
+		trace("the record of %s says %u slots, but none is left; making it anew", s->label,
+		      cs->max);
+		if ((st = record_cut(s->conn, &s->name, 1, 1)) != AL_OK)
+			return st;
+		written = cs->recorded;
+		out->previous = out->max = 0;
+	} else if (cs->max > 0 && cs->unfinished && n == cs->max) {
+		/* What a user who runs the create again expects: done. */
+		trace("finishing %s, a create of %u slots stopped halfway", s->label, n);
+		if ((st = keep_slot_type(s, cs)) != AL_OK ||
+		    (st = set_marker(s, s->opts.slot_type == SLOT_QUORUM)) != AL_OK ||
+		    (st = fill_holes(s, cs, n, &out->filled)) != AL_OK)
+			return st;
+		out->finished = true;
+		return record_write(s->conn, &s->name, 1, 1);
+	} else if (cs->max > 0 && cs->unfinished) {
+		return fail(AL_EXISTS,
+			    "semaphore %s already exists with %u slots, unfinished (a create "
+			    "stopped halfway, %zu slot queue%s not made): amqplock create %s %u "
+			    "finishes it, amqplock destroy %s removes it",
+			    s->label, cs->max, cs->missing.len, cs->missing.len == 1 ? "" : "s",
+			    s->label, cs->max, s->label);
+	} else if (cs->max > 0) {
+		return fail(AL_EXISTS, "semaphore %s already exists with %u slots", s->label,
+			    cs->max);
+	} else if (cs->paused) {
+		return fail(AL_EXISTS,
+			    "semaphore %s already exists, paused (max 0): amqplock max %s N "
+			    "resumes it",
+			    s->label, s->label);
+	} else if (written) {
+		/* Stopped while writing the record: nothing anyone could
+		 * use, so this create makes it, whatever its size. */
+		trace("%s: a create stopped while recording slots 2..%u; making it anew", s->label,
+		      written);
+	}
+	if ((st = create_new(s, n, written)) == AL_OK)
+		out->max = n;
+	return st;
+}
+
 /* The record goes up after the slot queues and down before them: it
- * never says more than the slots amqplock has made (record.h). Holes below
- * what stays are filled first; a semaphore without a record gets one.
- * The pause marker is written before the last slot goes (a pause stopped
- * halfway leaves a marker beside slots, never a semaphore gone), cut once
- * slots are recorded again, and cut first by destroy (one stopped then
- * leaves slots without a marker, as before pauses, never a marker alone). */
+ * never says more than the slots amqplock has made (record.h), but for a
+ * create (create_new). Holes below what stays are filled first; a
+ * semaphore without a record gets one, and a create stopped halfway its
+ * slot 1's record, last. The pause marker is written before the last slot
+ * goes (a pause stopped halfway leaves a marker beside slots, never a
+ * semaphore gone), cut once slots are recorded again, and cut first by
+ * destroy (one stopped then leaves slots without a marker, as before
+ * pauses, never a marker alone). */
 static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigned n,
 				    struct sem_change *out)
 {
@@ -461,30 +592,25 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	max = cs.max;
 	if ((st = sweep_strays(s, max, out)) != AL_OK || (st = sweep_holders(s, max, out)) != AL_OK)
 		goto out;
-	/* A record without a single slot queue left (every slot expired
-	 * while idle, or an amqplock older than the record destroyed it):
-	 * create makes the semaphore anew, as it would have without one. */
-	if (op == SEM_CREATE && max > 0 && cs.lowest == 0) {
-		trace("the record of %s says %u slots, but none is left; making it anew", s->label,
-		      max);
-		if ((st = record_cut(s->conn, &s->name, cs.recorded, 1)) != AL_OK)
-			goto out;
-		max = cs.recorded = 0;
-		cs.missing.len = 0;
-	}
-	out->previous = out->max = max;
-	if (op == SEM_CREATE && (max > 0 || cs.paused)) {
-		st = max > 0 ? fail(AL_EXISTS, "semaphore %s already exists with %u slots",
-				    s->label, max)
-			     : fail(AL_EXISTS,
-				    "semaphore %s already exists, paused (max 0): amqplock max %s "
-				    "N "
-				    "resumes it",
-				    s->label, s->label);
+	if (op == SEM_CREATE) {
+		st = create_locked(s, &cs, n, out);
 		goto out;
 	}
-	if (op != SEM_CREATE && max == 0 && !cs.paused) {
-		st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	out->previous = out->max = max;
+	if (max == 0 && !cs.paused && cs.unfinished && op == SEM_DESTROY) {
+		trace("taking off slots %u..2 of the record, left by a create stopped halfway",
+		      cs.unfinished);
+		if ((st = record_cut(s->conn, &s->name, cs.unfinished, 2)) == AL_OK)
+			st = set_marker(s, false);
+		goto out;
+	}
+	if (max == 0 && !cs.paused) {
+		st = cs.unfinished ? fail(AL_NOT_FOUND,
+					  "semaphore %s does not exist (a create stopped halfway "
+					  "left part of its size record: amqplock create %s N "
+					  "makes it, amqplock destroy %s removes the rest)",
+					  s->label, s->label, s->label)
+				   : fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 		goto out;
 	}
 	if ((st = target_max(op, n, max, &target)) != AL_OK)
@@ -492,8 +618,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	pausing = target == 0 && op != SEM_DESTROY;
 	/* A pause learns the slots' type too: the quorum marker keeps it
 	 * for the resume, no slot queue being left to tell it. */
-	if ((max > 0 || cs.paused) &&
-	    (target > max || s->opts.slot_type_given || cs.missing.len > 0 ||
+	if ((target > max || s->opts.slot_type_given || cs.missing.len > 0 ||
 	     (pausing && max > 0)) &&
 	    (st = keep_slot_type(s, &cs)) != AL_OK)
 		goto out;
@@ -513,6 +638,11 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		    (st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
 				     target + 1)) == AL_OK)
 			st = delete_slots_down(s, max, max - target);
+	}
+	/* A create stopped halfway, now whole: slot 1 recorded, last. */
+	if (st == AL_OK && target > 0 && cs.unfinished) {
+		st = record_write(s->conn, &s->name, 1, 1);
+		out->finished = st == AL_OK;
 	}
 	/* Resumed (or a marker left beside slots): slots are recorded. */
 	if (st == AL_OK && target > 0 && cs.paused)
@@ -534,6 +664,7 @@ out:
 enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct sem_change *out)
 {
 	enum al_status st;
+	unsigned added;
 	bool locked, stray;
 
 	memset(out, 0, sizeof(*out));
@@ -545,9 +676,11 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	 * mutex just the same. */
 	if (st == AL_OK)
 		st = ask_ok(s, DELETE_QUEUE, s->name.base);
-	/* Each slot added wakes one waiter, the next in line: nobody else
-	 * says that a slot is free (waiters would find it by polling). */
-	if (st == AL_OK && out->max > out->previous)
-		st = sem_wake_added(s, out->max - out->previous);
+	/* Each slot added, or made again, wakes one waiter, the next in
+	 * line: nobody else says that a slot is free (waiters would find it
+	 * by polling). */
+	added = out->max > out->previous ? out->max - out->previous : 0;
+	if (st == AL_OK && added + out->filled > 0)
+		st = sem_wake_added(s, added + out->filled);
 	return st;
 }

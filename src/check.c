@@ -57,25 +57,49 @@ static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_c
 	return st;
 }
 
+/* A create stopped halfway (slot 1 not recorded): one problem, however
+ * many slot queues it did not make. With `repair` finished as a create of
+ * its size finishes it (its holes made, slot 1 recorded last); stopped
+ * while writing the record (no slot queue made, nothing anyone could
+ * use), its record is taken off instead, since its size is not known. */
+static enum al_status check_unfinished(struct sem *s, bool repair, const struct census *cs,
+				       struct sem_check *c, unsigned *filled)
+{
+	enum al_status st = AL_OK;
+
+	if (repair && cs->max == 0)
+		st = record_cut(s->conn, &s->name, cs->unfinished, 2);
+	else if (repair)
+		st = fill_holes(s, cs, cs->max, filled);
+	if (st == AL_OK && repair && cs->max > 0)
+		st = record_write(s->conn, &s->name, 1, 1);
+	if (st == AL_OK && (st = add_problem(c, SEM_UNFINISHED, 0, repair)) == AL_OK)
+		c->problem[c->len - 1].count =
+			cs->max > 0 ? (unsigned)cs->missing.len : cs->unfinished;
+	return st;
+}
+
 /* Slot queues gone below max, and a missing record: reported, and with
  * `repair` (under the admin mutex) made again, as the slots' type. */
 static enum al_status check_holes(struct sem *s, bool repair, const struct census *cs,
-				  struct sem_check *c)
+				  struct sem_check *c, unsigned *filled)
 {
 	enum al_status st = AL_OK;
-	unsigned filled = 0;
 	size_t i;
 
+	*filled = 0;
 	if (repair && cs->missing.len > 0) {
 		if (c->typed)
 			s->opts.slot_type = c->slot_type;
 		else
 			st = marked_type(s, &s->opts.slot_type);
-		if (st == AL_OK)
-			st = fill_holes(s, cs, cs->max, &filled);
 	}
+	if (st == AL_OK && cs->unfinished)
+		return check_unfinished(s, repair, cs, c, filled);
+	if (st == AL_OK && repair && cs->missing.len > 0)
+		st = fill_holes(s, cs, cs->max, filled);
 	for (i = 0; st == AL_OK && i < cs->missing.len; i++)
-		st = add_problem(c, SEM_MISSING_SLOT, cs->missing.slot[i], i < filled);
+		st = add_problem(c, SEM_MISSING_SLOT, cs->missing.slot[i], i < *filled);
 	if (st != AL_OK || cs->recorded >= c->max)
 		return st;
 	if (repair)
@@ -277,6 +301,7 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 {
 	struct census cs = {0};
 	enum al_status st;
+	unsigned filled = 0;
 	bool locked, stray;
 
 	memset(out, 0, sizeof(*out));
@@ -295,7 +320,7 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	if (st == AL_OK && out->max > 0)
 		st = check_slots(s, locked, out);
 	if (st == AL_OK)
-		st = check_holes(s, repair && locked, &cs, out);
+		st = check_holes(s, repair && locked, &cs, out, &filled);
 	if (st == AL_OK)
 		st = check_holders(s, repair, out);
 	if (st == AL_OK && locked)
@@ -304,6 +329,10 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	 * the mutex. */
 	if (st == AL_OK && locked)
 		st = ask_ok(s, DELETE_QUEUE, s->name.base);
+	/* Each slot made again is free: a waiter in line is woken for it,
+	 * as for a slot added. */
+	if (st == AL_OK && filled > 0)
+		st = sem_wake_added(s, filled);
 	free(cs.missing.slot);
 	return st;
 }
@@ -321,7 +350,7 @@ void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *b
 		snprintf(buf, QUEUE_NAME_MAX + 1, "%s", s->name.base);
 	else if (p->kind == SEM_MISSING_MARKER || p->kind == SEM_STRAY_MARKER)
 		sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, buf);
-	else if (p->kind == SEM_UNRECORDED)
+	else if (p->kind == SEM_UNRECORDED || p->kind == SEM_UNFINISHED)
 		sem_name_slot(&s->name, 1, SLOT_QUEUE, buf);
 	else if (p->kind == SEM_STRAY_PAUSE)
 		sem_name_slot(&s->name, 0, SLOT_QUEUE, buf);

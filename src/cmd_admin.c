@@ -41,6 +41,8 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 		out_uint("swept_holders", NULL, ch->swept_holders);
 	if (ch->filled)
 		out_uint("filled", NULL, ch->filled);
+	if (ch->finished)
+		out_bool("finished", true);
 	if (ch->ended_holders)
 		out_uint("ended_holders", NULL, ch->ended_holders);
 }
@@ -86,9 +88,14 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		trace("deleted %u stray holder queue(s)", ch.swept_holders);
 	if (st != AL_OK)
 		return st;
+	/* A create stopped halfway, finished: what was missing. */
+	warn_if(ch.finished,
+		"finished %s, a create stopped halfway: made its %u missing slot queue(s) and "
+		"recorded slot 1",
+		cli->name, ch.filled);
 	/* Slots the broker had lost (an expires policy, say): worth a line,
 	 * as the cause will strike again. */
-	warn_if(ch.filled,
+	warn_if(ch.finished ? 0 : ch.filled,
 		"warning: made %u missing slot queue(s) of %s again (an expires policy on its "
 		"queues? see amqplock check)",
 		ch.filled, cli->name);
@@ -305,8 +312,8 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		slot_line("missing", ss.missing.len ? "missing    %s" : NULL, &ss.missing, ss.max);
 		if (ss.missing.len)
 			out_str(NULL,
-				" (slot queues gone: an expires policy, or deleted by hand? "
-				"amqplock check --repair %s makes them again)\n",
+				" (slot queues gone: an expires policy, deleted by hand, or a "
+				"create stopped halfway? amqplock check --repair %s makes them)\n",
 				cli->name);
 		st = out_end();
 	}
@@ -375,14 +382,18 @@ static const char *problem_name(enum sem_problem_kind kind)
 		return "stray_pause";
 	case SEM_UNRECORDED:
 		return "unrecorded";
+	case SEM_UNFINISHED:
+		return "unfinished";
 	}
 	return "unknown";
 }
 
 /* What became of a problem, for people: deleting repairs the strays; the
  * rest need someone else. */
-static const char *verdict(const struct sem_problem *p)
+static const char *verdict(const struct sem_problem *p, unsigned max)
 {
+	if (p->repaired && p->kind == SEM_UNFINISHED)
+		return max > 0 ? "finished" : "taken off";
 	if (p->repaired)
 		return p->kind == SEM_MISSING_MARKER || p->kind == SEM_MISSING_SLOT ? "made again"
 		       : p->kind == SEM_UNRECORDED                                  ? "written"
@@ -392,6 +403,31 @@ static const char *verdict(const struct sem_problem *p)
 	if (p->kind == SEM_EXCLUSIVE_SLOT)
 		return "cannot be repaired, the connection that owns it must close";
 	return "not repaired";
+}
+
+/* A create stopped halfway: what it left, and what finishes it. */
+static void print_unfinished(struct cli *cli, const struct sem_check *ck,
+			     const struct sem_problem *p, const char *exchange)
+{
+	char text[NAME_MAX_BYTES * 2 + 160];
+
+	if (ck->max == 0) {
+		/* Stopped while writing the record: count is its top. */
+		out_uint("count", "slots 2..%lu recorded", p->count);
+		snprintf(text, sizeof(text),
+			 ", slot 1 and every slot queue not: a create stopped while writing its "
+			 "size record (%s does not exist; amqplock create %s N makes it)",
+			 cli->name, cli->name);
+		out_str(NULL, "%s", text);
+		return;
+	}
+	out_str("exchange", "slot 1 not recorded (%s, an exchange), ", exchange);
+	out_uint("count", "%lu", p->count);
+	snprintf(text, sizeof(text),
+		 " of %u slot queues not made: a create stopped halfway (amqplock create %s %u "
+		 "finishes it)",
+		 ck->max, cli->name, ck->max);
+	out_str(NULL, "%s", text);
 }
 
 /* One item of the problems list; in text, one line. */
@@ -448,9 +484,12 @@ static void print_problem(struct cli *cli, const struct sem *s, const struct sem
 			"its top slot queues",
 			NULL);
 		break;
+	case SEM_UNFINISHED:
+		print_unfinished(cli, ck, p, queue);
+		break;
 	}
 	out_bool("repaired", p->repaired);
-	out_str(NULL, ": %s\n", verdict(p));
+	out_str(NULL, ": %s\n", verdict(p, ck->max));
 	out_item_end();
 }
 

@@ -158,6 +158,7 @@ static bool summarize(const struct piece *p, size_t n, struct sem_entry *e)
 {
 	size_t i, b = 0, nb = 0, l = 0, nl = 0;
 	unsigned top_slot = 0, top_record = 0;
+	bool record_1 = false;
 
 	*e = (struct sem_entry){0};
 	memcpy(e->name, p->name, p->len);
@@ -174,6 +175,7 @@ static bool summarize(const struct piece *p, size_t n, struct sem_entry *e)
 			break;
 		case 'R':
 			top_record = p[i].slot;
+			record_1 = record_1 || p[i].slot == 1;
 			break;
 		case 'W':
 			e->waiting += p[i].consumers;
@@ -182,7 +184,10 @@ static bool summarize(const struct piece *p, size_t n, struct sem_entry *e)
 	}
 	/* A slot with a holder queue and a lease is held once. */
 	e->held = distinct_slots(p + b, nb, p + l, nl);
-	e->recorded = top_record > 0;
+	/* A record without slot 1 is a create stopped halfway (record.h):
+	 * a semaphore of the record's size once it has a slot queue, none
+	 * before. */
+	e->recorded = top_record > 0 && (record_1 || top_slot > 0);
 	e->max = e->recorded ? top_record : top_slot;
 	return top_slot > 0 || e->recorded;
 }

@@ -81,6 +81,19 @@ static enum al_status max_after_window(struct sem *s, const struct probe *window
 	return narrow(s, lo, hi, max);
 }
 
+/* The highest slot queue that the first window found (0: none): max, or
+ * the hint for the record's, when slot 1 is missing and the search
+ * (which takes 1..max for whole) found none. */
+static unsigned window_top(const struct probe *window)
+{
+	unsigned i;
+
+	for (i = FIRST_WINDOW; i > 0; i--)
+		if (window[i - 1].exists)
+			return i;
+	return 0;
+}
+
 /* Readers search for max rather than count: amqplock keeps the slot
  * queues 1..max without holes at every moment (declares go up, deletes
  * come down, one administrator at a time), so a few round trips answer
@@ -96,8 +109,11 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	if ((st = probe_queues(s->conn, &s->name, window, FIRST_WINDOW)) != AL_OK ||
 	    (st = max_after_window(s, window, max)) != AL_OK)
 		return st;
-	/* The slot queues' max is the record's unless some have gone. */
-	if ((st = record_read(s->conn, &s->name, *max, &recorded)) != AL_OK)
+	/* The slot queues' max is the record's unless some have gone. With
+	 * slot 1 gone (or not made yet: a create makes it last), the record
+	 * is read from the slots above it. */
+	if ((st = record_read(s->conn, &s->name, *max ? *max : window_top(window), &recorded)) !=
+	    AL_OK)
 		return st;
 	if (recorded > *max) {
 		trace("the record says %u slots, the slot queues %u", recorded, *max);
@@ -243,19 +259,22 @@ enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max, stru
 }
 
 /* The lowest free slots from `first` to max: holder queues and leases
- * probed in windows that double, up to the first window with a free slot. */
-static enum al_status free_slots(struct sem *s, unsigned first, unsigned max,
+ * probed in windows that double, up to the first window with a free slot;
+ * with `holes`, the slot queues too, and those missing are not free. */
+static enum al_status free_slots(struct sem *s, unsigned first, unsigned max, bool holes,
 				 struct slot_list *free_list)
 {
-	bool held[LARGEST_WINDOW];
+	bool held[LARGEST_WINDOW], slot[LARGEST_WINDOW];
 	unsigned window = 2 * FIRST_WINDOW, n, i;
 	enum al_status st = AL_OK;
 
 	for (; st == AL_OK && first <= max && free_list->len == 0; first += n) {
 		n = max - first + 1 < window ? max - first + 1 : window;
 		st = probe_taken(s, first, n, held, NULL, NULL);
+		if (st == AL_OK && holes)
+			st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, n, slot, NULL);
 		for (i = 0; st == AL_OK && i < n; i++)
-			if (!held[i])
+			if (!held[i] && (!holes || slot[i]))
 				st = append(free_list, first + i);
 		if (window < LARGEST_WINDOW)
 			window *= 2;
@@ -281,9 +300,9 @@ void note_line(struct sem *s, const struct probe *line)
 enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list, bool leases)
 {
 	struct probe p[2 * FIRST_WINDOW + 2];
-	bool taken[FIRST_WINDOW];
+	bool taken[FIRST_WINDOW], holes;
 	enum al_status st;
-	unsigned i, n;
+	unsigned i, n, recorded = 0;
 
 	free_list->len = 0;
 	for (i = 0; i < FIRST_WINDOW; i++) {
@@ -304,6 +323,17 @@ enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_li
 	for (i = FIRST_WINDOW; *max < FIRST_WINDOW && i > *max; i--)
 		if (p[i - 1].exists)
 			*max = i;
+	/* Slot 1 missing: a hole, or a create stopped halfway (it makes
+	 * slot 1 last, docs/design.md). Then, and only then, the record
+	 * says how many slots there are, and the slots past the window are
+	 * looked at as well before one is called free. */
+	holes = !p[0].exists && *max > 0;
+	if (holes && (st = record_read(s->conn, &s->name, *max, &recorded)) != AL_OK)
+		return st;
+	if (holes && recorded > *max) {
+		trace("slot 1 of %s is missing; its record says %u slots", s->label, recorded);
+		*max = recorded;
+	}
 	s->max_seen = *max;
 	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
 	for (i = 0; i < n; i++)
@@ -314,7 +344,7 @@ enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_li
 		if (!taken[i])
 			st = append(free_list, i + 1);
 	if (st == AL_OK && free_list->len == 0)
-		st = free_slots(s, FIRST_WINDOW + 1, *max, free_list);
+		st = free_slots(s, FIRST_WINDOW + 1, *max, holes, free_list);
 	return st;
 }
 

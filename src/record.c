@@ -51,7 +51,11 @@ enum al_status record_paused(struct conn *c, const struct sem_name *sn, bool *pa
 	return recorded(c, sn, 0, paused, known);
 }
 
-enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max)
+/* The top of the record, found from slot `start`: if it is recorded, up
+ * one step, then steps that double, until a slot is not; then halving
+ * between (below start if it is not). */
+static enum al_status climb(struct conn *c, const struct sem_name *sn, unsigned start,
+			    unsigned *max)
 {
 	/* Slot lo is recorded (or 0), slot hi is not. */
 	unsigned lo = 0, hi = SLOTS_MAX + 1, step;
@@ -59,16 +63,33 @@ enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned h
 	bool yes, known = true;
 
 	*max = 0;
-	st = ask_at(c, sn, hint > 0 && hint <= SLOTS_MAX ? hint : 1, &lo, &hi, &yes, &known);
+	st = ask_at(c, sn, start, &lo, &hi, &yes, &known);
 	if (st != AL_OK || !known)
 		return st;
-	/* Recorded up to the hint: up from it, one step, then steps that
-	 * double, until a slot is not recorded; then halving between. */
 	for (step = 1; st == AL_OK && yes && lo + step < hi; step *= 2)
 		st = ask_at(c, sn, lo + step, &lo, &hi, &yes, &known);
-	while (st == AL_OK && hi - lo > 1)
+	while (st == AL_OK && known && hi - lo > 1)
 		st = ask_at(c, sn, lo + (hi - lo) / 2, &lo, &hi, &yes, &known);
-	*max = lo;
+	*max = known ? lo : 0;
+	return st;
+}
+
+enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max)
+{
+	return climb(c, sn, hint > 0 && hint <= SLOTS_MAX ? hint : 1, max);
+}
+
+enum al_status record_unfinished(struct conn *c, const struct sem_name *sn, unsigned max,
+				 unsigned *top)
+{
+	enum al_status st;
+	bool yes, known = true;
+
+	*top = 0;
+	if (max == 0)
+		return climb(c, sn, 2, top);
+	if ((st = recorded(c, sn, 1, &yes, &known)) == AL_OK && known && !yes)
+		*top = max;
 	return st;
 }
 

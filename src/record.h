@@ -7,8 +7,13 @@
  * deleted by hand, leaves a hole that the record shows, not a smaller
  * semaphore. Administrators keep the record as they keep the slots: 1..max
  * without holes, written after the slot queues when a semaphore grows and
- * cut before them when it shrinks, so that the record says at every moment
- * no more than the slots amqplock has made. A semaphore made before the
+ * cut before them when it shrinks, so that the record says no more than
+ * the slots amqplock has made. A create is the exception: it writes the
+ * record first, from slot 2 up, then the slot queues, and records slot 1
+ * last, so that a create stopped halfway leaves either a record nobody
+ * reads (no slot 1: the semaphore does not exist) or a semaphore of the
+ * size asked for whose missing slot queues are holes, and slot 1 not
+ * recorded says which (record_unfinished). A semaphore made before the
  * record (amqplock 0.2 and older) has none until an administrative command
  * writes it. docs/design.md, "The size record", argues it.
  *
@@ -34,6 +39,13 @@
  * questions when it is right, a search when not; 0 too if the broker
  * would not let us look. */
 enum al_status record_read(struct conn *c, const struct sem_name *sn, unsigned hint, unsigned *max);
+
+/* What a create stopped halfway left: with the record read as max (0:
+ * none), *top is max if slot 1 is not recorded, or, with no record read,
+ * the top of one recorded from slot 2 up (a create stopped while writing
+ * it); else 0. One question or a search, for administrators. */
+enum al_status record_unfinished(struct conn *c, const struct sem_name *sn, unsigned max,
+				 unsigned *top);
 
 /* Whether the pause marker (slot 0's exchange) is there, into *paused;
  * *known goes false if the broker would not let us look (then *paused is

@@ -186,6 +186,9 @@ struct sem_change {
 	unsigned max;      /* slots after */
 	unsigned swept;    /* stray slot queues found above max and deleted */
 	unsigned filled;   /* slot queues missing below max, made again */
+	/* The semaphore was a create stopped halfway (slot 1 not recorded),
+	 * finished by this change: its holes made, slot 1 recorded. */
+	bool finished;
 	/* Stray slot queues above max left alone: a holder holds them. */
 	unsigned strays_kept;
 	/* Stray holder queues (no connection holds them) deleted, and those
@@ -498,12 +501,19 @@ enum sem_problem_kind {
 	 * cannot survive the loss of its top slot queues. Repaired by
 	 * writing it. */
 	SEM_UNRECORDED,
+	/* A create stopped halfway: slot 1 not recorded (a create records
+	 * it last), `count` slot queues not made; or, stopped while writing
+	 * the record, slots 2..count recorded and no slot queue made (the
+	 * semaphore does not exist). Repaired by finishing it, or by taking
+	 * the part-written record off. */
+	SEM_UNFINISHED,
 };
 
 struct sem_problem {
 	enum sem_problem_kind kind;
 	unsigned slot;       /* 0 for the mutex */
 	enum slot_type type; /* SEM_MIXED_TYPE: the type of this slot */
+	unsigned count;      /* SEM_UNFINISHED: see there */
 	bool repaired;
 };
 

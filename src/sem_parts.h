@@ -25,6 +25,11 @@
 struct census {
 	unsigned max;      /* the record's, or the highest slot queue there is */
 	unsigned recorded; /* the record's max; 0: none (or not readable) */
+	/* A create stopped halfway (record.h, record_unfinished): the
+	 * record's max if slot 1 is not recorded, or, with no record, the
+	 * top of one from slot 2 up (a create stopped while writing it,
+	 * before any slot queue); 0: none. */
+	unsigned unfinished;
 	/* Slot queues missing at or below max (ascending), and the lowest
 	 * and highest there are (0: none). */
 	struct slot_list missing;

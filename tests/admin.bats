@@ -96,6 +96,127 @@ teardown() {
     assert_output 2
 }
 
+# --- a create stopped halfway ------------------------------------------------
+
+# create_killed N KIND NAME: create $n N in the background, killed (KILL)
+# the moment the queue or exchange (KIND) NAME exists: a create stopped at
+# a point the test names, not after a sleep (tests/tools/appear.pl).
+create_killed() {
+    bg create create "$n" "$1"
+    local create=$BG
+    run timeout 60 perl "$H/appear.pl" "$AMQPLOCK_TEST_PORT" "$2" "$3" "$create" 30 3>&-
+    [ "$status" -eq 0 ] && [ "$output" = killed ] ||
+        fail "appear.pl exited $status: $output; create: $(cat "$T/create.err")"
+    wait_exit "$create" 10
+    [ "$rc" -eq 137 ] || fail "create exited $rc, not killed: $(cat "$T/create.err")"
+}
+
+# watch_max: until $T/stop, what readers see of $n, one line each: max's
+# max (or its error), and the max of a hold -n's "acquired" event (on
+# stderr: stdout is the command's).
+watch_max() {
+    while [ ! -e "$T/stop" ]; do
+        al --json max "$n" 2>/dev/null | jq -r 'if .ok then .max else .error end' >>"$T/seen"
+        al --json hold -n "$n" -- true 2>&1 >/dev/null | grep '^{' |
+            jq -r 'select(.event == "acquired") | "hold \(.max)"' >>"$T/seen"
+    done
+}
+
+# seen_only WORD...: every line watch_max wrote is one of WORDs.
+seen_only() {
+    touch "$T/stop"
+    wait_exit "$WATCH" 30
+    local odd
+    odd=$(sort -u "$T/seen" | grep -vxF -f <(printf '%s\n' "$@") || true)
+    [ -z "$odd" ] || fail "readers saw: $(sort "$T/seen" | uniq -c | tr '\n' ' ')"
+    note "readers: $(sort "$T/seen" | uniq -c | tr -s ' \n' ' ')"
+}
+
+@test "a create killed while making its slot queues: readers see its size; create N finishes it (exit 0), create M says what is there (73)" {
+    watch_max 3>&- &
+    WATCH=$!
+    keep "$WATCH"
+    create_killed 400 queue "amqplock.$n-50-A"
+    seen_only 400 "hold 400" not_found
+    run -0 --separate-stderr al --json status --no-names "$n"
+    assert_json '.max == 400 and (.missing | length) > 0 and (.missing | index(1)) != null'
+    # hold's events go to stderr: stdout is the command's
+    run -0 --separate-stderr al --json hold -n "$n" -- true
+    [[ $stderr == '{"event":"acquired",'*'"max":400}'* ]] || fail "$stderr"
+    # another size: what is there, and what to do
+    run -73 --separate-stderr al create "$n" 300
+    assert_error_line
+    [[ $stderr == "amqplock: semaphore $n already exists with 400 slots, unfinished (a create stopped halfway, "*" slot queues not made): amqplock create $n 400 finishes it, amqplock destroy $n removes it" ]] ||
+        fail "$stderr"
+    run -65 --separate-stderr al --json check "$n"
+    assert_json '.max == 400 and ([.problems[].kind] == ["unfinished"]) and .problems[0].count > 0
+        and .problems[0].exchange == "amqplock.\($n)-1-A"' --arg n "$n"
+    # the same size: what a user running it again expects; readers
+    # meanwhile see 400
+    rm -f "$T/stop" "$T/seen"
+    watch_max 3>&- &
+    WATCH=$!
+    keep "$WATCH"
+    run -0 --separate-stderr al create "$n" 400
+    assert_output "created $n: 400 slots"
+    [[ $stderr == "amqplock: finished $n, a create stopped halfway: made its "*" missing slot queue(s) and recorded slot 1" ]] ||
+        fail "$stderr"
+    seen_only 400 "hold 400"
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 400 slots (classic), no problems"
+}
+
+@test "a create killed while writing its size record leaves nothing readers see; check reports it; any create makes the semaphore, destroy and check --repair take it off" {
+    watch_max 3>&- &
+    WATCH=$!
+    keep "$WATCH"
+    create_killed 400 exchange "amqplock.$n-100-A"
+    seen_only not_found
+    run -66 --separate-stderr al status "$n"
+    run -66 --separate-stderr al hold -n "$n" -- true
+    run -66 --separate-stderr al add "$n"
+    assert_output --partial ""
+    [[ $stderr == *"a create stopped halfway left part of its size record: amqplock create $n N makes it, amqplock destroy $n removes the rest)" ]] ||
+        fail "$stderr"
+    run -65 --separate-stderr al --json check "$n"
+    assert_json '.max == 0 and [.problems[].kind] == ["unfinished"] and .problems[0].count >= 100'
+    # nothing was there to anyone: a create of another size makes it
+    run -0 --separate-stderr al create "$n" 5
+    assert_output "created $n: 5 slots"
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 5 slots (classic), no problems"
+    run -0 al destroy "$n"
+    # destroy takes it off
+    create_killed 400 exchange "amqplock.$n-100-A"
+    run -0 --separate-stderr al destroy "$n"
+    run -66 --separate-stderr al check "$n"
+    # and so does check --repair
+    create_killed 400 exchange "amqplock.$n-100-A"
+    run -0 --separate-stderr al check --repair "$n"
+    assert_line --index 1 "checked $n: 0 slots, 1 problem, 1 repaired"
+    run -66 --separate-stderr al check "$n"
+}
+
+@test "check --repair finishes a create killed halfway, quorum slots as quorum; destroy removes one" {
+    create_killed 60 queue "amqplock.$n-20-A"
+    run -0 --separate-stderr al --json check --repair "$n"
+    assert_json '.ok and .max == 60 and [.problems[] | [.kind, .repaired]] == [["unfinished", true]]'
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 60 slots (classic), no problems"
+    al destroy "$n"
+    bg create create --slot-type quorum "$n" 60
+    run -0 timeout 60 perl "$H/appear.pl" "$AMQPLOCK_TEST_PORT" queue "amqplock.$n-20-A" "$BG" 30 3>&-
+    run -0 --separate-stderr al check --repair "$n"
+    run -0 --separate-stderr al check "$n"
+    assert_output "checked $n: 60 slots (quorum), no problems"
+    al destroy "$n"
+    create_killed 60 queue "amqplock.$n-20-A"
+    run -0 --separate-stderr al --json destroy "$n"
+    assert_json '.previous == 60 and .max == 0'
+    run -66 --separate-stderr al check "$n"
+    [ -z "$(queues_like "amqplock.$n-")" ]
+}
+
 @test "create 1000 works and max answers 1000 quickly" {
     run -0 al create "$n" 1000
     assert_output "created $n: 1000 slots"

@@ -610,13 +610,15 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     assert_json '.ok == false and .error == "access"'
 }
 
-@test "create refused half-way takes back the slots it made" {
-    # partial may configure amqplock.partial and its slot 1, not slot 2
+@test "create refused half-way takes back what it made" {
+    # partial may configure amqplock.partial and its slot 1, not slot 2:
+    # refused at slot 2's record, the first thing a create writes
     run -77 --separate-stderr as partial create partial 3
     assert_error_line
-    [[ $stderr == *"access to queue 'amqplock.partial-2-A'"* ]] ||
+    [[ $stderr == *"access to exchange 'amqplock.partial-2-A'"* ]] ||
         fail "not refused at slot 2: '$stderr'"
     run -66 as admin max partial
+    run -66 as admin check partial
 }
 
 # --- another prefix ---------------------------------------------------------------

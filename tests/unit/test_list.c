@@ -18,6 +18,8 @@ static const char queues[] = "[{\"name\":\"amqplock.jobs-1-A\",\"consumers\":0},
 			     "{\"name\":\"amqplock.db-1-1-A\",\"consumers\":0},"
 			     /* slot queues gone, the record left: max from the record */
 			     "{\"name\":\"amqplock.nightly-1-B\",\"consumers\":0},"
+			     /* a create stopped halfway: the record's size */
+			     "{\"name\":\"amqplock.part-2-A\",\"consumers\":0},"
 			     /* only a line: no semaphore */
 			     "{\"name\":\"amqplock.gone#waiters\",\"consumers\":1},"
 			     /* not ours, or not a name */
@@ -36,7 +38,11 @@ static const char exchanges[] =
 	"{\"name\":\"amqplock.jobs-1-A\"},{\"name\":\"amqplock.jobs-2-A\"},"
 	"{\"name\":\"amqplock.jobs-3-A\"},{\"name\":\"amqplock.jobs-4-A\"},"
 	"{\"name\":\"amqplock.nightly-1-A\"},{\"name\":\"amqplock.nightly-2-A\"},"
-	"{\"name\":\"amqplock.nightly-2-B\"}]";
+	"{\"name\":\"amqplock.nightly-2-B\"},"
+	/* a create stopped halfway, slot 1 not recorded: with a slot queue
+	 * (part) a semaphore of the record's size, without (half) none */
+	"{\"name\":\"amqplock.part-2-A\"},{\"name\":\"amqplock.part-3-A\"},"
+	"{\"name\":\"amqplock.half-2-A\"},{\"name\":\"amqplock.half-3-A\"}]";
 
 static void parsed(void)
 {
@@ -44,12 +50,13 @@ static void parsed(void)
 	struct sem_list l;
 
 	ok(list_parse("amqplock.", queues, exchanges, &l) == AL_OK, "the lists parse");
-	ok(l.len == 3, "three semaphores (%zu)", l.len);
-	if (l.len != 3)
+	ok(l.len == 4, "four semaphores (%zu)", l.len);
+	if (l.len != 4)
 		return;
 	is_str(l.sem[0].name, "db-1", "sorted by name: db-1");
 	is_str(l.sem[1].name, "jobs", "then jobs");
 	is_str(l.sem[2].name, "nightly", "then nightly");
+	is_str(l.sem[3].name, "part", "then part");
 	e = list_find(&l, "jobs");
 	ok(e && e->max == 4 && e->recorded, "jobs: max from its record (4)");
 	ok(e && e->held == 2, "jobs: slots 1 (holder and lease) and 3 (lease) held (%u)",
@@ -61,13 +68,17 @@ static void parsed(void)
 	e = list_find(&l, "nightly");
 	ok(e && e->max == 2 && e->held == 1, "nightly: recorded, its slot queues gone");
 	ok(!list_find(&l, "gone"), "a line alone is no semaphore");
+	e = list_find(&l, "part");
+	ok(e && e->max == 3 && e->recorded,
+	   "part: a create stopped halfway, with a slot queue: the record's size");
+	ok(!list_find(&l, "half"), "a record without slot 1 or a slot queue is no semaphore");
 	list_free(&l);
 
 	ok(list_parse("other.", queues, NULL, &l) == AL_OK && l.len == 1 &&
 		   strcmp(l.sem[0].name, "jobs") == 0 && l.sem[0].max == 1,
 	   "another prefix, no exchanges");
 	list_free(&l);
-	ok(list_parse("", queues, NULL, &l) == AL_OK && l.len == 4 &&
+	ok(list_parse("", queues, NULL, &l) == AL_OK && l.len == 5 &&
 		   list_find(&l, "amqplock.jobs") && list_find(&l, "other.jobs"),
 	   "the empty prefix: the prefix is part of the names (%zu)", l.len);
 	list_free(&l);
