@@ -235,6 +235,7 @@ struct retries {
 	struct backoff pauses;
 	bool away;                  /* the broker is away: report_away has told */
 	struct backoff away_pauses; /* while it is */
+	bool looked;                /* the broker has taken a publish of ours (conn_confirmed) */
 };
 
 /* A connection made: an outage, if any, is over. */
@@ -305,6 +306,49 @@ static bool may_go_on(struct client *cl, const struct conn *c, bool connecting, 
 	return !deadline_passed(wait_end);
 }
 
+/* A resource alarm met while waiting: the broker blocked the connection
+ * at a publish (conn_blocked). A client that has looked (the broker took
+ * a publish of ours before: conn_confirmed) rides it out as it rides out
+ * the broker's absence, until its deadline, then connects again; -w's
+ * end is a wait timed out (AL_BUSY), not a failure. It waits on the
+ * blocked connection: a new one would be blocked at its first look, and
+ * the broker keeps every blocked connection until the alarm clears. A
+ * command whose first look the alarm meets fails at once (AL_BROKER, 76,
+ * as conn.c says): nothing tells it that the alarm will end. True if the
+ * alarm has ended and the caller connects again; otherwise *st says how
+ * the wait ends (a lost connection: AL_CONNECTION, as any loss). */
+static bool alarm_ridden(struct client *cl, struct conn *c, const struct hold_opts *o,
+			 struct deadline wait_end, struct retries *r, enum al_status *st)
+{
+	r->looked = r->looked || conn_confirmed(c);
+	if (*st != AL_BROKER || !conn_blocked(c) || !r->looked || o->nonblock)
+		return false;
+	trace("the broker at %s blocked us for a resource alarm (%s); waiting for it to clear",
+	      c->where, conn_blocked(c));
+	if (telling(cl) && deadline_is_never(wait_end))
+		fprintf(stderr,
+			"amqplock: the broker at %s is under a resource alarm (%s); waiting "
+			"for it to clear\n",
+			c->where, conn_blocked(c));
+	else if (telling(cl))
+		fprintf(stderr,
+			"amqplock: the broker at %s is under a resource alarm (%s); waiting for it "
+			"to clear, for up to %.0f s (-w)\n",
+			c->where, conn_blocked(c), deadline_left(wait_end));
+	status_clear();
+	*st = conn_await_unblocked(c, wait_end);
+	if (*st == AL_BUSY)
+		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
+	if (*st != AL_OK)
+		return false;
+	trace("the resource alarm has cleared; connecting again");
+	if (telling(cl))
+		fprintf(stderr,
+			"amqplock: the resource alarm at %s has cleared; waiting for %s %s\n",
+			c->where, cl->waiting_for, cl->cli->name);
+	return true;
+}
+
 /* --create N: a semaphore that does not exist is made with N slots, under
  * the admin mutex; one that another made meanwhile (the same crontab
  * firing on every host) is used as it is, whatever its size. Only this
@@ -367,7 +411,9 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 					st = hold_take(s, o, wait_end, &cl->slot, max);
 			}
 		}
-		if (st != AL_CONNECTION || !may_go_on(cl, c, connecting, s, o, wait_end, &retries))
+		if (!alarm_ridden(cl, c, o, wait_end, &retries, &st) &&
+		    (st != AL_CONNECTION ||
+		     !may_go_on(cl, c, connecting, s, o, wait_end, &retries)))
 			break;
 		status_clear();
 		conn_close(c);

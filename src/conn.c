@@ -78,17 +78,59 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 
 /* Sent only after we published during a resource alarm: the broker reads
  * nothing more from us until the alarm clears, so rather than wait for
- * the reply deadline we say why at once. Holders never publish, so they
- * are not affected. */
+ * the reply deadline we say why at once (a waiter may then wait for the
+ * alarm's end: conn_await_unblocked). Holders never publish, so they are
+ * not affected. */
 static enum al_status connection_blocked(struct conn *c, const amqp_connection_blocked_t *m)
 {
-	char text[128];
-
 	c->dead = true;
+	printable_copy(c->blocked, sizeof(c->blocked), m->reason.bytes, m->reason.len);
+	if (!c->blocked[0])
+		strcpy(c->blocked, "no reason given");
 	return fail(AL_BROKER,
 		    "the broker at %s is refusing work: %s (a resource alarm; try again once it "
 		    "clears)",
-		    c->where, printable_copy(text, sizeof(text), m->reason.bytes, m->reason.len));
+		    c->where, c->blocked);
+}
+
+const char *conn_blocked(const struct conn *c)
+{
+	return c->blocked[0] ? c->blocked : NULL;
+}
+
+bool conn_confirmed(const struct conn *c)
+{
+	return c->confirmed;
+}
+
+enum al_status conn_await_unblocked(struct conn *c, struct deadline until)
+{
+	amqp_frame_t f;
+	struct timeval tv;
+	int r;
+
+	if (!c->amqp || !c->blocked[0])
+		return conn_unusable(c);
+	for (;;) {
+		/* Waiting inside the library sends our heartbeats; the broker
+		 * reads them once the alarm clears, and meanwhile does not
+		 * count them. A second at a time: `until` may be never. */
+		tv = timeval_of(sooner(deadline_left(until), 1.0));
+		r = amqp_simple_wait_frame_noblock(c->amqp, &f, &tv);
+		if (r == AMQP_STATUS_TIMEOUT && deadline_passed(until))
+			return fail(AL_BUSY, "the broker at %s is under a resource alarm (%s)",
+				    c->where, c->blocked);
+		if (r == AMQP_STATUS_TIMEOUT)
+			continue;
+		if (r != AMQP_STATUS_OK)
+			return connection_failed(c, r, "waiting for a resource alarm to clear");
+		if (f.frame_type != AMQP_FRAME_METHOD || f.channel != 0)
+			continue;
+		if (f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
+			return connection_closed(c, f.payload.method.decoded);
+		if (f.payload.method.id == AMQP_CONNECTION_UNBLOCKED_METHOD)
+			return AL_OK;
+	}
 }
 
 enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
@@ -249,6 +291,8 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 			c->parallel_opening = false;
 			continue;
 		}
+		if (f.payload.method.id == AMQP_BASIC_ACK_METHOD && channel == c->channel)
+			c->confirmed = true;
 		*m = f.payload.method;
 		return AL_OK;
 	}

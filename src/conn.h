@@ -115,6 +115,11 @@ struct conn {
 	bool away;
 	bool no_reply;     /* it died waiting for a reply that did not come */
 	bool told_refused; /* -v has said that the broker refuses probes */
+	/* The broker has confirmed a publish of ours on the main channel. */
+	bool confirmed;
+	/* Why the broker blocked it for a resource alarm (connection.blocked's
+	 * reason; empty: it has not). */
+	char blocked[64];
 	/* The last channel-level refusal, set when conn_recv returns one. */
 	uint16_t reply_code;
 	/* The broker's reply code if it closed the connection, else 0. */
@@ -158,6 +163,24 @@ bool conn_broker_crashed(const struct conn *c);
  * TLS, a name that does not resolve, nor a crash of the broker's side of
  * the connection (conn_broker_crashed). Still true once c is closed. */
 bool conn_broker_away(const struct conn *c);
+
+/* Why the broker blocked c for a resource alarm ("low on memory"), NULL
+ * if it has not: it then reads nothing more of c until the alarm clears,
+ * and c is dead (AL_BROKER). Blocked only at a publish, so a holder never
+ * is. Still set once c is closed. */
+const char *conn_blocked(const struct conn *c);
+
+/* Whether the broker has confirmed a publish of ours on c: it took
+ * publishes then. Still set once c is closed. */
+bool conn_confirmed(const struct conn *c);
+
+/* After the broker blocked c (conn_blocked): waits until the alarm clears
+ * (connection.unblocked), taking the broker's heartbeats and sending
+ * ours. c stays unusable: what it asked before the block is answered only
+ * now. AL_BUSY if `until` passes first, AL_CONNECTION if c is lost
+ * meanwhile (conn_broker_away says whether to the broker's absence);
+ * either way only conn_close remains. */
+enum al_status conn_await_unblocked(struct conn *c, struct deadline until);
 
 /* Closes politely (bounded by the reply deadline) and frees everything. */
 void conn_close(struct conn *c);

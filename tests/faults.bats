@@ -645,6 +645,46 @@ every_command() {
     done
 }
 
+@test "a memory alarm: holds waiting in line ride it out, one to its -w (exit 1, not 76), one to the slot let go meanwhile once it clears" {
+    al create "$n" 1
+    local h w1 w2 t0 took
+    bg h -v hold -w 10 "$n" -- sh -c "until [ -e '$T/go' ]; do sleep 0.05; done"
+    h=$BG
+    wait_until 10 slot_held "$n" 1 || fail "no holder: $(cat "$T/h.err")"
+    bg w1 -v hold -w 60 "$n" -- touch "$T/ran"
+    w1=$BG
+    in_line w1
+    bg w2 -v hold -w 4 "$n" -- touch "$T/ran2"
+    w2=$BG
+    in_line w2
+    RESTORE_WATERMARK=$(rmqctl -q eval 'vm_memory_monitor:get_vm_memory_high_watermark().')
+    rmqctl set_vm_memory_high_watermark 0.0000001 >/dev/null
+    # each waiter meets the alarm at its next look (at most 2 s apart)
+    wait_until 10 grep -q 'resource alarm' "$T/w1.err" || fail "w1: $(cat "$T/w1.err")"
+    # the holder lets go under the alarm: its lease ends, the wake-up
+    # cannot be published
+    touch "$T/go"
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "holder exited $rc: $(cat "$T/h.err")"
+    # the short wait ends at its -w as a wait does, naming the alarm
+    wait_exit "$w2" 10
+    [ "$rc" -eq 1 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
+    grep -q 'timed out after 4 s waiting: .*resource alarm' "$T/w2.err" || fail "w2: $(cat "$T/w2.err")"
+    [ ! -e "$T/ran2" ]
+    running "$w1" || fail "w1 ended: $(cat "$T/w1.err")"
+    [ ! -e "$T/ran" ]
+    t0=$(now)
+    rmqctl set_vm_memory_high_watermark "$RESTORE_WATERMARK" >/dev/null
+    RESTORE_WATERMARK=
+    wait_exit "$w1" 10
+    took=$(since "$t0")
+    [ "$rc" -eq 0 ] || fail "w1 exited $rc: $(cat "$T/w1.err")"
+    [ -e "$T/ran" ]
+    note "the waiter ran $took s after the alarm was cleared (rabbitmqctl included)"
+    wait_until 5 none_held "$n"
+    no_lease_left "$n"
+}
+
 # --- 7. concurrent administrators -----------------------------------------------------------------
 
 # watch_holes: samples the broker's queue list from inside the broker
