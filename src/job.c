@@ -57,6 +57,7 @@ void end_lease_apart(void *arg)
 	struct lease_end *e = arg;
 	struct sem s = *e->s;
 	enum al_status st = AL_CONNECTION;
+	bool ended = false;
 
 	/* The holding connection (the keeper's copy of it keeps the holder
 	 * queue alive until now) is hung up as the lease ends, so that the
@@ -70,11 +71,18 @@ void end_lease_apart(void *arg)
 		conn_hang_up(e->s->conn);
 		st = AL_OK;
 	} else if (e->apart_open)
-		st = sem_lease_end_apart(&s, e->slot, e->s->conn);
+		st = sem_lease_end_apart(&s, e->slot, e->s->conn, &ended);
 	else
 		conn_hang_up(e->s->conn);
+	/* What failed: the lease's end, or only the wake-up after it (a
+	 * publish, which a resource alarm blocks); the first in line then
+	 * finds the slot free at its next look. */
 	if (st == AL_OK)
 		trace("ended the lease of slot %u", e->slot);
+	else if (ended)
+		trace("ended the lease of slot %u, but could not wake the first in line, which "
+		      "finds the slot free at its next look: %s",
+		      e->slot, status_message());
 	else
 		trace("could not end the lease of slot %u (%s); it runs out in %.0f s", e->slot,
 		      status_message(), e->o->lease);

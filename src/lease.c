@@ -247,22 +247,26 @@ enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, b
  * millisecond: the broker takes one or two. */
 #define HOLDER_GONE_WAIT 1.0
 
-enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding)
+enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding, bool *ended)
 {
 	struct deadline gone_by;
 	enum al_status st;
-	bool ended, holder = true;
+	bool holder = true;
 
-	if (!s->lease.quorum) {
-		conn_hang_up(holding);
-		return sem_lease_end(s, slot);
-	}
 	/* A quorum lease goes first, while the holder queue still keeps the
 	 * slot held, for the reason sem_released gives. */
-	st = lease_drop(s, slot, &ended);
-	conn_hang_up(holding);
-	if (st != AL_OK || !ended)
+	if (!s->lease.quorum)
+		conn_hang_up(holding);
+	st = lease_drop(s, slot, ended);
+	if (s->lease.quorum)
+		conn_hang_up(holding);
+	if (st != AL_OK || !*ended)
 		return st;
+	/* Ended: nobody else says that the slot is free. A classic lease's
+	 * holder queue went with the hang-up; a quorum lease's is waited
+	 * for. */
+	if (!s->lease.quorum)
+		return sem_wake_line(s);
 	gone_by = deadline_in(HOLDER_GONE_WAIT);
 	while ((st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, slot, 1, &holder, NULL)) ==
 		       AL_OK &&

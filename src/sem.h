@@ -354,8 +354,9 @@ enum al_status sem_lease_end(struct sem *s, unsigned slot);
  * quorum lease is ended before the hang-up, and the line woken once the
  * holder queue is gone (or after a second): a probe that meets a quorum
  * queue being deleted crashes the prober's connection on RabbitMQ 3.10,
- * and waiters probe a lease once they see no holder queue. */
-enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding);
+ * and waiters probe a lease once they see no holder queue. *ended: the
+ * lease is gone, whatever failed after (the wake-up, under an alarm). */
+enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding, bool *ended);
 
 /* --min-hold: our lease of slot replaced by one that lasts `seconds`
  * from now, while our holder queue still keeps the slot (the caller then

@@ -645,7 +645,7 @@ every_command() {
     done
 }
 
-@test "a memory alarm: holds waiting in line ride it out, one to its -w (exit 1, not 76), one to the slot let go meanwhile once it clears" {
+@test "a memory alarm: holds waiting in line ride it out, one to its -w (exit 1, not 76), one to the slot let go meanwhile once it clears; the releaser says its lease ended" {
     al create "$n" 1
     local h w1 w2 t0 took
     bg h -v hold -w 10 "$n" -- sh -c "until [ -e '$T/go' ]; do sleep 0.05; done"
@@ -662,10 +662,13 @@ every_command() {
     # each waiter meets the alarm at its next look (at most 2 s apart)
     wait_until 10 grep -q 'resource alarm' "$T/w1.err" || fail "w1: $(cat "$T/w1.err")"
     # the holder lets go under the alarm: its lease ends, the wake-up
-    # cannot be published
+    # cannot be published, and it says which of the two failed
     touch "$T/go"
     wait_exit "$h" 10
     [ "$rc" -eq 0 ] || fail "holder exited $rc: $(cat "$T/h.err")"
+    ! grep -q 'could not end the lease' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
+    grep -q 'ended the lease of slot 1' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
+    grep -q 'could not wake the first in line' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
     # the short wait ends at its -w as a wait does, naming the alarm
     wait_exit "$w2" 10
     [ "$rc" -eq 1 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"

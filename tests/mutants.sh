@@ -89,6 +89,7 @@ minimum-too-long|src/lease.c|s/s->lease.ms = \(unsigned\)\(seconds \* 1000\) \+ 
 create-race-fails|src/cmd_client.c|s/\tif \(st == AL_EXISTS\) \{/\tif (0) {/|cron.bats|racing on a missing name
 create-size-ignored|src/cmd_client.c|s/sem_admin\(s, SEM_CREATE, cli->create, &change\)/sem_admin(s, SEM_CREATE, 1, \&change)/|cron.bats|uses it as it is
 alarm-ends-wait|src/cmd_client.c|s/\tif \(\*st != AL_BROKER \x7c\x7c !conn_blocked\(c\)/\tif (1/|faults.bats|holds waiting in line ride it out
+alarm-wake-as-lease|src/job.c|s/\telse if \(ended\)\n/\telse if (0)\n/|faults.bats|holds waiting in line ride it out
 shrink-unsaid|src/admin.c|s/\(st = count_held\(s, target \+ 1, max - target, &out->ended_holders\)\) == AL_OK &&\n\t\t    //|client.bats|how many running holders
 stdio-left-closed|src/main.c|s/if \(!standard_fds_open\(&which\)\) \{/if (0) {/|cli.bats|stdin, stdout or stderr closed
 no-start-passes|src/hold.c|s/if \(st == AL_OK && h\.no_start\[0\]\) \{/if (0) {/|cli.bats|out of descriptors on the way
