@@ -50,7 +50,7 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 /* A warning line on stderr, if count (its first argument) is not 0. */
 __attribute__((format(printf, 2, 3))) static void warn_if(unsigned count, const char *fmt, ...)
 {
-	char warning[256];
+	char warning[1024]; /* two names of NAME_MAX_BYTES, and the words */
 	va_list ap;
 
 	if (count == 0)
@@ -106,13 +106,17 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		"each (see amqplock status, orphans)",
 		ch.strays_kept, cli->name);
 	/* Jobs about to be signalled on hosts the administrator may not be
-	 * watching: say so, and how to know when they have ended. */
+	 * watching: say so, and how to know when they have ended. A holder
+	 * looks for its slot queue about once a second, and runs on if it is
+	 * back by then (max N 0 and max 1 at once). */
 	warn_if(ch.ended_holders,
 		ch.ended_holders == 1
-			? "%u running holder of %s lost its slot: its job is signalled and ends "
-			  "(amqplock wait %s returns once it has)"
-			: "%u running holders of %s lost their slots: their jobs are signalled and "
-			  "end (amqplock wait %s returns once they have)",
+			? "%u running holder of %s will lose its slot unless the slot is back "
+			  "when it next looks (within a second): its job is then signalled and "
+			  "ends (amqplock wait %s returns once it has)"
+			: "%u running holders of %s will lose their slots unless the slots are "
+			  "back when they next look (within a second): their jobs are then "
+			  "signalled and end (amqplock wait %s returns once they have)",
 		ch.ended_holders, cli->name, cli->name);
 	warn_if(ch.holders_kept,
 		"warning: %u stray holder queue(s) of %s could not be deleted (refused by the "

@@ -609,17 +609,37 @@ woken_by_release() {
     [ -z "$stderr" ] || fail "free slot removed: '$stderr'"
     run -0 --separate-stderr al remove "$n" 2
     assert_output "$n: 3 -> 1 slot"
-    [ "$stderr" = "amqplock: 2 running holders of $n lost their slots: their jobs are signalled and end (amqplock wait $n returns once they have)" ] ||
+    [ "$stderr" = "amqplock: 2 running holders of $n will lose their slots unless the slots are back when they next look (within a second): their jobs are then signalled and end (amqplock wait $n returns once they have)" ] ||
         fail "remove: '$stderr'"
     run -0 al wait -w 30 "$n"
     run -0 --separate-stderr al --json destroy "$n"
     assert_json '.ok == true and .ended_holders == 1'
-    [[ $stderr == "amqplock: 1 running holder of $n lost its slot: its job is signalled and ends (amqplock wait $n returns once it has)" ]] ||
+    [[ $stderr == "amqplock: 1 running holder of $n will lose its slot unless the slot is back when it next looks (within a second): its job is then signalled and ends (amqplock wait $n returns once it has)" ]] ||
         fail "destroy: '$stderr'"
     for i in "${pids[@]}"; do
         wait_exit "$i" 30
         [ "$rc" -eq 75 ] || fail "a hold exited $rc"
     done
+}
+
+@test "max N 0 then max 1 before the holder next looks: it keeps its slot and its job runs on, as the warning says it may" {
+    al create "$n" 1
+    bg h -v hold -w 10 "$n" -- sh -c "touch '$T/in'; until [ -e '$T/go' ]; do sleep 0.05; done"
+    local h=$BG
+    wait_until 10 test -e "$T/in" || fail "no job: $(cat "$T/h.err")"
+    # stopped, the holder cannot look before it is continued
+    kill -STOP "$h"
+    run -0 --separate-stderr al max "$n" 0
+    [[ $stderr == "amqplock: 1 running holder of $n will lose its slot unless the slot is back when it next looks (within a second): "* ]] ||
+        fail "max 0: '$stderr'"
+    al max "$n" 1 >/dev/null
+    kill -CONT "$h"
+    # continued, it looks at once, before its job goes on
+    wait_until 10 grep -q 'continued; checking slot 1' "$T/h.err" || fail "$(cat "$T/h.err")"
+    touch "$T/go"
+    wait_exit "$h" 10
+    [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/h.err")"
+    ! grep -q 'lost' "$T/h.err" || fail "$(cat "$T/h.err")"
 }
 
 @test "a held slot removed: CMD and its children get TERM, hold exits 75 with 'lost slot'" {
