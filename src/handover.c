@@ -18,7 +18,7 @@
 /* The notes of a hand-over, by their type: the offer (to the line), the
  * ask (to the offerer's holder queue), the answer that hands the lease
  * over (to the line), and a decline (to the offerer's holder queue; to an
- * amqplock 0.3.0's reply-to, whose offers named the token). */
+ * older amqplock's reply-to, whose offers named the token). */
 #define OFFER_TYPE    "amqplock.offer"
 #define ASK_TYPE      "amqplock.ask"
 #define HANDED_TYPE   "amqplock.handed"
@@ -98,7 +98,7 @@ static amqp_table_entry_t text_entry(const char *key, const char *v)
 
 /* An offer as the first in line reads it; false if any part is missing
  * or out of range (it is then acknowledged and ignored). One that names
- * a token is an amqplock 0.3.0's: read only to be declined. */
+ * a token is an older amqplock's: read only to be declined. */
 static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
 {
 	int64_t slot, ms, quorum, token;
@@ -125,7 +125,7 @@ static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
 
 /* Tells an offerer that we will not ask for its lease, so that it
  * releases the slot as usual now rather than after ADOPT_WAIT: into its
- * holder queue, or an amqplock 0.3.0's reply-to. Nothing is waited for. */
+ * holder queue, or an older amqplock's reply-to. Nothing is waited for. */
 static void decline(struct sem *s, unsigned slot, const char *nonce, const char *reply_to)
 {
 	char holder[QUEUE_NAME_MAX + 1];
@@ -335,15 +335,17 @@ static void hand_to_adopter(struct sem *s, unsigned slot)
 			      .correlation_id = s->handover.nonce,
 			      .headers = &headers,
 			      .main = true};
+	static const struct step delete_holder = {DELETE_QUEUE, HOLDER_QUEUE};
 	enum al_status st;
-	amqp_method_t m;
+	uint16_t refused;
+	size_t done;
 
 	waiters_queue(s, line);
-	st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+	st = send_steps(s, slot, &delete_holder, 1);
 	if (st == AL_OK)
 		st = conn_send_note(s->conn, &n);
 	if (st == AL_OK)
-		st = conn_expect(s->conn, AMQP_QUEUE_DELETE_OK_METHOD, &m);
+		st = await_steps(s, &delete_holder, 1, &done, &refused);
 	if (st == AL_OK)
 		trace("handed slot %u over", slot);
 	else

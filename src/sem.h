@@ -111,7 +111,7 @@ struct sem {
 	struct {
 		/* First in line: the delivery that place.wake_tag holds is
 		 * an offer (offered) of a slot's lease, its length and type,
-		 * signed by our login or not; old: an amqplock 0.3.0's, which
+		 * signed by our login or not; old: an older amqplock's, which
 		 * names the lease's token and a reply_to, and is declined. */
 		bool offered, offer_signed, offer_old;
 		unsigned slot, ms;
