@@ -100,6 +100,19 @@ void signals_exit_on_interrupt(void (*say)(int sig))
 			sigaction(sig, &sa, NULL);
 }
 
+void signals_hold_back(sigset_t *before)
+{
+	sigset_t set;
+
+	signals_terminating(&set);
+	sigprocmask(SIG_BLOCK, &set, before);
+}
+
+void signals_release(const sigset_t *before)
+{
+	sigprocmask(SIG_SETMASK, before, NULL);
+}
+
 static volatile sig_atomic_t stop_asked;
 static bool stops_noted;
 

@@ -33,6 +33,16 @@ void signals_terminating(sigset_t *set);
  * when its socket closes. */
 void signals_exit_on_interrupt(void (*say)(int sig));
 
+/* While a waiting amqplock asks for a lease handed over, until its
+ * adoption is sent (the keeper then holds the token): the terminating
+ * signals held back (*before: the mask to go back to), so that none ends
+ * amqplock with a lease handed to it that nobody would end. Adopted, the
+ * slot is held, and signals_block's signalfd takes them (the command does
+ * not start); not, signals_release puts the mask back and they end
+ * amqplock then. */
+void signals_hold_back(sigset_t *before);
+void signals_release(const sigset_t *before);
+
 /* While waiting in line: SIGTSTP (Ctrl-Z) only notes that a stop was
  * asked for (signals_stop_asked), and ends a wait in poll(2), so that
  * amqplock can leave the line before it stops (signals_stop_now);

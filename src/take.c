@@ -48,6 +48,23 @@ static bool in_line(const struct sem *s)
 	return sem_in_line(s);
 }
 
+/* Asks for the lease offered (sem_adopt), signals held back meanwhile:
+ * killed between its ask and its adoption, a waiter would leave the lease
+ * handed to it to block the slot for its length. At most ASK_WAIT and a
+ * round trip; adopted, the slot is ours and a signal that came is read
+ * with the others (the command does not start, the slot is released). */
+static enum al_status adopt(struct sem *s, unsigned *slot)
+{
+	sigset_t before;
+	enum al_status st;
+
+	signals_hold_back(&before);
+	st = sem_adopt(s, slot);
+	if (st != AL_OK)
+		signals_release(&before);
+	return st;
+}
+
 /* One try while waiting. In line, only a wake-up lets a waiter take a
  * slot: it is then the oldest waiter. Otherwise it looks, and a free slot
  * wakes the oldest (itself, maybe): holders that die and leases that run
@@ -68,7 +85,7 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 		/* Its holder's lease, offered: taken as it is, or the
 		 * slot is released as usual, which wakes us again. */
 		if (sem_offered(s))
-			return sem_adopt(s, slot);
+			return adopt(s, slot);
 		st = sem_acquire(s, SEM_TAKE_WOKEN, slot, max);
 		/* Taken or not, this wake-up is spent; unacknowledged, it
 		 * would go to the next in line when we leave. */

@@ -430,6 +430,33 @@ old_amqplock() {
     no_lease_left "$n"
 }
 
+# SIGTERM to the first in line between its ask and the answer (the relay
+# holds back what the broker sends it for 1.5 s from its ask): it does not
+# end at once, which would leave the lease handed to it to block the slot
+# for 40 s, but takes the answer, adopts, runs nothing and lets go.
+@test "SIGTERM to an asker before the answer: it adopts, runs nothing, exits 143 and lets go; the next runs within seconds" {
+    al create "$n" 1
+    start_relay_holding amqplock.ask 1.5
+    holder r
+    waiter w --url "$RELAY_URL"
+    waiter w2
+    touch "$T/go"
+    wait_until 10 grep -q "offered: asking" "$T/w.err" || fail "$(cat "$T/w.err")"
+    local t0 took
+    t0=$(now)
+    kill -TERM "${PID[w]}"
+    wait_exit "${PID[w]}" 10
+    [ "$rc" -eq 143 ] || fail "w exited $rc: $(cat "$T/w.err")"
+    [ ! -e "$T/w.cmd" ] || fail "w ran its command after SIGTERM"
+    grep -q "slot 1 is ours, handed over" "$T/w.err" || fail "$(cat "$T/w.err")"
+    finish r w2
+    took=$(since "$t0")
+    note "w2 ran $took s after SIGTERM to the asker (lease 40 s)"
+    at_most "$took" 8
+    one_after_other r w2
+    no_lease_left "$n"
+}
+
 @test "a broker restart in the middle of a hand-over: the adopter runs nothing before it, ends the adopted lease, and runs once after" {
     al create "$n" 1
     start_relay_stalling x-max-length

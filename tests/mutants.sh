@@ -65,6 +65,7 @@ zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = oth
 unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/return h->killed_at/|supervisor.bats|remove says once
 handover-unsigned|src/handover.c|s/\tif \(!s->handover\.offer_signed\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
 handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
+handover-signal-unheld|src/take.c|s/\tsignals_hold_back\(&before\);\n//|handover.bats|^SIGTERM to an asker
 handover-answer-unchecked|src/handover.c|s/ && strcmp\(id, s->handover\.asked\) == 0//|handover.bats|^a forger of our login
 handover-no-holder-queue|src/handover.c|s/\tsteps\[n\+\+\] = holder;\n//|handover.bats|lease goes on with its token
 handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|handover.bats|^a releaser paused
