@@ -168,7 +168,48 @@ launch() {
     )
 }
 
-# ctl DIR ARGS...: rabbitmqctl against the node, bounded by CTL_TIMEOUT.
+# api_list ARGS...: the lines `rabbitmqctl -q list_queues [-p VHOST]
+# COLUMN... --no-table-headers` or `-q list_exchanges name` would print, made
+# from the management API (tests/lib/api-list.pl), where the columns are
+# ones the broker answers from its metadata at once (name, durable,
+# exclusive, arguments, type: no counts, which the API has only from its
+# statistics, seconds late). rabbitmqctl is an Erlang VM of its own, about
+# a second of CPU a call, the API a few milliseconds: the suites list
+# queues a hundred times. Fails (1, nothing printed) for anything else,
+# which rabbitmqctl then answers.
+api_list() {
+    local kind vhost=/ headers=1 col
+    local -a cols=()
+    [ "${1:-}" = -q ] || return 1
+    shift
+    kind=${1:-}
+    [ "$kind" = list_queues ] || [ "$kind" = list_exchanges ] || return 1
+    shift
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -p) vhost=${2:?}; shift 2 ;;
+        --no-table-headers) headers=; shift ;;
+        name | durable | exclusive | arguments | type) cols+=("$1"); shift ;;
+        *) return 1 ;;
+        esac
+    done
+    [ ${#cols[@]} -gt 0 ] && [ -n "${AMQPLOCK_TEST_MANAGEMENT_URL:-}" ] || return 1
+    # (exchanges: only their names, with the header rabbitmqctl prints)
+    if [ "$kind" = list_exchanges ]; then
+        [ "${cols[*]}" = name ] || return 1
+        [ -z "$headers" ] || echo name
+    elif [ -n "$headers" ]; then
+        return 1
+    fi
+    vhost=$(perl -MURI::Escape -e 'print uri_escape($ARGV[0])' "$vhost" 2>/dev/null ||
+        perl -e '($_ = $ARGV[0]) =~ s/([^A-Za-z0-9._~-])/sprintf("%%%02X", ord $1)/ge; print' "$vhost")
+    curl -sf --max-time 30 -u guest:guest \
+        "${AMQPLOCK_TEST_MANAGEMENT_URL}api/${kind#list_}/$vhost?disable_stats=true" |
+        perl "$(dirname "${BASH_SOURCE[0]}")/api-list.pl" "${kind#list_}" "${cols[@]}"
+}
+
+# ctl DIR ARGS...: rabbitmqctl against the node, bounded by CTL_TIMEOUT
+# (what api_list answers, from the management API).
 # rabbitmqctl is an Erlang node too: it listens on a distribution port of
 # the block and starts an epmd if none runs (as when the node is down),
 # which stop then finds by the marker.
@@ -176,6 +217,7 @@ ctl() {
     local dir=$1
     shift
     node_env "$dir"
+    ! api_list "$@" || return 0
     ports "$AMQPLOCK_TEST_PORT"
     HOME="$dir/home" ERL_EPMD_PORT="$EPMD_PORT" \
         RABBITMQ_CTL_DIST_PORT_MIN="$CTL_PORT_MIN" RABBITMQ_CTL_DIST_PORT_MAX="$CTL_PORT_MAX" \
@@ -211,10 +253,22 @@ stop() {
     [ ${#pids[@]} -eq 0 ] || die "processes of $dir left: ${pids[*]}"
 }
 
+# cpu DIR: the CPU seconds the node's processes have used so far (user and
+# system), for tests/run.sh's account of where the time went.
+cpu() {
+    local dir pid ticks=0
+    dir=$(cd "$1" && pwd) || return 0
+    for pid in $(own_pids "$dir"); do
+        ticks=$((ticks + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f\n", t / hz }'
+}
+
 case "${1:-}" in
 start) start "${2:?usage: broker.sh start DIR}" ;;
+cpu) cpu "${2:?usage: broker.sh cpu DIR}" ;;
 stop) stop "${2:?usage: broker.sh stop DIR}" ;;
 ctl) d=${2:?usage: broker.sh ctl DIR ARGS...}; shift 2; ctl "$d" "$@" ;;
 launch) launch "$(cd "${2:?usage: broker.sh launch DIR}" && pwd)" ;;
-*) die "usage: broker.sh start|stop|ctl|launch DIR" ;;
+*) die "usage: broker.sh start|stop|ctl|cpu|launch DIR" ;;
 esac
