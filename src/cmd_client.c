@@ -541,6 +541,7 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	struct sem s;
 	enum al_status st;
 	unsigned max;
+	size_t told = 0;
 	int tries = 0;
 	bool connecting, looked = false, paused;
 
@@ -564,6 +565,11 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 		looked = looked || st == AL_OK;
 		if (st == AL_OK && orphans.len == 0)
 			break;
+		if (st == AL_OK && orphans.len != told) {
+			told = orphans.len;
+			trace("%zu holder(s) above max %u of %s; waiting for them to leave", told, max,
+			      cli->name);
+		}
 		if (st != AL_OK) {
 			conn_close(&c);
 			/* A crash of the broker's side of the connection: a
