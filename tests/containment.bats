@@ -376,7 +376,9 @@ ctrl_z_ticker() {
 
 @test "at a terminal a hold that waits over a second says so on one line, rewritten in place; on a pipe, in JSON or with -q it does not" {
     al create "$n" 1
-    bg h hold "$n" -- sleep 4
+    # (held until the waiter has said so for 3 s, however long its start
+    # took on a busy machine)
+    bg h hold "$n" -- sh -c "while [ ! -e '$T/go' ]; do sleep 0.05; done"
     local h=$BG
     wait_until 10 slot_held "$n" 1 || fail "slot 1 not held: $(cat "$T/h.err")"
     pty_play \
@@ -387,6 +389,8 @@ ctrl_z_ticker() {
         prompt \
         line 'echo "hold=$?"' \
         expect '^hold=0$'
+    wait_until 20 seen "held \\(3 s\\)" || fail "no waiting line for 3 s: $(cat "$T/pty.log")"
+    touch "$T/go"
     pty_done 40
     wait_exit "$h" 10
     # on a pipe: nothing while waiting, the reason at the end
