@@ -9,6 +9,9 @@
 #
 # Needs jq, flock, perl (core modules), unshare and ip (util-linux,
 # iproute2), and root for the namespace. Helper programs: tests/tools/.
+#
+# It stops the node's app, raises memory alarms and freezes the broker. tests/run.sh runs it so:
+# run.sh: a broker of its own
 
 bats_require_minimum_version 1.5.0
 load lib/helper
@@ -654,11 +657,14 @@ every_command() {
     bg w1 -v hold -w 60 "$n" -- touch "$T/ran"
     w1=$BG
     in_line w1
-    bg w2 -v hold -w 4 "$n" -- touch "$T/ran2"
+    # (-w 8: long enough for the alarm to come first, however busy the
+    # machine; the alarm lasts until w2 has given up)
+    bg w2 -v hold -w 8 "$n" -- touch "$T/ran2"
     w2=$BG
     in_line w2
-    RESTORE_WATERMARK=$(rmqctl -q eval 'vm_memory_monitor:get_vm_memory_high_watermark().')
-    rmqctl set_vm_memory_high_watermark 0.0000001 >/dev/null
+    # the old watermark kept, the alarm raised: one rabbitmqctl
+    RESTORE_WATERMARK=$(rmqctl -q eval 'W = vm_memory_monitor:get_vm_memory_high_watermark(),
+        vm_memory_monitor:set_vm_memory_high_watermark(0.0000001), W.')
     # each waiter meets the alarm at its next look (at most 2 s apart)
     wait_until 10 grep -q 'resource alarm' "$T/w1.err" || fail "w1: $(cat "$T/w1.err")"
     # the holder lets go under the alarm: its lease ends, the wake-up
@@ -672,7 +678,7 @@ every_command() {
     # the short wait ends at its -w as a wait does, naming the alarm
     wait_exit "$w2" 10
     [ "$rc" -eq 1 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
-    grep -q 'timed out after 4 s waiting: .*resource alarm' "$T/w2.err" || fail "w2: $(cat "$T/w2.err")"
+    grep -q 'timed out after 8 s waiting: .*resource alarm' "$T/w2.err" || fail "w2: $(cat "$T/w2.err")"
     [ ! -e "$T/ran2" ]
     running "$w1" || fail "w1 ended: $(cat "$T/w1.err")"
     [ ! -e "$T/ran" ]
