@@ -8,6 +8,9 @@
 # Timing bounds allow for RabbitMQ's expiry of a quorum lease (the lease
 # type before 4.2.6), which it checks every few seconds: a minimum ends
 # up to 5 s late there, never early.
+#
+# It stops the node's app. tests/run.sh runs it so:
+# run.sh: a broker of its own
 
 bats_require_minimum_version 1.5.0
 load lib/helper

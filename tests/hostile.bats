@@ -23,6 +23,9 @@
 # Needs jq. AMQPLOCK_TEST_HOSTILE_MODES (default "text json") picks the
 # runs made of each row: CI's sanitizer pass makes only the JSON one, which
 # goes through the same parsing and more output code, to save time.
+#
+# It checks that no queue appears or vanishes anywhere on the node. tests/run.sh runs it so:
+# run.sh: a broker of its own
 
 MODES=${AMQPLOCK_TEST_HOSTILE_MODES:-text json}
 

@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# Runs every test: the C unit tests, then the bats suites against a private
-# RabbitMQ that lives only as long as this script. Ends with the line
-# "N passed, N failed" (N skipped may follow) and exits non-zero on any
-# failure. Arguments, if any, name the bats files to run (tests/x.bats, or
-# just x; default: all).
+# Runs every test: the C unit tests, then the bats suites against private
+# RabbitMQ nodes that live only as long as this script, several suites at
+# once. Ends with the line "N passed, N failed" (N skipped may follow) and
+# exits non-zero on any failure. Arguments, if any, name the bats files to
+# run (tests/x.bats, or just x; default: all).
 #
-#   AMQPLOCK_WRAP   a command to run amqplock under (e.g. "valgrind -q
-#                   --error-exitcode=99"); see tests/lib/helper.bash
+#   AMQPLOCK_TEST_JOBS  how many suites run at once (default 4; 1: one
+#                       after the other, as before)
+#   AMQPLOCK_WRAP       a command to run amqplock under (e.g. "valgrind -q
+#                       --error-exitcode=99"); see tests/lib/helper.bash
 #   AMQPLOCK_TEST_SKIP  suites to leave out, by name (e.g. "docs")
+#
+# The suites share one private node, each test on semaphores of its own
+# name (helper.bash, unique_name) and its own scratch directory, except
+# those whose header says, on a line of its own:
+#   # run.sh: a broker of its own
+# (they stop, restart or alarm the node, or close every connection on it):
+# each of those gets a node of its own, started when the suite starts; and
+#   # run.sh: processes of its own
+# (they signal amqplock by name, killall and pkill without a session): run
+# in a PID namespace of their own, where no other suite's process shows.
+# Each suite's TAP is printed whole once it ends; then how long each took,
+# and the wall time of the whole run.
 set -u
 cd "$(dirname "$0")/.."
 # Signals at their defaults, whatever started this (nohup, a background
@@ -17,11 +31,18 @@ if [ -z "${AMQPLOCK_SIGNALS_DEFAULT:-}" ]; then
     exec tests/lib/default-signals.pl tests/run.sh "$@"
 fi
 
+started=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-test.XXXXXX")
 tap="$work/tap"
 : >"$tap"
 cleanup() {
-    tests/lib/broker.sh stop "$work/broker"
+    local b
+    # (a suite's job that is still running when we are interrupted)
+    jobs -p | xargs -r kill -TERM 2>/dev/null
+    wait 2>/dev/null
+    for b in "$work"/broker*; do
+        [ -d "$b" ] && tests/lib/broker.sh stop "$b"
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,6 +68,20 @@ for suite in "${suites[@]}"; do
 done
 suites=("${kept[@]}")
 
+# The longest suites start first, so that none is left to run alone at the
+# end; the order measured on 2 cores (the rest follow, alphabetically).
+LONGEST="lease faults cron client containment handover admin supervisor check permissions line"
+ordered=()
+for name in $LONGEST; do
+    for suite in "${suites[@]}"; do
+        [ "$(basename "$suite" .bats)" = "$name" ] && ordered+=("$suite")
+    done
+done
+for suite in "${suites[@]}"; do
+    [[ " $LONGEST " == *" $(basename "$suite" .bats) "* ]] || ordered+=("$suite")
+done
+suites=("${ordered[@]}")
+
 # Unit tests first: they need no broker. A binary that dies before its plan
 # is complete counts as a failure.
 for t in build/unit/test_*; do
@@ -58,25 +93,79 @@ done
 grep -E '^(not )?ok ' "$tap" | grep -v '^ok ' || true
 echo "unit tests: $(grep -c '^ok ' "$tap") passed"
 
+has_tag() { grep -qx "# run.sh: $2" "$1"; }
+
+# run_suite SUITE OUT: one bats run of SUITE, its TAP to OUT.tap, its time
+# in seconds to OUT.time; on a node of its own if its header asks for one
+# (started here, and stopped after), else on the shared one.
+run_suite() {
+    local suite=$1 out=$2 t0=$SECONDS node=$work/broker status=0
+    local -a wrap=()
+    if has_tag "$suite" "a broker of its own"; then
+        node=$work/broker-$(basename "$suite" .bats)
+        if ! tests/lib/broker.sh start "$node" >"$out.broker" 2>&1; then
+            echo "not ok - private RabbitMQ for $suite did not start: $(tail -n 3 "$out.broker" | tr '\n' ' ')" >"$out.tap"
+            echo $((SECONDS - t0)) >"$out.time"
+            return
+        fi
+    fi
+    has_tag "$suite" "processes of its own" && wrap=(unshare --pid --fork --mount-proc)
+    # (the CPU its processes used, rabbitmqctl's included: where the
+    # machine's time goes, in the summary)
+    local TIMEFORMAT='%U %S'
+    {
+        time (
+            # shellcheck disable=SC1091
+            . "$node/env"
+            export AMQPLOCK_TEST_WORK="$work"
+            "${wrap[@]}" bats --tap --timing "$suite" >"$out.tap" 2>&1
+        ) || status=$?
+    } 2>"$out.cpu"
+    if [ "$status" -ne 0 ] && ! grep -q '^not ok ' "$out.tap"; then
+        echo "not ok - bats $suite exited with status $status" >>"$out.tap"
+    fi
+    if [ "$node" != "$work/broker" ]; then
+        tests/lib/broker.sh cpu "$node" >"$out.node" 2>/dev/null
+        tests/lib/broker.sh stop "$node" >/dev/null 2>&1
+    fi
+    echo $((SECONDS - t0)) >"$out.time"
+}
+
+# finished PID: prints the suite PID ran, whole, and adds it to the tally.
+declare -A running_suite=()
+finished() {
+    local suite=${running_suite[$1]} out
+    out=$work/run-$(basename "$suite" .bats)
+    unset "running_suite[$1]"
+    cat "$out.tap"
+    cat "$out.tap" >>"$tap"
+    times+=("$(basename "$suite" .bats) $(cat "$out.time" 2>/dev/null || echo '?') s ($(awk '{ printf "%.0f", $1 + $2 }' "$out.cpu" 2>/dev/null || echo '?') s CPU$([ ! -s "$out.node" ] || echo ", its node $(cat "$out.node") s"))")
+}
+
+times=()
 if ! tests/lib/broker.sh start "$work/broker"; then
     echo "not ok - private RabbitMQ did not start" >>"$tap"
 else
-    # shellcheck disable=SC1091
-    . "$work/broker/env"
-    export AMQPLOCK_TEST_WORK="$work"
-    # One bats run per suite, each timed: what CI's budget is made of.
-    times=()
+    jobs_max=${AMQPLOCK_TEST_JOBS:-4}
     for suite in "${suites[@]}"; do
-        start=$SECONDS
-        bats --tap --timing "$suite" | tee "$work/bats.tap"
-        status=${PIPESTATUS[0]}
-        cat "$work/bats.tap" >>"$tap"
-        if [ "$status" -ne 0 ] && ! grep -q '^not ok ' "$work/bats.tap"; then
-            echo "not ok - bats $suite exited with status $status" >>"$tap"
-        fi
-        times+=("$(basename "$suite" .bats) $((SECONDS - start)) s")
+        while [ ${#running_suite[@]} -ge "$jobs_max" ]; do
+            wait -n -p done_pid
+            finished "$done_pid"
+        done
+        run_suite "$suite" "$work/run-$(basename "$suite" .bats)" &
+        running_suite[$!]=$suite
     done
-    echo "# suites took: $(IFS=,; echo "${times[*]}" | sed 's/,/, /g')"
+    while [ ${#running_suite[@]} -gt 0 ]; do
+        wait -n -p done_pid
+        finished "$done_pid"
+    done
+    echo "# suites took: $(printf '%s; ' "${times[@]}" | sed 's/; $//')"
+    echo "# the shared node used $(tests/lib/broker.sh cpu "$work/broker") s of CPU"
+    # (a suite whose run left no TAP at all did not run: a failure)
+    for suite in "${suites[@]}"; do
+        [ -s "$work/run-$(basename "$suite" .bats).tap" ] ||
+            echo "not ok - $suite did not run" >>"$tap"
+    done
 fi
 
 for report in "$work"/sanitizer/*; do
@@ -86,4 +175,5 @@ for report in "$work"/sanitizer/*; do
     echo "not ok - sanitizer report $(basename "$report")" >>"$tap"
 done
 
+echo "# wall time: $((SECONDS - started)) s, ${AMQPLOCK_TEST_JOBS:-4} suites at a time"
 tests/lib/tap-summary.sh "$tap"

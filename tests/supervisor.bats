@@ -14,6 +14,9 @@
 # it is installed, killall; root, to install a setuid-root program. Helper
 # programs: tests/tools/ (oddjob.c, built here; leasecmd.pl, overlaps.pl,
 # claimstop.pl, pty.py).
+#
+# It signals amqplock by name (killall, pkill -f). tests/run.sh runs it so:
+# run.sh: processes of its own
 
 bats_require_minimum_version 1.5.0
 load lib/helper
