@@ -13,7 +13,10 @@
 #
 # and, only when named (make bench-brokers), 4.0-bench and 4.3-bench: make
 # bench's measurements (bench/run.sh) against that RabbitMQ, written to
-# bench/RESULTS-4.0.md and bench/RESULTS-4.3.md.
+# bench/RESULTS-4.0.md and bench/RESULTS-4.3.md; and 4.0-root and 4.3-root:
+# the root made (or found made), nothing run (.ci/run makes them while it
+# runs the host's suites: debootstrap waits on the network and dpkg, not
+# the CPU).
 #
 # The first four use the host's ./amqplock (make amqplock unit first; a
 # copy is taken at the start) and the host's test harness, with RMQ_BIN
@@ -53,8 +56,8 @@ ROOTS=${AMQPLOCK_ROOTS:-${TMPDIR:-/tmp}/amqplock-roots}
 RECIPE="amqplock-root 1"
 ALL_RUNS=(4.0 4.0-cluster 4.3 4.3-cluster 4.3-build)
 # Runs done only when named: make bench's measurements against a root's
-# RabbitMQ (host_runs).
-BENCH_RUNS=(4.0-bench 4.3-bench)
+# RabbitMQ (host_runs), and the roots made alone.
+BENCH_RUNS=(4.0-bench 4.3-bench 4.0-root 4.3-root)
 
 # --- mounts and processes ------------------------------------------------------------
 
@@ -331,7 +334,11 @@ suite_runs() {
     for r in "$rmq" "$rmq-cluster" "$rmq-build" "$rmq-bench"; do
         ! want "$r" || runs+=("$r")
     done
-    [ ${#runs[@]} -gt 0 ] || return 0
+    if [ ${#runs[@]} -eq 0 ]; then
+        # (the root alone: made, or one failure)
+        ! want "$rmq-root" || make_root "$suite" rabbitmq-server || not_run "$rmq-root" "no $suite root"
+        return 0
+    fi
     if make_root "$suite" rabbitmq-server && mount_root "$root"; then
         wrappers "$suite"
         versions_row "$suite"
