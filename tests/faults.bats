@@ -88,9 +88,15 @@ resizer() {
             set_bound "$d" "$new"
         fi
         echo "$new" >>"$d/maxes"
-        # added slots stay long enough for waiters polling every
-        # 0.25-0.75 s to find them
-        [ "$new" -gt "$cur" ] && sleep 0.8 || sleep 0.2
+        # added slots stay until they are used (commands inside above the
+        # old max: waiters are woken, or poll every 0.25-0.75 s), for 3 s
+        # at most, however busy the machine; then 0.8 s more
+        if [ "$new" -gt "$cur" ]; then
+            wait_until 3 eval '[ "$(wc -l <"$d/inside" 2>/dev/null || echo 0)" -gt "$cur" ]' || true
+            sleep 0.8
+        else
+            sleep 0.2
+        fi
         cur=$new
     done
 }

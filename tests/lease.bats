@@ -266,9 +266,11 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
         CMD_UNTIL='' retry_hold "h$i" 1 hold -w 180 "${L20[@]}" "$n"
         ws+=("$BG")
     done
-    # newcomers, one after another, until the holds are told to end
+    # newcomers, one after another, until told to stop (before the holds
+    # are told to end: one still running as the first hold lets go would
+    # get its slot)
     (
-        while [ ! -e "$T/go" ] && [ ! -e "$T/stop" ]; do
+        while [ ! -e "$T/newcomers.stop" ] && [ ! -e "$T/stop" ]; do
             rc=0
             "$AMQPLOCK_BIN" --heartbeat 1 hold -n "$n" -- touch "$T/newcomer.ran" 2>>"$T/newcomers.err" ||
                 rc=$?
@@ -290,8 +292,9 @@ L20=(--heartbeat 1 --grace 1 --lease 20)
     wait_until 15 reconnected_all 2 h1 h2 h3 h4 h5 || fail "not every hold reconnected twice: $(cat "$T"/h[1-5].err)"
     sleep 0.5
     [ "$(al --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[1,2,3,4,5],[]]' ]
-    touch "$T/go"
+    touch "$T/newcomers.stop"
     wait_until 10 ended "$newcomers" || fail "newcomers still run"
+    touch "$T/go"
     for i in 1 2 3 4 5; do
         wait_exit "${hs[$((i - 1))]}" 15
         [ "$rc" -eq 0 ] || fail "hold $i exited $rc: $(cat "$T/h$i.err")"
