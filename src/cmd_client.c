@@ -567,8 +567,8 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 			break;
 		if (st == AL_OK && orphans.len != told) {
 			told = orphans.len;
-			trace("%zu holder(s) above max %u of %s; waiting for them to leave", told, max,
-			      cli->name);
+			trace("%zu holder(s) above max %u of %s; waiting for them to leave", told,
+			      max, cli->name);
 		}
 		if (st != AL_OK) {
 			conn_close(&c);
