@@ -1,7 +1,7 @@
 # amqplock. `make` builds ./amqplock; `make check` installs what is missing,
 # starts a private RabbitMQ and runs every test; `make demo` shows it at work.
 
-VERSION := 0.3.0
+VERSION := 0.4.0
 
 CC ?= cc
 PKG_CONFIG ?= pkg-config

@@ -520,12 +520,12 @@ teardown() {
     assert_output --partial -- --overshoot
 }
 
-@test "--version and -V print 'amqplock 0.3.0'" {
+@test "--version and -V print 'amqplock 0.4.0'" {
     run -0 --separate-stderr al --version
-    assert_output "amqplock 0.3.0"
+    assert_output "amqplock 0.4.0"
     [ -z "$stderr" ]
     run -0 al -V
-    assert_output "amqplock 0.3.0"
+    assert_output "amqplock 0.4.0"
 }
 
 # --- quiet ---------------------------------------------------------------------------------------
