@@ -247,6 +247,18 @@ enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, b
  * millisecond: the broker takes one or two. */
 #define HOLDER_GONE_WAIT 1.0
 
+/* The wake-up of an end apart, confirmed: this connection closes right
+ * after it, and under a resource alarm the broker blocks it at its first
+ * publish, so only the confirm tells whether the line was woken (the
+ * caller says which of the two failed). One round trip, off the hot path. */
+static enum al_status wake_line_confirmed(struct sem *s)
+{
+	enum al_status st = sem_wake_line(s);
+	bool routed;
+
+	return st == AL_OK ? conn_note_routed(s->conn, &routed) : st;
+}
+
 enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding, bool *ended)
 {
 	struct deadline gone_by;
@@ -266,13 +278,13 @@ enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *ho
 	 * holder queue went with the hang-up; a quorum lease's is waited
 	 * for. */
 	if (!s->lease.quorum)
-		return sem_wake_line(s);
+		return wake_line_confirmed(s);
 	gone_by = deadline_in(HOLDER_GONE_WAIT);
 	while ((st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, slot, 1, &holder, NULL)) ==
 		       AL_OK &&
 	       holder && !deadline_passed(gone_by))
 		sleep_seconds(0.001);
-	return st == AL_OK ? sem_wake_line(s) : st;
+	return st == AL_OK ? wake_line_confirmed(s) : st;
 }
 
 /* A lease handed to us that we cannot keep (the slot removed, its holder
