@@ -102,13 +102,28 @@ teardown() {
 # the moment the queue or exchange (KIND) NAME exists: a create stopped at
 # a point the test names, not after a sleep (tests/tools/appear.pl).
 create_killed() {
-    bg create create "$n" "$1"
-    local create=$BG
-    run timeout 60 perl "$H/appear.pl" "$AMQPLOCK_TEST_PORT" "$2" "$3" "$create" 30 3>&-
-    [ "$status" -eq 0 ] && [ "$output" = killed ] ||
-        fail "appear.pl exited $status: $output; create: $(cat "$T/create.err")"
-    wait_exit "$create" 10
+    kill_when "$2" "$3" create "$n" "$1"
+    wait_exit "$BG" 10
     [ "$rc" -eq 137 ] || fail "create exited $rc, not killed: $(cat "$T/create.err")"
+}
+
+# kill_when KIND NAME ARGS...: `al ARGS` in the background (bg, tag
+# create; pid in BG), started once appear.pl watches for the queue or
+# exchange (KIND) NAME, and killed (KILL) the moment it exists.
+kill_when() {
+    local kind=$1 name=$2
+    shift 2
+    rm -f "$T/watched" "$T/watched.ready"
+    timeout 60 perl "$H/appear.pl" "$AMQPLOCK_TEST_PORT" "$kind" "$name" "@$T/watched" 30 \
+        >"$T/appear.out" 2>&1 3>&- &
+    local appear=$! status=0
+    ready() { [ -e "$T/watched.ready" ] || ! kill -0 "$appear" 2>/dev/null; }
+    wait_until 30 ready && [ -e "$T/watched.ready" ] || fail "appear.pl not ready: $(cat "$T/appear.out")"
+    bg create "$@"
+    echo "$BG" >"$T/watched.tmp" && mv "$T/watched.tmp" "$T/watched"
+    wait "$appear" || status=$?
+    [ "$status" -eq 0 ] && [ "$(cat "$T/appear.out")" = killed ] ||
+        fail "appear.pl exited $status: $(cat "$T/appear.out"); create: $(cat "$T/create.err")"
 }
 
 # watch_max: until $T/stop, what readers see of $n, one line each: max's
@@ -204,8 +219,7 @@ seen_only() {
     run -0 --separate-stderr al check "$n"
     assert_output "checked $n: 60 slots (classic), no problems"
     al destroy "$n"
-    bg create create --slot-type quorum "$n" 60
-    run -0 timeout 60 perl "$H/appear.pl" "$AMQPLOCK_TEST_PORT" queue "amqplock.$n-20-A" "$BG" 30 3>&-
+    kill_when queue "amqplock.$n-20-A" create --slot-type quorum "$n" 60
     run -0 --separate-stderr al check --repair "$n"
     run -0 --separate-stderr al check "$n"
     assert_output "checked $n: 60 slots (quorum), no problems"

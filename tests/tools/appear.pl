@@ -5,6 +5,10 @@
 # SIGKILL to PID and prints "killed": an administrator stopped at a point
 # the test can name ("once slot queue 50 is made"), not after a guess of a
 # sleep. Exits 1 if PID ends first, or after SECS (default 60).
+# PID may be @FILE: then appear.pl logs in first, creates FILE.ready, and
+# reads the pid from FILE once it is there, so that the command it watches
+# can be started after it is ready (a busy machine may take longer to
+# start perl and log in than a small create takes).
 # Its AMQP client: Amqp.pm.
 use strict;
 use warnings;
@@ -19,6 +23,20 @@ die "usage: appear.pl PORT queue|exchange NAME PID [SECS]\n"
 my $end = time + ($secs // 60);
 login($port, "guest", "guest", "/");
 $| = 1;
+if ($pid =~ s/^@//) {
+    my $file = $pid;
+    open(my $r, '>', "$file.ready") or die "appear.pl: $file.ready: $!\n";
+    close $r;
+    $pid = '';
+    while ($pid !~ /^[0-9]+$/) {
+        exit 1 if time >= $end;
+        sleep 0.001;
+        if (open(my $f, '<', $file)) {
+            $pid = <$f> // '';
+            chomp $pid;
+        }
+    }
+}
 my $ch = 1;
 while (time < $end) {
     exit 1 unless kill 0, $pid;
