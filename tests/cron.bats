@@ -56,12 +56,16 @@ kept_until() {
 @test "five crontabs 0 to 3 s apart with -n -E 0 --min-hold 20: a 0.2 s job runs once" {
     al create "$n" 1
     local at
+    local -a crons=()
     for at in 0 0.7 1.4 2.2 3.0; do
         (sleep "$at"; exec env "$AMQPLOCK_BIN" -q hold -n -E 0 --min-hold 20 "$n" -- \
             sh -c 'echo "$1" >>"$2/runs"; sleep 0.2' sh "$at" "$T") 3>&- &
         keep $!
+        crons+=($!)
     done
-    wait_until 15 eval '[ "$(pgrep -cf -- "--min-hold 20 $n" || true)" = 0 ]' || fail "holds still running"
+    # (each crontab's process, from its sleep to its hold's end: a hold
+    # not yet started counts as running)
+    wait_ended 15 "${crons[@]}" || fail "holds still running"
     [ "$(wc -l <"$T/runs")" = 1 ] || fail "the job ran $(wc -l <"$T/runs") times: $(cat "$T/runs" | xargs)"
     [ "$(cat "$T/runs")" = 0 ] || fail "the first to fire did not run it: $(cat "$T/runs")"
 }
