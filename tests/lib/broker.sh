@@ -6,6 +6,12 @@
 #   tests/lib/broker.sh stop DIR    stop that node and its epmd, leaving no
 #                               process behind; safe to repeat
 #
+# With AMQPLOCK_NODE_DATA set to a directory, the node keeps its data
+# (RabbitMQ's "mnesia" directory: queues, quorum logs) there instead of in
+# DIR, and stop removes it: tests/run.sh points it at a tmpfs, where a
+# quorum lease's fsync costs nothing. make bench never sets it: its
+# broker writes to disk, as etcd does beside it.
+#
 # DIR/env is a shell fragment: it exports AMQPLOCK_URL for the private node
 # and the variables rabbitmqctl needs to reach it (see rmqctl in
 # tests/lib/helper.bash). Ports are picked at random among free ones, so several
@@ -99,7 +105,14 @@ start() {
     port=$(pick_ports)
     ports "$port"
     node="amqplock$port@localhost"
-    mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
+    mkdir -p "$dir/home" "$dir/log"
+    # The node's data in AMQPLOCK_NODE_DATA if set (tests/run.sh: a tmpfs),
+    # through a link that stop follows to remove it; else in DIR.
+    if [ -n "${AMQPLOCK_NODE_DATA:-}" ]; then
+        ln -sfn "$(mktemp -d "$AMQPLOCK_NODE_DATA/amqplock-node.XXXXXX")" "$dir/mnesia"
+    else
+        mkdir -p "$dir/mnesia"
+    fi
     : >"$dir/rabbitmq-env.conf"
     # Loopback only, no disk alarm on a nearly full /tmp, one plugin: the
     # management HTTP API (amqplock list), plain HTTP on B+4. A TLS
@@ -208,8 +221,69 @@ api_list() {
         perl "$(dirname "${BASH_SOURCE[0]}")/api-list.pl" "${kind#list_}" "${cols[@]}"
 }
 
+# api_do ARGS...: what `rabbitmqctl [-q] delete_user|add_user|
+# set_permissions|set_policy|clear_policy ...` does, through the management
+# API (the same definitions, answered once stored, as rabbitmqctl's are),
+# without an Erlang VM's second of CPU. (Not delete_queue: the API may not
+# delete another connection's exclusive queue.) Returns 2, having done nothing,
+# for any other command or option, which rabbitmqctl then does; else 0,
+# or 1 (the API's error on stderr) where rabbitmqctl would fail.
+api_do() {
+    local vhost=/ apply=all priority=0 method path body=
+    [ "${1:-}" != -q ] || shift
+    [ -n "${AMQPLOCK_TEST_MANAGEMENT_URL:-}" ] || return 2
+    local cmd=${1:-}
+    shift || return 2
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -p) vhost=${2:?}; shift 2 ;;
+        --apply-to) apply=${2:?}; shift 2 ;;
+        --priority) priority=${2:?}; shift 2 ;;
+        -*) return 2 ;;
+        *) break ;;
+        esac
+    done
+    case "$cmd $#" in
+    "delete_user 1") method=DELETE path=users/$(uri "$1") ;;
+    "add_user 2")
+        method=PUT path=users/$(uri "$1")
+        body=$(json_of password "$2" tags "")
+        ;;
+    "set_permissions 4")
+        method=PUT path=permissions/$(uri "$vhost")/$(uri "$1")
+        body=$(json_of configure "$2" write "$3" read "$4")
+        ;;
+    "set_policy 3")
+        method=PUT path=policies/$(uri "$vhost")/$(uri "$1")
+        body=$(perl -MJSON::PP -e 'print JSON::PP->new->encode({pattern => $ARGV[0],
+            definition => JSON::PP->new->decode($ARGV[1]), "apply-to" => $ARGV[2],
+            priority => $ARGV[3] + 0})' "$2" "$3" "$apply" "$priority") || return 1
+        ;;
+    "clear_policy 1") method=DELETE path=policies/$(uri "$vhost")/$(uri "$1") ;;
+    *) return 2 ;;
+    esac
+    # (add_user of a user who exists: rabbitmqctl refuses, PUT would not)
+    if [ "$cmd" = add_user ] &&
+        curl -sf -o /dev/null --max-time 30 -u guest:guest "${AMQPLOCK_TEST_MANAGEMENT_URL}api/$path"; then
+        echo "user '$1' already exists" >&2
+        return 1
+    fi
+    local out
+    local -a send=()
+    [ -z "$body" ] || send=(-H 'content-type: application/json' --data-binary "$body")
+    out=$(curl -sS --max-time 30 -u guest:guest -X "$method" -w '\n%{http_code}' "${send[@]}" \
+        "${AMQPLOCK_TEST_MANAGEMENT_URL}api/$path" 2>&1) || { echo "$out" >&2; return 1; }
+    case ${out##*$'\n'} in
+    2??) return 0 ;;
+    *) echo "${out%$'\n'*}" >&2; return 1 ;;
+    esac
+}
+uri() { perl -e '($_ = $ARGV[0]) =~ s/([^A-Za-z0-9._~-])/sprintf("%%%02X", ord $1)/ge; print' "$1"; }
+# json_of KEY VALUE...: a JSON object of strings
+json_of() { perl -MJSON::PP -e 'print JSON::PP->new->encode({@ARGV})' "$@"; }
+
 # ctl DIR ARGS...: rabbitmqctl against the node, bounded by CTL_TIMEOUT
-# (what api_list answers, from the management API).
+# (what api_list and api_do answer, through the management API).
 # rabbitmqctl is an Erlang node too: it listens on a distribution port of
 # the block and starts an epmd if none runs (as when the node is down),
 # which stop then finds by the marker.
@@ -218,6 +292,9 @@ ctl() {
     shift
     node_env "$dir"
     ! api_list "$@" || return 0
+    local rc=0
+    api_do "$@" || rc=$?
+    [ "$rc" -eq 2 ] || return "$rc"
     ports "$AMQPLOCK_TEST_PORT"
     HOME="$dir/home" ERL_EPMD_PORT="$EPMD_PORT" \
         RABBITMQ_CTL_DIST_PORT_MIN="$CTL_PORT_MIN" RABBITMQ_CTL_DIST_PORT_MAX="$CTL_PORT_MAX" \
@@ -250,6 +327,9 @@ stop() {
     done
     mapfile -t pids < <(own_pids "$dir")
     rm -f "$dir/env" "$dir/server.pid"
+    if [ ${#pids[@]} -eq 0 ] && [ -L "$dir/mnesia" ]; then
+        rm -rf "$(readlink "$dir/mnesia")" "$dir/mnesia"
+    fi
     [ ${#pids[@]} -eq 0 ] || die "processes of $dir left: ${pids[*]}"
 }
 

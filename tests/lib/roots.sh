@@ -104,12 +104,14 @@ bind() {
     mount --make-private "$2" 2>/dev/null || true
 }
 
-# mount_root ROOT: /proc (Erlang needs it), /dev (/dev/null, /dev/urandom)
-# and the work directory, at the same path, in ROOT.
+# mount_root ROOT: /proc (Erlang needs it), /dev (/dev/null, /dev/urandom),
+# /dev/shm and the work directory, at the same path, in ROOT.
 mount_root() {
     local root=$1
     mounted "$root/proc" || mount -t proc proc "$root/proc" || return 1
     bind /dev "$root/dev" || return 1
+    # (the tmpfs where tests/run.sh keeps a node's data, if there is one)
+    ! mountpoint -q /dev/shm || bind /dev/shm "$root/dev/shm" || return 1
     [ -z "${WORK:-}" ] || { mkdir -p "$root$WORK" && bind "$WORK" "$root$WORK"; }
 }
 
