@@ -267,18 +267,21 @@ static void keep_trying(struct holding *h)
 	double left = signal_deadline(h) - boot_seconds(), now = now_seconds();
 	enum al_status st;
 
+	/* The warning always comes before the loss, if only just: a holder
+	 * that learnt of its disconnection late (a busy machine, a short
+	 * lease) still tells its readers the lease is running out. */
+	if (!h->warned && left <= LEASE_WARNING) {
+		h->warned = true;
+		notice(h, "lease_running_out", "deadline_ms", left > 0 ? left : 0,
+		       "the lease of slot %u of %s runs out: the command gets SIG%s in %.1f s "
+		       "unless amqplock reconnects",
+		       h->slot, h->s->label, sigabbrev_np(h->o->lost_signal), left > 0 ? left : 0);
+	}
 	if (left <= 0) {
 		fail(AL_LOST, "could not get back to the broker before the lease ran out (%s)",
 		     h->away_reason);
 		give_up_slot(h, false);
 		return;
-	}
-	if (!h->warned && left <= LEASE_WARNING) {
-		h->warned = true;
-		notice(h, "lease_running_out", "deadline_ms", left,
-		       "the lease of slot %u of %s runs out: the command gets SIG%s in %.1f s "
-		       "unless amqplock reconnects",
-		       h->slot, h->s->label, sigabbrev_np(h->o->lost_signal), left);
 	}
 	if (now < h->next_reconnect)
 		return;
