@@ -170,6 +170,7 @@ enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p
 
 	if (conn_is_type(p, OFFER_TYPE) && s->handover.asking) {
 		decline_now(s, p);
+		s->handover.offer_meanwhile = true;
 		return NOTE_OTHER;
 	}
 	if (conn_is_type(p, OFFER_TYPE))
@@ -429,6 +430,17 @@ static bool handed(const struct sem *s)
 	return s->handover.handed;
 }
 
+/* The wait for an answer ends when it comes, or when the line moves on
+ * meanwhile (a wake-up, another offer): our ask went to a holder that is
+ * not handing us the lease now (an offer left in a line nobody waited in
+ * is taken by the next to join, who asks whoever holds the slot by then:
+ * waiting out ASK_WAIT cost it most of a second). A late answer still
+ * hands us the lease while we wait in line (handover_note). */
+static bool answered_or_moot(const struct sem *s)
+{
+	return s->handover.handed || s->handover.woken_meanwhile || s->handover.offer_meanwhile;
+}
+
 /* A wake-up taken while we asked (handover_woken): another slot may be
  * free. Published again, for the next in line if we leave with our slot,
  * or for us. */
@@ -496,6 +508,7 @@ static enum al_status ask(struct sem *s)
 	 * after it. */
 	sem_wake_done(s);
 	s->handover.woken_meanwhile = false;
+	s->handover.offer_meanwhile = false;
 	if (why) {
 		trace("slot %u offered, not adopted: %s", k, why);
 		decline(s, k, s->handover.nonce,
@@ -507,13 +520,16 @@ static enum al_status ask(struct sem *s)
 	s->handover.asking = true;
 	st = send_ask(s, k, &routed);
 	if (st == AL_OK && routed)
-		st = wait_for(s, handed, deadline_in(ASK_WAIT));
+		st = wait_for(s, answered_or_moot, deadline_in(ASK_WAIT));
 	s->handover.asking = false;
 	if (st == AL_OK && !routed) {
 		trace("slot %u offered, not adopted: no holder holds its holder queue "
 		      "(an offer left over, or not its holder's)",
 		      k);
 		s->handover.asked[0] = '\0';
+	} else if (st == AL_OK && !handed(s) &&
+		   (s->handover.woken_meanwhile || s->handover.offer_meanwhile)) {
+		trace("slot %u offered, not handed over: the line moved on meanwhile", k);
 	} else if (st == AL_OK && !handed(s)) {
 		trace("slot %u offered, not handed over within %g s", k, ASK_WAIT);
 	}

@@ -306,6 +306,42 @@ old_amqplock() {
     no_lease_left "$n"
 }
 
+# The same left-over offer, behind a holder with a lease: the waiter
+# asks that holder, who is not releasing and says nothing; the old
+# releaser's wake-up comes right behind its offer, and the waiter stops
+# waiting for an answer then. Waiting out ASK_WAIT (1 s) instead, it
+# declined the holder's own offer when that came, and ran most of a
+# second after the release (bench/phases.pl, every round after the first).
+@test "an offer left in an empty line costs the next waiter nothing: the next release still hands it the lease at once" {
+    al create "$n" 1
+    holder r
+    run "$AMQPLOCK_BIN" hold -w 0.3 "$n" -- true
+    [ "$status" -eq 1 ] || fail "hold -w 0.3 exited $status: $output"
+    touch "$T/go"
+    finish r
+    grep -q "nobody was in line" "$T/r.err" || fail "$(cat "$T/r.err")"
+    bg h -v hold "$n" -- perl "$H/leasecmd.pl" "$T/h.cmd" 60 0 "$T/go2"
+    PID[h]=$BG
+    wait_until 15 test -e "$T/h.cmd.ready" || fail "h did not start: $(cat "$T/h.err")"
+    waiter w
+    # h lets go while w would still wait for its answer
+    wait_until 2 grep -q "offered: asking" "$T/w.err" ||
+        note "the offer expired before w came (a slow machine): nothing to ask"
+    local t0 took
+    t0=$(now)
+    touch "$T/go2"
+    wait_until 10 test -e "$T/w.cmd.ready" || fail "w did not run: $(cat "$T/w.err")"
+    took=$(since "$t0")
+    finish h w
+    note "w ran $took s after h was told to let go"
+    ! grep -q "offered: asking" "$T/w.err" || grep -q "the line moved on meanwhile" "$T/w.err" ||
+        fail "w: $(cat "$T/w.err")"
+    grep -q "handed slot 1 over" "$T/h.err" || fail "h: $(cat "$T/h.err")"
+    ! grep -q "not handed over within" "$T/w.err" || fail "w: $(cat "$T/w.err")"
+    at_most "$took" 0.9
+    one_after_other r h w
+}
+
 @test "an offer left in an empty line is spent harmlessly: a waiter that takes it later, behind a holder without a lease, makes no lease" {
     al create "$n" 1
     holder r
