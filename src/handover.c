@@ -430,15 +430,17 @@ static bool handed(const struct sem *s)
 	return s->handover.handed;
 }
 
-/* The wait for an answer ends when it comes, or when the line moves on
- * meanwhile (a wake-up, another offer): our ask went to a holder that is
- * not handing us the lease now (an offer left in a line nobody waited in
- * is taken by the next to join, who asks whoever holds the slot by then:
- * waiting out ASK_WAIT cost it most of a second). A late answer still
- * hands us the lease while we wait in line (handover_note). */
+/* The wait for an answer ends when it comes, or when another offer
+ * reaches us (declined: handover_note): the slot's holder is letting go
+ * now, so whoever we asked hands us nothing. That is an offer left in a
+ * line nobody waited in, taken by the next to join, who asked whoever
+ * holds the slot by then; waiting out ASK_WAIT, it ran a second after
+ * that holder's release. A wake-up alone does not end the wait: it may
+ * come while the holder we asked is answering, and with another slot
+ * taken meanwhile, the lease handed to us would be left to run out. */
 static bool answered_or_moot(const struct sem *s)
 {
-	return s->handover.handed || s->handover.woken_meanwhile || s->handover.offer_meanwhile;
+	return s->handover.handed || s->handover.offer_meanwhile;
 }
 
 /* A wake-up taken while we asked (handover_woken): another slot may be
@@ -527,9 +529,8 @@ static enum al_status ask(struct sem *s)
 		      "(an offer left over, or not its holder's)",
 		      k);
 		s->handover.asked[0] = '\0';
-	} else if (st == AL_OK && !handed(s) &&
-		   (s->handover.woken_meanwhile || s->handover.offer_meanwhile)) {
-		trace("slot %u offered, not handed over: the line moved on meanwhile", k);
+	} else if (st == AL_OK && !handed(s) && s->handover.offer_meanwhile) {
+		trace("slot %u offered, not handed over: another offer came meanwhile", k);
 	} else if (st == AL_OK && !handed(s)) {
 		trace("slot %u offered, not handed over within %g s", k, ASK_WAIT);
 	}

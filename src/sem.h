@@ -126,9 +126,9 @@ struct sem {
 		bool asking, handed;
 		int64_t token;
 		/* A wake-up came while we asked: taken at once (held, it
-		 * would keep the answer from us), and passed on. Or another
-		 * offer (declined): the slot's holder releases now, so
-		 * whoever we asked hands us nothing now either. */
+		 * would keep the answer from us), and passed on. Another
+		 * offer (declined): the slot's holder lets go now, so
+		 * whoever we asked hands us nothing. */
 		bool woken_meanwhile, offer_meanwhile;
 		/* The releaser's side: when the offer went out (boot clock),
 		 * the id of the asker we decided for (set: the lease is its

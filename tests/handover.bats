@@ -307,12 +307,12 @@ old_amqplock() {
 }
 
 # The same left-over offer, behind a holder with a lease: the waiter
-# asks that holder, who is not releasing and says nothing; the old
-# releaser's wake-up comes right behind its offer, and the waiter stops
-# waiting for an answer then. Waiting out ASK_WAIT (1 s) instead, it
-# declined the holder's own offer when that came, and ran most of a
-# second after the release (bench/phases.pl, every round after the first).
-@test "an offer left in an empty line costs the next waiter nothing: the next release still hands it the lease at once" {
+# asks that holder, which is not letting go and says nothing. When it
+# does let go, its own offer reaches the waiter, still waiting for an
+# answer: declined, it ends the wait, and the holder releases as usual.
+# Waiting out ASK_WAIT (1 s) instead, the waiter ran a second after the
+# release (bench/phases.pl: every round after the first).
+@test "an offer left in an empty line costs the next waiter no second: the holder's own release serves it at once" {
     al create "$n" 1
     holder r
     run "$AMQPLOCK_BIN" hold -w 0.3 "$n" -- true
@@ -324,7 +324,7 @@ old_amqplock() {
     PID[h]=$BG
     wait_until 15 test -e "$T/h.cmd.ready" || fail "h did not start: $(cat "$T/h.err")"
     waiter w
-    # h lets go while w would still wait for its answer
+    # h lets go while w still waits for an answer
     wait_until 2 grep -q "offered: asking" "$T/w.err" ||
         note "the offer expired before w came (a slow machine): nothing to ask"
     local t0 took
@@ -334,9 +334,6 @@ old_amqplock() {
     took=$(since "$t0")
     finish h w
     note "w ran $took s after h was told to let go"
-    ! grep -q "offered: asking" "$T/w.err" || grep -q "the line moved on meanwhile" "$T/w.err" ||
-        fail "w: $(cat "$T/w.err")"
-    grep -q "handed slot 1 over" "$T/h.err" || fail "h: $(cat "$T/h.err")"
     ! grep -q "not handed over within" "$T/w.err" || fail "w: $(cat "$T/w.err")"
     at_most "$took" 0.9
     one_after_other r h w

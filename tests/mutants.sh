@@ -66,7 +66,7 @@ unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/ret
 handover-unsigned|src/handover.c|s/\tif \(!s->handover\.offer_signed\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
 handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
 handover-signal-unheld|src/take.c|s/\tsignals_hold_back\(&before\);\n//|handover.bats|^SIGTERM to an asker
-handover-ask-waits-out|src/handover.c|s/wait_for\(s, answered_or_moot,/wait_for(s, handed,/|handover.bats|^an offer left in an empty line costs
+handover-ask-waits-out|src/handover.c|s/wait_for\(s, answered_or_moot,/wait_for(s, handed,/|handover.bats|^an offer left in an empty line costs the next waiter
 handover-answer-unchecked|src/handover.c|s/ && strcmp\(id, s->handover\.asked\) == 0//|handover.bats|^a forger of our login
 handover-no-holder-queue|src/handover.c|s/\tsteps\[n\+\+\] = holder;\n//|handover.bats|lease goes on with its token
 handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|handover.bats|^a releaser paused
