@@ -64,6 +64,20 @@ waiter() {
     in_line "$tag"
 }
 
+# offer_left_over: a 1-slot semaphore whose holder r let go with nobody
+# in line (a waiter made the line, then gave up): its offer lies in the
+# line for the next half second.
+offer_left_over() {
+    al create "$n" 1
+    holder r
+    # the line made, then left empty: a waiter that gives up
+    run "$AMQPLOCK_BIN" hold -w 0.3 "$n" -- true
+    [ "$status" -eq 1 ] || fail "hold -w 0.3 exited $status: $output"
+    touch "$T/go"
+    finish r
+    grep -q "nobody was in line" "$T/r.err" || fail "$(cat "$T/r.err")"
+}
+
 # one_after_other TAG...: each command ran once, none beside another.
 one_after_other() {
     local files=() tag bad
@@ -313,13 +327,7 @@ old_amqplock() {
 # Waiting out ASK_WAIT (1 s) instead, the waiter ran a second after the
 # release (bench/phases.pl: every round after the first).
 @test "an offer left in an empty line costs the next waiter no second: the holder's own release serves it at once" {
-    al create "$n" 1
-    holder r
-    run "$AMQPLOCK_BIN" hold -w 0.3 "$n" -- true
-    [ "$status" -eq 1 ] || fail "hold -w 0.3 exited $status: $output"
-    touch "$T/go"
-    finish r
-    grep -q "nobody was in line" "$T/r.err" || fail "$(cat "$T/r.err")"
+    offer_left_over
     bg h -v hold "$n" -- perl "$H/leasecmd.pl" "$T/h.cmd" 60 0 "$T/go2"
     PID[h]=$BG
     wait_until 15 test -e "$T/h.cmd.ready" || fail "h did not start: $(cat "$T/h.err")"
@@ -340,14 +348,7 @@ old_amqplock() {
 }
 
 @test "an offer left in an empty line is spent harmlessly: a waiter that takes it later, behind a holder without a lease, makes no lease" {
-    al create "$n" 1
-    holder r
-    # the line made, then left empty: a waiter that gives up
-    run "$AMQPLOCK_BIN" hold -w 0.3 "$n" -- true
-    [ "$status" -eq 1 ] || fail "hold -w 0.3 exited $status: $output"
-    touch "$T/go"
-    finish r
-    grep -q "nobody was in line" "$T/r.err" || fail "$(cat "$T/r.err")"
+    offer_left_over
     # within the offer's half second: a holder without a lease, a waiter
     # behind, whose ask reaches the new holder, who answers nothing
     bg h -v hold --lease 0 "$n" -- perl "$H/leasecmd.pl" "$T/h.cmd" 60 0 "$T/go2"
