@@ -171,6 +171,16 @@ static enum al_status claim(struct sem *s, unsigned k)
 	return AL_BUSY;
 }
 
+bool sem_lost_to_lease(const struct sem *s)
+{
+	return s->lease.claim_closed || s->lease.stalled;
+}
+
+bool sem_lease_being_deleted(const struct sem *s)
+{
+	return s->lease.claim_closed;
+}
+
 enum al_status sem_paused_busy(const struct sem *s)
 {
 	return fail(AL_BUSY, "semaphore %s is paused (max 0): amqplock max %s N resumes it",

@@ -163,7 +163,12 @@ static void decline_now(struct sem *s, const amqp_basic_properties_t *p)
 		decline(s, (unsigned)slot, nonce, NULL);
 }
 
-enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p)
+/* What a delivery from the line is to the hand-over (taken into
+ * s->handover): no note of it, an offer (a wake-up), or another note (the
+ * answer to our ask among them), which is acknowledged at once. */
+enum handover_note { NOT_A_NOTE, NOTE_OFFER, NOTE_OTHER };
+
+static enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p)
 {
 	char id[sizeof(s->handover.asked)];
 	int64_t token;
@@ -174,7 +179,7 @@ enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p
 		return NOTE_OTHER;
 	}
 	if (conn_is_type(p, OFFER_TYPE))
-		return (s->handover.offered = read_offer(s, p)) ? NOTE_OFFER : NOTE_OTHER;
+		return read_offer(s, p) ? NOTE_OFFER : NOTE_OTHER;
 	if (!conn_is_type(p, HANDED_TYPE))
 		return NOT_A_NOTE;
 	/* Ours only if it answers our ask: its id went nowhere but into the
@@ -189,18 +194,22 @@ enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p
 	return NOTE_OTHER;
 }
 
-bool handover_woken(struct sem *s, uint64_t tag)
+enum line_heard sem_handover_ear(struct sem *s, uint64_t tag, const amqp_basic_properties_t *p)
 {
+	enum handover_note note = handover_note(s, p);
+
+	if (note != NOT_A_NOTE)
+		return note == NOTE_OFFER ? HEARD_OFFER : HEARD_NOTE;
 	if (!s->handover.asking)
-		return false;
+		return HEARD_WAKE;
 	conn_ack(s->conn, tag);
 	s->handover.woken_meanwhile = true;
-	return true;
+	return HEARD_TAKEN;
 }
 
 bool sem_offered(const struct sem *s)
 {
-	return (s->place.wake_tag != 0 && s->handover.offered) || s->handover.handed;
+	return (s->place.wake_tag != 0 && s->place.offer) || s->handover.handed;
 }
 
 /* --- the offerer's side ------------------------------------------------ */
@@ -269,20 +278,6 @@ static enum al_status wait_for(struct sem *s, bool (*done)(const struct sem *), 
 	while (st == AL_OK && !done(s) && !deadline_passed(by))
 		if (conn_wait_readable(s->conn, by))
 			st = conn_drain(s->conn);
-	return st;
-}
-
-/* Whether a line that takes messages is there to be asked how long it is
- * (a question to a line whose node is down may never be answered): one
- * that the last look did not find so is probed first. */
-static enum al_status line_up(struct sem *s, bool *up)
-{
-	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
-	enum al_status st = AL_OK;
-
-	if (s->line != LINE_UP && (st = probe_queues(s->conn, &s->name, &line, 1)) == AL_OK)
-		note_line(s, &line);
-	*up = st == AL_OK && s->line == LINE_UP;
 	return st;
 }
 
@@ -443,7 +438,7 @@ static bool answered_or_moot(const struct sem *s)
 	return s->handover.handed || s->handover.offer_meanwhile;
 }
 
-/* A wake-up taken while we asked (handover_woken): another slot may be
+/* A wake-up taken while we asked (sem_handover_ear): another slot may be
  * free. Published again, for the next in line if we leave with our slot,
  * or for us. */
 static enum al_status pass_on_wake(struct sem *s)

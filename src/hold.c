@@ -427,6 +427,7 @@ static void lease_given(void *arg)
 static enum al_status let_go(struct holding *h)
 {
 	struct sem *s = h->s;
+	bool handed = false;
 
 	if (h->lost_at) {
 		/* Lost but the lease still ours (the slot was removed, say):
@@ -452,7 +453,8 @@ static enum al_status let_go(struct holding *h)
 	 * lease, which lasts its length if it cannot be ended now. */
 	s->lease_given = lease_given;
 	s->given_arg = h;
-	if (!s->conn->dead && sem_released(s, h->slot) == AL_OK)
+	if (!s->conn->dead && sem_hand_over(s, h->slot, &handed) == AL_OK &&
+	    (handed || sem_released(s, h->slot) == AL_OK))
 		return AL_OK;
 	if (h->o->lease)
 		end_lease_apart(&h->end);

@@ -36,16 +36,6 @@ void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *nam
 	s->lease.token = lease_ms > 0 ? token : 0;
 }
 
-bool sem_lost_to_lease(const struct sem *s)
-{
-	return s->lease.claim_closed || s->lease.stalled;
-}
-
-bool sem_lease_being_deleted(const struct sem *s)
-{
-	return s->lease.claim_closed;
-}
-
 void sem_reconnected(struct sem *s)
 {
 	struct sem old = *s;
@@ -324,24 +314,17 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
 
 /* The holder queue is deleted before the wake-up is published, so that
  * the waiter the broker wakes finds the slot free: a channel's methods
- * are handled in order. But for a hand-over's question (sem_hand_over:
- * a leased one-slot semaphore whose line takes messages), nothing asks
- * first whether anyone waits: a wake-up to a line that does not exist is
- * dropped, one to an empty line expires within a second, and a question
- * to a line whose node is down may never be answered. Only the lease's deletion is waited for (it
- * is not exclusive: a close would leave it blocking the slot for its whole length); the
- * connection's close waits for the rest. */
+ * are handled in order. Nothing asks first whether anyone waits: a
+ * wake-up to a line that does not exist is dropped, and one to an empty
+ * line expires within a second. Only the lease's deletion is waited for
+ * (it is not exclusive: a close would leave it blocking the slot for its
+ * whole length); the connection's close waits for the rest. */
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
 	char lease[QUEUE_NAME_MAX + 1];
 	enum al_status st = AL_OK, lease_st = AL_OK;
 	uint16_t refused;
-	bool handed = false;
 
-	/* Someone in line: the lease goes to them as it is. Not taken, it
-	 * ends as below. */
-	if ((st = sem_hand_over(s, slot, &handed)) != AL_OK || handed)
-		return st;
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
 	 * channels); the wake-up follows the holder queue's deletion on its

@@ -47,6 +47,17 @@ enum al_status line_ahead(struct sem *s, bool *ahead)
 	return st;
 }
 
+enum al_status line_up(struct sem *s, bool *up)
+{
+	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+	enum al_status st = AL_OK;
+
+	if (s->line != LINE_UP && (st = probe_queues(s->conn, &s->name, &line, 1)) == AL_OK)
+		note_line(s, &line);
+	*up = st == AL_OK && s->line == LINE_UP;
+	return st;
+}
+
 /* The type of the message that passes the turn (sem_leave_line). */
 #define TURN_TYPE "amqplock.turn"
 
@@ -61,20 +72,23 @@ static bool is_probe(const amqp_basic_properties_t *p)
  * that we are first in line (only the first gets anything). It is a
  * wake-up (a lease offered is one too) unless its header says it is a
  * newcomer's probe of the line (RabbitMQ 3.10 and 4.0 hand an expiring
- * message to a ready consumer), the turn passed on, or another note of a
- * hand-over: those are acknowledged at once, so that they hold nothing
- * up. */
+ * message to a ready consumer) or the turn passed on, or the ear says it
+ * is a note (of a hand-over): those are acknowledged at once, so that
+ * they hold nothing up. */
 static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *props)
 {
 	struct sem *s = owner;
-	enum handover_note note = NOT_A_NOTE;
+	enum line_heard heard = HEARD_NOTE;
 
 	s->place.first = true;
-	if (is_probe(props) || conn_is_type(props, TURN_TYPE) ||
-	    (note = handover_note(s, props)) == NOTE_OTHER)
+	if (!is_probe(props) && !conn_is_type(props, TURN_TYPE))
+		heard = s->place.ear ? s->place.ear(s, tag, props) : HEARD_WAKE;
+	if (heard == HEARD_NOTE)
 		conn_ack(s->conn, tag);
-	else if (note == NOTE_OFFER || !handover_woken(s, tag))
+	else if (heard != HEARD_TAKEN) {
 		s->place.wake_tag = tag;
+		s->place.offer = heard == HEARD_OFFER;
+	}
 }
 
 static void left_line(void *owner, enum conn_consumer_end why)
@@ -83,7 +97,7 @@ static void left_line(void *owner, enum conn_consumer_end why)
 
 	s->place.first = false;
 	s->place.wake_tag = 0;
-	s->handover.offered = false;
+	s->place.offer = false;
 	if (why == CONSUMER_CANCELLED)
 		trace("the line was deleted; polling instead");
 	else if (why == CONSUMER_REFUSED)
@@ -95,7 +109,7 @@ static void left_line(void *owner, enum conn_consumer_end why)
  * they joined and gives every wake-up (a release's, a poller's) to the
  * oldest alone. docs/design.md, "Waiters in line", says why it cannot
  * stall. */
-enum al_status sem_join_line(struct sem *s)
+enum al_status sem_join_line(struct sem *s, sem_line_ear ear)
 {
 	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), gone
 	 * a minute after its last consumer, and a line: the broker gives
@@ -120,6 +134,8 @@ enum al_status sem_join_line(struct sem *s)
 		return AL_OK;
 	s->place.first = false;
 	s->place.wake_tag = 0;
+	s->place.offer = false;
+	s->place.ear = ear;
 	waiters_queue(s, queue);
 	st = conn_consume(s->conn, queue, &table, &hooks, &alone);
 	/* Nobody consumed before us: we are first. */
@@ -142,7 +158,7 @@ bool sem_first_in_line(const struct sem *s)
 
 bool sem_woken(const struct sem *s)
 {
-	return s->place.wake_tag != 0 || s->handover.handed;
+	return s->place.wake_tag != 0;
 }
 
 void sem_wake_done(struct sem *s)
@@ -150,7 +166,7 @@ void sem_wake_done(struct sem *s)
 	if (s->place.wake_tag && conn_consuming(s->conn))
 		conn_ack(s->conn, s->place.wake_tag);
 	s->place.wake_tag = 0;
-	s->handover.offered = false;
+	s->place.offer = false;
 }
 
 enum al_status sem_wake_line(struct sem *s)
@@ -174,7 +190,7 @@ void sem_leave_line(struct sem *s)
 	conn_consume_end(s->conn, first ? &turn : NULL);
 	s->place.first = false;
 	s->place.wake_tag = 0;
-	s->handover.offered = false;
+	s->place.offer = false;
 }
 
 /* How long the first in line has, once woken, to take a free slot before

@@ -40,6 +40,15 @@ struct sem_opts {
 	bool no_names;
 };
 
+/* What a delivery from the line is to a waiter, as the ear that
+ * sem_join_line was given hears it: a wake-up, a wake-up that offers a
+ * slot's lease (sem_offered), a note to acknowledge at once, or one the
+ * ear has dealt with itself. */
+enum line_heard { HEARD_WAKE, HEARD_OFFER, HEARD_NOTE, HEARD_TAKEN };
+struct sem;
+typedef enum line_heard (*sem_line_ear)(struct sem *s, uint64_t tag,
+					const amqp_basic_properties_t *p);
+
 /* A lease remembered as unanswering (struct sem, lease.stuck). */
 #define SEM_STUCK_MAX 8
 struct sem_stuck {
@@ -105,15 +114,19 @@ struct sem {
 		 * sem_woken): while we hold it, the broker gives the line's
 		 * next message to nobody else. */
 		uint64_t wake_tag;
+		/* That wake-up offers its holder's lease (handover.c). */
+		bool offer;
+		/* Who hears what the line delivers (sem_join_line). */
+		sem_line_ear ear;
 	} place;
 	/* The lease handed over (handover.c; docs/design.md, "Handing the
 	 * lease over"). */
 	struct {
-		/* First in line: the delivery that place.wake_tag holds is
-		 * an offer (offered) of a slot's lease, its length and type,
+		/* First in line: the offer that place.wake_tag holds
+		 * (place.offer) of a slot's lease, its length and type,
 		 * signed by our login or not; old: an older amqplock's, which
 		 * names the lease's token and a reply_to, and is declined. */
-		bool offered, offer_signed, offer_old;
+		bool offer_signed, offer_old;
 		unsigned slot, ms;
 		bool quorum;
 		/* Every note of one hand-over carries the offer's nonce. */
@@ -371,8 +384,9 @@ enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, b
 /* Waiting for a slot: joins the semaphore's line, last. The broker
  * gives each wake-up to the oldest waiter in it alone: sem_woken then
  * says so. Without it (refused, say), waiting still polls, and takes
- * what it finds free. */
-enum al_status sem_join_line(struct sem *s);
+ * what it finds free. What the line delivers goes to ear first
+ * (sem_handover_ear: the notes of a hand-over), or is a wake-up. */
+enum al_status sem_join_line(struct sem *s, sem_line_ear ear);
 
 /* Whether we are in the line (joined, and neither refused nor left). */
 bool sem_in_line(const struct sem *s);
@@ -380,8 +394,7 @@ bool sem_in_line(const struct sem *s);
 /* Whether the broker has shown that we are first in line. */
 bool sem_first_in_line(const struct sem *s);
 
-/* Whether a wake-up has come and is not yet done with, or a lease has
- * been handed to us (sem_offered). */
+/* Whether a wake-up has come and is not yet done with. */
 bool sem_woken(const struct sem *s);
 
 /* Acknowledges the wake-up, if any: the line's next message may then be
@@ -412,11 +425,21 @@ enum al_status sem_unstick_line(struct sem *s, bool *restarted);
 enum al_status sem_wake_added(struct sem *s, unsigned added);
 
 /* Gives slot back and wakes the first in line, if any, before the
- * connection closes; waits for nothing but the lease's deletion. With a
- * lease and someone in line, hands the lease over to the first in line
- * instead (sem_hand_over), and falls back to the release if it is not
- * taken. */
+ * connection closes; waits for nothing but the lease's deletion. */
 enum al_status sem_released(struct sem *s, unsigned slot);
+
+/* With a lease, a one-slot semaphore and someone in line, offers our
+ * lease of slot to the first in line, and hands it over if it asks in
+ * time (*handed: the lease, and the slot, are not ours any more; our
+ * holder queue is gone). Otherwise our holder queue and lease are as they
+ * were, for sem_released. */
+enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed);
+
+/* The line's ear for a waiter (sem_join_line): offers, answers to our
+ * ask, and a wake-up that comes while we ask (acknowledged at once: held,
+ * it would keep the answer from us, as the line delivers one message at
+ * a time; published again once the ask is over). */
+enum line_heard sem_handover_ear(struct sem *s, uint64_t tag, const amqp_basic_properties_t *p);
 
 /* Whether the wake-up we hold is a lease offered by its holder, or a
  * lease has been handed to us (an answer to our ask that came late). */

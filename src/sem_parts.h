@@ -133,29 +133,16 @@ enum al_status set_marker(struct sem *s, bool quorum);
 /* line.c */
 enum al_status line_ahead(struct sem *s, bool *ahead);
 void waiters_queue(const struct sem *s, char *buf);
+/* Whether a line that takes messages is there to be asked how long it is
+ * (a question to a line whose node is down may never be answered): one
+ * that the last look did not find so is probed first. */
+enum al_status line_up(struct sem *s, bool *up);
 /* How long a notice to the line (a wake-up, a note of a hand-over) may
  * wait for a consumer (ms, text). Not "0": RabbitMQ 4.3 drops such a
  * message even with a consumer ready (3.10 and 4.0 hand it over). A
  * second is long enough to reach a waiter, short enough that one
  * arriving later wakes for nothing at most once. */
 #define NOTICE_EXPIRATION "1000"
-
-/* handover.c */
-/* What a delivery from the line is to the hand-over (taken into
- * s->handover): no note of it, an offer (a wake-up), or another note (the
- * answer to our ask among them), which the caller acknowledges at once. */
-enum handover_note { NOT_A_NOTE, NOTE_OFFER, NOTE_OTHER };
-enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p);
-/* A wake-up delivered while we ask for a lease: acknowledged at once
- * (held, it would keep the answer from us: the line delivers one message
- * at a time) and published again once the ask is over. False when we do
- * not ask. */
-bool handover_woken(struct sem *s, uint64_t tag);
-/* With someone in line, offers our lease of slot to the first in line,
- * and hands it over to it if it asks in time (*handed: the lease, and the
- * slot, are not ours any more; our holder queue is gone). Otherwise our
- * holder queue and lease are as they were, for the caller's release. */
-enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed);
 
 /* lease.c: ends a lease of slot handed to us that we cannot keep, by
  * its token (s->lease.token), which nobody else may use now: the holder

@@ -28,13 +28,20 @@
  * long (a wait that ends sooner is no news). */
 #define WAITING_NEWS 1.0
 
+/* A wake-up has come, or a lease has been handed to us (an answer to
+ * our ask that came late). */
+static bool woken(const struct sem *s)
+{
+	return sem_woken(s) || sem_offered(s);
+}
+
 /* A pause between tries, cut short by a wake-up; takes heartbeats
  * meanwhile, which keeps the connection alive. */
 static enum al_status pause_for_wake(struct sem *s, struct deadline next)
 {
 	enum al_status st;
 
-	while (!sem_woken(s) && !deadline_passed(next) && !signals_stop_asked())
+	while (!woken(s) && !deadline_passed(next) && !signals_stop_asked())
 		if (conn_wait_readable(s->conn, next) && (st = conn_drain(s->conn)) != AL_OK)
 			return st;
 	return AL_OK;
@@ -79,7 +86,7 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 
 	if (!in_line(s))
 		return sem_acquire(s, SEM_TAKE, slot, max);
-	if (sem_woken(s)) {
+	if (woken(s)) {
 		trace("woken: first in line for a slot of %s", s->label);
 		*free_since = 0;
 		/* Its holder's lease, offered: taken as it is, or the
@@ -107,7 +114,7 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
 			return st;
 		if (restarted)
 			return sem_acquire(s, SEM_TAKE, slot, max);
-	} else if (!sem_woken(s)) {
+	} else if (!woken(s)) {
 		/* Woken meanwhile (a release's wake-up, most likely): the
 		 * next try takes it; another wake-up would only make work. */
 		trace("a slot of %s is free; waking the first in line", s->label);
@@ -170,7 +177,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		 * joining woke nobody: a look straight after joining finds it. */
 		if (!watching) {
 			watching = true;
-			if (sem_join_line(s) != AL_OK && s->conn->dead) {
+			if (sem_join_line(s, sem_handover_ear) != AL_OK && s->conn->dead) {
 				st = AL_CONNECTION;
 				break;
 			}
