@@ -49,7 +49,7 @@ no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\ts
 barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^-n does not take a free slot
 stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|line.bats|^a first in line that never takes
 stuck-head-answers|src/line.c|s/\!= AL_OK \x7c\x7c !free_still \x7c\x7c/!= AL_OK \x7c\x7c 1 \x7c\x7c/|line.bats|takes wake-ups but never a slot
-stuck-head-left|src/line.c|s/ \x7c\x7c\n\t    after < before\)/)/|line.bats|^-n does not take a free slot
+stuck-head-left|src/line.c|s/ \x7c\x7c after < before\)/)/|line.bats|^-n does not take a free slot
 no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|-n does not take a free slot|a first in line that takes wake-ups)
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
@@ -67,7 +67,7 @@ handover-unsigned|src/handover.c|s/\tif \(!s->handover\.offer_signed\)\n\t\tretu
 handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
 handover-signal-unheld|src/take.c|s/\tsignals_hold_back\(&before\);\n//|handover.bats|^SIGTERM to an asker
 handover-ask-waits-out|src/handover.c|s/wait_for\(s, answered_or_moot,/wait_for(s, handed,/|handover.bats|^an offer left in an empty line costs the next waiter
-handover-answer-unchecked|src/handover.c|s/ && strcmp\(id, s->handover\.asked\) == 0//|handover.bats|^a forger of our login
+handover-answer-unchecked|src/handover.c|s/strcmp\(id, s->handover\.asked\) == 0 && //|handover.bats|^a forger of our login
 handover-no-holder-queue|src/handover.c|s/\tsteps\[n\+\+\] = holder;\n//|handover.bats|lease goes on with its token
 handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|handover.bats|^a releaser paused
 handover-ask-unsigned|src/handover.c|s/\tif \(!conn_is_type\(p, ASK_TYPE\) \x7c\x7c !conn_signed_by_us\(s->conn, p\) \x7c\x7c/\tif (!conn_is_type(p, ASK_TYPE) \x7c\x7c/|permissions.bats|consuming the line
