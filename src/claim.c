@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "record.h"
+#include "rules.h"
 
 /* How often a claim that got the lease asks again for a holder queue that
  * another has (pauses of about 2, 4, 6 and 8 ms). */
@@ -37,7 +38,7 @@ enum al_status claim_fresh(struct sem *s, unsigned k)
 {
 	double took = boot_seconds() - s->lease.renewed;
 
-	if (s->claim_window > 0 && took > s->claim_window) {
+	if (rules_claim_void(took, s->claim_window)) {
 		conn_abort(s->conn);
 		s->claim_void = true;
 		s->void_slot = k;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "rules.h"
 
 /* The notes of a hand-over, by their type: the offer (to the line), the
  * ask (to the offerer's holder queue), the answer that hands the lease
@@ -370,8 +371,8 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	 * (100 holds 5 ms apart on 5 slots: 41% busy, against 52% without
 	 * hand-overs, on 3.10.8). Nor while our holder queue is not ours
 	 * (after a re-attach): the first in line asks through it. */
-	if (!s->lease.on || s->max_seen != 1 || !s->conn->user[0] || conn_consuming(s->conn) ||
-	    s->lease.need_holder)
+	if (!rules_offer(s->lease.on, s->max_seen, s->conn->user[0] != '\0',
+			 conn_consuming(s->conn), !s->lease.need_holder))
 		return AL_OK;
 	if ((st = line_up(s, &up)) != AL_OK || !up)
 		return st;
@@ -449,21 +450,12 @@ static enum al_status pass_on_wake(struct sem *s)
 	return sem_wake_line(s);
 }
 
-/* What the first in line would have made itself: a lease of its own
- * length and type, offered by a holder of its login. */
+/* What the first in line would have made itself (rules.h). */
 static const char *not_adoptable(const struct sem *s)
 {
-	if (!s->lease.on)
-		return "we hold without a lease";
-	if (!s->handover.offer_signed)
-		return "it is not signed by our login";
-	if (s->handover.offer_old)
-		return "it is an older amqplock's, which trusts its offers";
-	if (s->handover.ms != s->lease.ms)
-		return "its length is not our --lease";
-	if (s->handover.quorum != s->lease.quorum)
-		return "its type is not the one we would make";
-	return NULL;
+	return rules_not_adoptable(s->lease.on, s->handover.offer_signed, s->handover.offer_old,
+				   s->handover.ms, s->lease.ms, s->handover.quorum,
+				   s->lease.quorum);
 }
 
 /* The ask, into the offerer's holder queue, mandatory: only the

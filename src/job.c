@@ -3,15 +3,17 @@
  * (ending the lease on its own connection, or leaving --min-hold's
  * minimum there; keeping it there while a process we may not signal runs
  * on), and what comes from the command and from signals to amqplock: job
- * control, the terminal, stops, what remains of the command once it has
- * exited. The keeper's own code is
- * keeper.c's; what hold.c's loop does with the slot meanwhile is its. */
+ * control, the terminal, what remains of the command once it has
+ * exited. What that means for the slot it tells hold.c as events
+ * (hold_parts.h), which hold.c's table acts on; it never calls up. The
+ * keeper's own code is keeper.c's. */
 #include "hold.h"
 #include "hold_parts.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +32,12 @@
 /* A minimum shorter than this is not worth a lease: the slot goes back. */
 #define MINIMUM_LEAST 0.05
 
-double minimum_until(const struct hold_opts *o)
+double job_minimum_until(const struct hold_opts *o)
 {
 	return o->min_hold > 0 ? boot_seconds() + o->min_hold : 0;
 }
 
-bool keep_minimum(struct sem *s, const struct lease_end *e)
+bool job_keep_minimum(struct sem *s, const struct lease_end *e)
 {
 	double left = e->min_until - boot_seconds();
 	bool placed = false;
@@ -52,7 +54,7 @@ bool keep_minimum(struct sem *s, const struct lease_end *e)
 /* Ends the lease on a connection of its own, one attempt: the keeper's
  * last act if amqplock died (every process of the command has ended by
  * then), or amqplock's after the command ended while it was away. */
-void end_lease_apart(void *arg)
+void job_end_lease_apart(void *arg)
 {
 	struct lease_end *e = arg;
 	struct sem s = *e->s;
@@ -67,7 +69,7 @@ void end_lease_apart(void *arg)
 		e->apart_open = true;
 	/* A minimum still to run: a lease of that length in place of ours
 	 * before the holder queue goes, and nobody woken. */
-	if (e->apart_open && keep_minimum(&s, e)) {
+	if (e->apart_open && job_keep_minimum(&s, e)) {
 		conn_hang_up(e->s->conn);
 		st = AL_OK;
 	} else if (e->apart_open)
@@ -123,7 +125,7 @@ static struct super_opts keeper_opts(const struct hold_opts *o, int terminal, st
 		.argv = o->argv,
 		.terminal = terminal,
 		.hold_fd = conn_fd(end->s->conn),
-		.last_act = o->lease ? end_lease_apart : NULL,
+		.last_act = o->lease ? job_end_lease_apart : NULL,
 		.hold_on = o->lease ? keep_lease_apart : NULL,
 		.arg = end,
 	};
@@ -138,7 +140,7 @@ void hold_keeper_ready(void *arg, unsigned k)
 	hold_keeper_abandon(kp);
 	kp->end.slot = k;
 	/* From the claim: the command starts milliseconds later. */
-	kp->end.min_until = minimum_until(o);
+	kp->end.min_until = job_minimum_until(o);
 	if (o->events.command_env)
 		o->events.command_env(o->events.arg, k);
 	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;
@@ -163,7 +165,7 @@ void hold_keeper_abandon(struct hold_keeper *kp)
 	kp->ready = false;
 }
 
-void start_command(struct holding *h)
+void job_start(struct holding *h)
 {
 	struct hold_keeper *kp = h->o->keeper;
 	struct super_opts so = keeper_opts(h->o, h->terminal, &h->end);
@@ -191,7 +193,50 @@ void start_command(struct holding *h)
 	}
 	h->supervising = true;
 	h->has_terminal = so.give_terminal;
-	renewed(h, h->s->lease.renewed);
+}
+
+void job_kill_at(struct holding *h, double deadline)
+{
+	if (h->supervising && !h->done)
+		super_kill_at(&h->sv, deadline);
+}
+
+void job_kill(struct holding *h)
+{
+	if (h->supervising && !h->done && !h->killed_at) {
+		trace("sending SIGKILL to every process of the command");
+		super_signal_all(&h->sv, SIGKILL);
+		h->killed_at = now_seconds();
+	}
+}
+
+void job_lost(struct holding *h)
+{
+	/* A stopped command must not run another instruction: it gets
+	 * SIGKILL at once. */
+	if (holding_paused(h)) {
+		job_kill(h);
+	} else if (h->supervising && !h->done) {
+		trace("sending SIG%s to every process of the command",
+		      sigabbrev_np(h->o->lost_signal));
+		super_signal_all(&h->sv, h->o->lost_signal);
+	}
+}
+
+/* A line for people that is no event (hold_events.warning). */
+static void job_warn(struct holding *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void job_warn(struct holding *h, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (h->o->events.warning)
+		h->o->events.warning(h->o->events.arg, text);
+	else
+		trace("%s", text);
 }
 
 static void hand_terminal(struct holding *h)
@@ -202,7 +247,7 @@ static void hand_terminal(struct holding *h)
 	}
 }
 
-void take_terminal_back(struct holding *h)
+void job_take_terminal_back(struct holding *h)
 {
 	if (h->has_terminal) {
 		super_give_terminal(h->terminal, getpgrp());
@@ -210,73 +255,42 @@ void take_terminal_back(struct holding *h)
 	}
 }
 
-void thaw(struct holding *h)
+void job_thaw(struct holding *h)
 {
 	hand_terminal(h);
 	super_continue_all(&h->sv);
-	h->frozen = false;
-	h->thaw_when_back = false;
 }
 
-/* amqplock was continued (fg, bg, kill -CONT): the command goes on only
- * once the slot is known to be still ours. */
-static void resume(struct holding *h)
+void job_freeze(struct holding *h)
 {
-	if (!h->supervising || h->lost_at || h->done)
-		return;
-	/* The keeper may have stopped the command while amqplock was stopped
-	 * (SIGSTOP), unknown to us: until the check says otherwise, a lost
-	 * slot must not let it run another instruction. */
-	h->frozen = true;
-	trace("continued; checking slot %u before the command goes on", h->slot);
-	if (!h->away && verify_now(h) != AL_OK) {
-		if (!h->o->lease || !h->s->conn->dead) {
-			give_up_slot(h, !h->s->conn->dead);
-			return;
-		}
-		connection_lost(h);
-	}
-	/* With a lease the command stays stopped until amqplock is back. */
-	if (h->away) {
-		h->thaw_when_back = true;
-		return;
-	}
-	if (!h->lost_at)
-		thaw(h);
-}
-
-/* A stop of the job: the command's processes first, then amqplock, so the
- * shell sees the job stopped. */
-static void suspend(struct holding *h, int sig)
-{
-	if (!h->supervising || h->done || h->lost_at)
-		return;
-	trace("SIG%s: stopping the command, then amqplock", sigabbrev_np(sig));
 	/* Everything of the command is stopped before amqplock stops. */
 	super_stop_all(&h->sv, FREEZE_WAIT);
-	h->frozen = true;
-	take_terminal_back(h);
-	/* Continued, SIGCONT is pending and resume() follows from it. */
-	if (!super_stop_self(sig))
-		resume(h);
+	job_take_terminal_back(h);
 }
 
-static void command_stopped(struct holding *h, int sig)
+bool job_stop_self(int sig)
 {
-	/* It needs the terminal and amqplock has it: as sudo does, hand it
-	 * over and let the command go on. */
+	return super_stop_self(sig);
+}
+
+/* The command stopped. It needs the terminal and amqplock has it: as
+ * sudo does, hand it over and let the command go on. Otherwise the whole
+ * job stops. */
+static enum hold_event command_stopped(struct holding *h, int sig)
+{
 	if ((sig == SIGTTIN || sig == SIGTTOU) && super_in_foreground(h->terminal)) {
 		h->wants_terminal = true;
 		hand_terminal(h);
 		super_signal_group(&h->sv, SIGCONT);
-		return;
+		return HOLD_EV_NONE;
 	}
-	suspend(h, sig);
+	h->stop_sig = sig;
+	return HOLD_EV_STOP;
 }
 
 static void cannot_run(struct holding *h, const char *what, int err)
 {
-	warn(h, "cannot run %s: %s", what, strerror(err));
+	job_warn(h, "cannot run %s: %s", what, strerror(err));
 }
 
 /* After the keeper was killed: SIGKILL to what it left to us, for as long
@@ -302,15 +316,16 @@ static void cannot_signal(struct holding *h, pid_t pid)
 	if (h->not_permitted)
 		return;
 	h->not_permitted = true;
-	warn(h,
-	     "cannot signal process %d (%s) of the command (it runs as another user); slot %u of "
-	     "%s stays held until it exits",
-	     (int)pid, comm, h->slot, h->s->label);
+	job_warn(h,
+		 "cannot signal process %d (%s) of the command (it runs as another user); slot %u "
+		 "of "
+		 "%s stays held until it exits",
+		 (int)pid, comm, h->slot, h->s->label);
 }
 
 /* What remains of the command after CMD has exited, said once, a while
  * after: a prompt that does not come back says why. */
-void tell_remaining(struct holding *h)
+void job_tell_remaining(struct holding *h)
 {
 	char what[512];
 
@@ -323,13 +338,14 @@ void tell_remaining(struct holding *h)
 		h->o->events.remaining(h->o->events.arg, what);
 }
 
-void on_supervisor(struct holding *h)
+enum hold_event job_next(struct holding *h)
 {
-	enum super_event ev;
+	enum hold_event ev = HOLD_EV_NONE;
+	enum super_event sev;
 	int value;
 
-	while ((ev = super_next(&h->sv, &value)) != SUPER_NOTHING) {
-		switch (ev) {
+	while (ev == HOLD_EV_NONE && (sev = super_next(&h->sv, &value)) != SUPER_NOTHING) {
+		switch (sev) {
 		case SUPER_STARTED:
 			trace("command started, pid %d", value);
 			break;
@@ -341,7 +357,7 @@ void on_supervisor(struct holding *h)
 				 h->o->argv[0], status_strerror(value));
 			break;
 		case SUPER_STOPPED:
-			command_stopped(h, value);
+			ev = command_stopped(h, value);
 			break;
 		case SUPER_EXITED:
 			trace("command exited with status %d", value);
@@ -352,19 +368,18 @@ void on_supervisor(struct holding *h)
 			if (h->sv.cmd > 0)
 				trace("every process of the command has ended");
 			h->done = true;
+			ev = HOLD_EV_ENDED;
 			break;
 		case SUPER_DEADLINE:
 			/* amqplock was held up (in a library call) past the
 			 * lease's deadline; the keeper did what it had to. Or
 			 * it was stopped between the claim and the keeper's
 			 * start: the command never ran. */
-			if (!h->lost_at) {
-				fail(AL_LOST, value ? "the command was not started: its claim came "
-						      "too late (was amqplock stopped?)"
-						    : "no renewal of the lease in time; the keeper "
-						      "killed the command");
-				give_up_slot(h, false);
-			}
+			h->keeper_late = value ? "the command was not started: its claim came "
+						 "too late (was amqplock stopped?)"
+					       : "no renewal of the lease in time; the keeper "
+						 "killed the command";
+			ev = HOLD_EV_KEEPER_LATE;
 			break;
 		case SUPER_NOT_PERMITTED:
 			cannot_signal(h, (pid_t)value);
@@ -372,19 +387,21 @@ void on_supervisor(struct holding *h)
 		case SUPER_VANISHED:
 			/* Someone killed the keeper: the command died with it
 			 * (PR_SET_PDEATHSIG); its orphans are ours now. */
-			warn(h, "the keeper process was killed; ending the command");
+			job_warn(h, "the keeper process was killed; ending the command");
 			end_orphans();
 			if (!h->code)
 				h->code = 128 + SIGKILL;
 			h->done = true;
+			ev = HOLD_EV_ENDED;
 			break;
 		default:
 			break;
 		}
 	}
+	return ev;
 }
 
-void on_signal(struct holding *h, int sig)
+enum hold_event job_signal(struct holding *h, int sig)
 {
 	int wstatus;
 
@@ -394,22 +411,23 @@ void on_signal(struct holding *h, int sig)
 		 * anything the keeper left behind. */
 		while (waitpid(-1, &wstatus, WNOHANG) > 0)
 			;
-		return;
+		return HOLD_EV_NONE;
 	case SIGTSTP:
 	case SIGTTIN:
 	case SIGTTOU:
-		suspend(h, sig);
-		return;
+		h->stop_sig = sig;
+		return HOLD_EV_STOP;
 	case SIGCONT:
-		resume(h);
-		return;
+		return HOLD_EV_CONT;
 	}
 	if (!h->o->argv) {
 		trace("SIG%s: releasing slot %u", sigabbrev_np(sig), h->slot);
 		h->done = true;
-	} else if (!h->supervising) {
+		return HOLD_EV_ENDED;
+	}
+	if (!h->supervising) {
 		h->pending = sig;
-	} else if (!h->done && !h->lost_at) {
+	} else if (!h->done && h->state != HOLD_LOST) {
 		trace("passing SIG%s on to the command", sigabbrev_np(sig));
 		/* USR1 and USR2 mean something to the command alone; the others
 		 * end the job, so every process of it gets them, and what is
@@ -418,9 +436,10 @@ void on_signal(struct holding *h, int sig)
 		 * checked: then they do). */
 		if (sig == SIGUSR1 || sig == SIGUSR2)
 			super_signal_group(&h->sv, sig);
-		else if (h->frozen)
+		else if (holding_paused(h))
 			super_signal_all(&h->sv, sig);
 		else
 			super_signal_all_awake(&h->sv, sig);
 	}
+	return HOLD_EV_NONE;
 }

@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "rules.h"
 #include "signals.h"
 #include "supervise.h"
 
@@ -131,10 +132,7 @@ static enum al_status try_in_line(struct sem *s, unsigned *slot, unsigned *max, 
  * tells a lost connection (the broker drops one only later). */
 static double claim_window(const struct hold_opts *o, const struct conn *c)
 {
-	double bound = o->lease ? o->lease - lease_margin(o->lease) - o->grace
-				: hold_silence(c->heartbeat, c->rpc_timeout);
-
-	return sooner(bound, c->rpc_timeout);
+	return rules_claim_window(o->lease, o->grace, c->heartbeat, c->rpc_timeout);
 }
 
 enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,

@@ -15,7 +15,7 @@ mutants() {
 shared-slot|src/request.c|s/declare\.exclusive = op == DECLARE_EXCLUSIVE/declare.exclusive = 0/|faults.bats|^at most (N: 50 hold|one: 20 hold)
 no-keeper-kill|src/keeper.c|s/\t\t\t\tk->killing = k->orphaned = true;\n/\t\t\t\tk->orphaned = true;\n/|containment.bats|^kill -9 of the hold ends
 no-subreaper|src/keeper.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_keeper/\tsignals_keeper/|containment.bats|^a setsid child keeps the slot
-resume-unchecked|src/job.c|s/if \(!h->away && verify_now\(h\) != AL_OK\) \{/if (0) {/|containment.bats|a 5 s kill -STOP
+resume-unchecked|src/hold.c|s/\tif \(verify_now\(h\) != AL_OK\)\n/\tif (0)\n/|containment.bats|a 5 s kill -STOP
 stop-without-command|src/job.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
 no-parent-watch|src/keeper.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
 holder-queue-unchecked|src/lease.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
@@ -23,7 +23,7 @@ signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_int
 inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.bats|^SIGCHLD ignored
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
 url-in-ps|src/cli.c|s/\tsecret_mask_urls\(arg\);//|secrets.bats|^the password of -u/--url is replaced
-late-signal|src/hold.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
+late-signal|src/rules.c|s/return heartbeat < least \? least : \(double\)heartbeat;/return heartbeat < least ? least : 3.0 * (double)heartbeat;/|faults.bats|silent partitions
 lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* A verification/\t}\n\t\/* A verification/|faults.bats|the broker.s app stopped
 no-connect-deadline|src/connect.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
 wait-limit-kept|src/cmd_client.c|s/\tconn_limit\(c, deadline_never\(\)\);\n//|client.bats|^-w bounds only the wait
@@ -52,18 +52,18 @@ stuck-head-answers|src/line.c|s/\!= AL_OK \x7c\x7c !free_still \x7c\x7c/!= AL_OK
 stuck-head-left|src/line.c|s/ \x7c\x7c after < before\)/)/|line.bats|^-n does not take a free slot
 no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|-n does not take a free slot|a first in line that takes wake-ups)
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
-orphan-leaves-early|src/hold.c|s/\t\t\t\tgive_up_slot\(h, true\);/\t\t\t\tgive_up_slot(h, false);/|client.bats|counts as an orphan until
+orphan-leaves-early|src/hold.c|s/\treturn lose\(h, true\);/\treturn lose(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
-no-keeper-lease-end|src/job.c|s/\.last_act = o->lease \? end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
-late-lease-deadline|src/hold.c|s/- lease_margin\(h->o->lease\);/+ 3.0;/|lease.bats|^a silent partition longer than the lease
-drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\) \{\n\t\tgive_up_slot\(h, false\);/\tif (1) {\n\t\tgive_up_slot(h, false);/|lease.bats|^close_connection of every connection
+no-keeper-lease-end|src/job.c|s/\.last_act = o->lease \? job_end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
+late-lease-deadline|src/rules.c|s/return renewed \+ lease - lease_margin\(lease\);/return renewed + lease + 3.0;/|lease.bats|^a silent partition longer than the lease
+drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\)\n\t\treturn lose\(h, false\);/\tif (1)\n\t\treturn lose(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
 no-holder-settle|src/lease.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
 quorum-lease-unread|src/lease.c|s/\tif \(s->lease\.on && s->lease\.quorum\)\n\t\ts->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
 quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
 zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
-unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/return h->killed_at/|supervisor.bats|remove says once
-handover-unsigned|src/handover.c|s/\tif \(!s->handover\.offer_signed\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
+unsignallable-given-up|src/hold.c|s/if \(!h->not_permitted && h->killed_at/if (h->killed_at/|supervisor.bats|remove says once
+handover-unsigned|src/rules.c|s/\tif \(!signed_by_us\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
 handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
 handover-signal-unheld|src/take.c|s/\tsignals_hold_back\(&before\);\n//|handover.bats|^SIGTERM to an asker
 handover-ask-waits-out|src/handover.c|s/wait_for\(s, answered_or_moot,/wait_for(s, handed,/|handover.bats|^an offer left in an empty line costs the next waiter
@@ -74,7 +74,7 @@ handover-ask-unsigned|src/handover.c|s/\tif \(!conn_is_type\(p, ASK_TYPE\) \x7c\
 handover-ask-anywhere|src/handover.c|s/\tsem_name_slot\(&s->name, k, HOLDER_QUEUE, holder\);\n\tst = conn_send_note/\tsem_name_slot(&s->name, k, WAITERS_QUEUE, holder);\n\tst = conn_send_note/|handover.bats|^a forged offer of an away
 keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
 keeper-named-amqplock|src/keeper.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
-late-claim-counts|src/claim.c|s/if \(s->claim_window > 0 && took > s->claim_window\) \{/if (0) {/|supervisor.bats|^a claim whose answers
+late-claim-counts|src/claim.c|s/if \(rules_claim_void\(took, s->claim_window\)\) \{/if (0) {/|supervisor.bats|^a claim whose answers
 leftover-stop-unseen|src/keeper.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
 continued-by-hand|src/keeper.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT
@@ -85,8 +85,8 @@ away-ends-wait|src/cmd_client.c|s/\tif \(!conn_broker_away\(c\)\) \{/\tif (1) {/
 cut-claim-counts|src/claim.c|s/if \(st == AL_CONNECTION && s->lease.on && s->conn->dead && !sem_lost_to_lease\(s\)\) \{/if (0) {/|lease.bats|a claim cut by a lost connection is void
 pause-forgotten|src/record.c|s/\treturn recorded\(c, sn, 0, paused, known\);/\t*paused = false;\n\treturn AL_OK;/|admin.bats|max NAME 0 pauses
 busy-E0-said|src/main.c|s/ \x7c\x7c cli->conflict_exit == 0\)/)/|client.bats|E 0 -n on a full semaphore is silent
-minimum-not-kept|src/hold.c|s/if \(!s->conn->dead && keep_minimum\(s, &h->end\)\)/if (0)/|cron.bats|min-hold 8 -- true returns at once
-keeper-ends-minimum|src/job.c|s/if \(e->apart_open && keep_minimum\(&s, e\)\)/if (0)/|cron.bats|kill -9 of a hold during its minimum
+minimum-not-kept|src/hold.c|s/if \(!s->conn->dead && job_keep_minimum\(s, &h->end\)\)/if (0)/|cron.bats|min-hold 8 -- true returns at once
+keeper-ends-minimum|src/job.c|s/if \(e->apart_open && job_keep_minimum\(&s, e\)\)/if (0)/|cron.bats|kill -9 of a hold during its minimum
 minimum-too-long|src/lease.c|s/s->lease.ms = \(unsigned\)\(seconds \* 1000\) \+ 1;/s->lease.ms = (unsigned)(seconds * 2000) + 1;/|cron.bats|min-hold 8 -- true returns at once
 create-race-fails|src/cmd_client.c|s/\tif \(st == AL_EXISTS\) \{/\tif (0) {/|cron.bats|racing on a missing name
 create-size-ignored|src/cmd_client.c|s/sem_admin\(s, SEM_CREATE, cli->create, &change\)/sem_admin(s, SEM_CREATE, 1, \&change)/|cron.bats|uses it as it is
