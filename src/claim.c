@@ -28,20 +28,20 @@ static enum al_status drop_lease(struct sem *s, unsigned k)
 	return conn_refused(s->conn, st, "deleting", queue);
 }
 
-/* A claim answered within s->claim_window of its sending counts; one
+/* A claim answered within s->hold->claim_window of its sending counts; one
  * answered later is void, and so is one whose connection the broker has
  * closed by the time its answers are read (a close that came with them):
  * the connection is dropped, which takes the holder queue with it, and
- * the caller connects again (s->claim_void), ends the lease the claim may
- * have made (s->void_slot), and tries again. */
+ * the caller connects again (s->hold->claim_void), ends the lease the claim may
+ * have made (s->hold->void_slot), and tries again. */
 enum al_status claim_fresh(struct sem *s, unsigned k)
 {
-	double took = boot_seconds() - s->lease.renewed;
+	double took = boot_seconds() - s->hold->lease.renewed;
 
-	if (rules_claim_void(took, s->claim_window)) {
+	if (rules_claim_void(took, s->hold->claim_window)) {
 		conn_abort(s->conn);
-		s->claim_void = true;
-		s->void_slot = k;
+		s->hold->claim_void = true;
+		s->hold->void_slot = k;
 		return fail(
 			AL_CONNECTION,
 			"the claim of slot %u was answered %.1f s after it was sent, too late to "
@@ -52,8 +52,8 @@ enum al_status claim_fresh(struct sem *s, unsigned k)
 	if (conn_buffered(s->conn) || conn_readable(s->conn)) {
 		conn_drain(s->conn);
 		if (s->conn->dead) {
-			s->claim_void = true;
-			s->void_slot = k;
+			s->hold->claim_void = true;
+			s->hold->void_slot = k;
 			return fail_context(AL_CONNECTION,
 					    "the claim of slot %u came with its end: ", k);
 		}
@@ -85,30 +85,30 @@ static enum al_status claim(struct sem *s, unsigned k)
 	bool leased;
 	size_t done;
 
-	s->lease.claim_closed = false;
+	s->hold->lease.claim_closed = false;
 	done = 0, refused = 0;
 	/* A lease claimed now lasts from before the claim was sent. */
-	s->lease.renewed = boot_seconds();
-	st = s->lease.on ? lease_send(s, DECLARE_LEASE, k) : AL_OK;
+	s->hold->lease.renewed = boot_seconds();
+	st = s->hold->lease.on ? lease_send(s, DECLARE_LEASE, k) : AL_OK;
 	if (st == AL_OK)
 		st = send_steps(s, k, steps, 2);
 	/* The broker's work takes a few milliseconds: the caller's meanwhile. */
-	if (st == AL_OK && s->claim_sent)
-		s->claim_sent(s->claim_arg, k);
+	if (st == AL_OK && s->hold->claim_sent)
+		s->hold->claim_sent(s->hold->claim_arg, k);
 	if (st == AL_OK)
 		st = await_steps(s, steps, 2, &done, &refused);
 	conn_refusal_keep(s->conn, &holder_refusal);
-	if (st == AL_OK && s->lease.on)
+	if (st == AL_OK && s->hold->lease.on)
 		lease_st = lease_answer(s, DECLARE_LEASE, &lease_refused);
 	/* Answered on the main channel, not on the lease's: a lease
 	 * without a leader (section 7 of docs/internals.md). */
 	if (st == AL_OK && refused == 0 && lease_st == AL_CONNECTION && s->conn->no_reply) {
 		note_stuck(s, k);
-		s->lease.stalled = true;
+		s->hold->lease.stalled = true;
 	}
 	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) && conn_broker_crashed(s->conn) &&
-	    s->lease.quorum) {
-		s->lease.claim_closed = true;
+	    s->lease_quorum) {
+		s->hold->lease.claim_closed = true;
 		return fail_context(
 			AL_CONNECTION,
 			"slot %u's last lease is still being deleted (a node down?): ", k);
@@ -122,7 +122,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	 * claimer's, refused the lease (ours) and deleting its holder queue
 	 * now. The lease decides between claimers, so we ask again rather
 	 * than both letting go. */
-	for (tries = 0; s->lease.on && lease_st == AL_OK && done == 0 &&
+	for (tries = 0; s->hold->lease.on && lease_st == AL_OK && done == 0 &&
 			refused == AMQP_RESOURCE_LOCKED && tries < HOLDER_RETRIES;
 	     tries++) {
 		sleep_seconds(jitter(0.002 * (tries + 1)));
@@ -131,9 +131,9 @@ static enum al_status claim(struct sem *s, unsigned k)
 		conn_refusal_keep(s->conn, &holder_refusal);
 	}
 	if (refused == 0 && lease_st == AL_OK) {
-		if (s->lease.on) {
-			trace("slot %u leased for %u ms (a %s queue)", k, s->lease.ms,
-			      s->lease.quorum ? "quorum" : "classic");
+		if (s->hold->lease.on) {
+			trace("slot %u leased for %u ms (a %s queue)", k, s->hold->lease.ms,
+			      s->lease_quorum ? "quorum" : "classic");
 			return claim_fresh(s, k);
 		}
 		/* Without a lease of our own, someone else's is looked for
@@ -147,7 +147,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	}
 	/* Lost, or half won: a lease made for a claim that failed goes at
 	 * once (it would block the slot for its length). */
-	if (s->lease.on && lease_st == AL_OK && (st = drop_lease(s, k)) != AL_OK)
+	if (s->hold->lease.on && lease_st == AL_OK && (st = drop_lease(s, k)) != AL_OK)
 		return st;
 	if (done == 0 && refused == AMQP_RESOURCE_LOCKED)
 		return AL_BUSY;
@@ -174,12 +174,12 @@ static enum al_status claim(struct sem *s, unsigned k)
 
 bool sem_lost_to_lease(const struct sem *s)
 {
-	return s->lease.claim_closed || s->lease.stalled;
+	return s->hold->lease.claim_closed || s->hold->lease.stalled;
 }
 
 bool sem_lease_being_deleted(const struct sem *s)
 {
-	return s->lease.claim_closed;
+	return s->hold->lease.claim_closed;
 }
 
 enum al_status sem_paused_busy(const struct sem *s)
@@ -222,8 +222,8 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 	bool ahead, looked_again = false;
 
 	*slot = 0;
-	s->lease.stalled = false;
-	s->behind_line = false;
+	s->hold->lease.stalled = false;
+	s->hold->behind_line = false;
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
 		 * claim's lease declare sees a lease if one is there. */
@@ -278,9 +278,10 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 		 * quorum lease's expiry then counting from the lost claim
 		 * rather than the new one. Not a claim lost to a lease in
 		 * the way: ending that lease would meet it again. */
-		if (st == AL_CONNECTION && s->lease.on && s->conn->dead && !sem_lost_to_lease(s)) {
-			s->claim_void = true;
-			s->void_slot = k;
+		if (st == AL_CONNECTION && s->hold->lease.on && s->conn->dead &&
+		    !sem_lost_to_lease(s)) {
+			s->hold->claim_void = true;
+			s->hold->void_slot = k;
 		}
 		if (st != AL_BUSY)
 			break;

@@ -568,15 +568,8 @@ static enum al_status cli_open(struct cli *cli, struct conn *c, struct deadline 
 
 enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)
 {
-	unsigned lease_ms = 0;
-
-	if (cli->hold.lease > 0) {
-		if (!cli->lease_token)
-			cli->lease_token = sem_lease_token();
-		lease_ms = (unsigned)(cli->hold.lease * 1000);
-	}
 	/* The name was checked before. */
-	sem_init(s, c, cli->prefix, cli->name, &cli->sem, lease_ms, cli->lease_token);
+	sem_init(s, c, cli->prefix, cli->name, &cli->sem);
 	return cli_open(cli, c, by);
 }
 

@@ -72,7 +72,6 @@ struct cli {
 	/* hold */
 	char *command_text; /* -c */
 	char **command;     /* after "--" */
-	int64_t lease_token;
 	/* The command running ("hold"), and the semaphore named by the
 	 * first argument, once checked. */
 	const char *command_name;

@@ -17,6 +17,8 @@ struct client {
 	bool waiting_told;       /* the "waiting" event is out */
 	bool waiting_line;       /* a waiting line is on the terminal */
 	const char *waiting_for; /* "a slot of", or wait's words */
+	/* acquire and hold: the holder's side of the semaphore. */
+	struct sem_hold hold;
 };
 
 static void event(struct client *cl, const char *name)
@@ -398,6 +400,9 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 	exit_on_interrupt(cli, "before a slot of ", " was held; nothing was run");
 	cl->waiting_for = "a slot of";
 	st = cli_connect(cli, c, s, replies_end);
+	/* The lease's token is fixed for the run: a reconnect keeps it. */
+	sem_hold_init(s, &cl->hold, (unsigned)(o->lease * 1000),
+		      o->lease > 0 ? sem_lease_token() : 0);
 	for (;;) {
 		connecting = st != AL_OK;
 		if (!connecting) {

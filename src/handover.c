@@ -107,20 +107,21 @@ static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
 	if (!header_i64(p, "slot", &slot) || !header_i64(p, "lease-ms", &ms) ||
 	    !header_i64(p, "quorum", &quorum) || slot < 1 || slot > SLOTS_MAX || ms < 1 ||
 	    ms > INT32_MAX || !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
-	    !text_copy(p->correlation_id, s->handover.nonce, sizeof(s->handover.nonce)))
+	    !text_copy(p->correlation_id, s->hold->handover.nonce, sizeof(s->hold->handover.nonce)))
 		return false;
-	s->handover.offer_old = header_i64(p, "token", &token);
-	s->handover.reply_to[0] = '\0';
-	if (s->handover.offer_old &&
+	s->hold->handover.offer_old = header_i64(p, "token", &token);
+	s->hold->handover.reply_to[0] = '\0';
+	if (s->hold->handover.offer_old &&
 	    (!(p->_flags & AMQP_BASIC_REPLY_TO_FLAG) || !conn_is_reply_to(&p->reply_to) ||
-	     !text_copy(p->reply_to, s->handover.reply_to, sizeof(s->handover.reply_to))))
+	     !text_copy(p->reply_to, s->hold->handover.reply_to,
+			sizeof(s->hold->handover.reply_to))))
 		return false;
-	s->handover.slot = (unsigned)slot;
-	s->handover.ms = (unsigned)ms;
-	s->handover.quorum = quorum != 0;
-	s->handover.offer_signed = conn_signed_by_us(s->conn, p);
+	s->hold->handover.slot = (unsigned)slot;
+	s->hold->handover.ms = (unsigned)ms;
+	s->hold->handover.quorum = quorum != 0;
+	s->hold->handover.offer_signed = conn_signed_by_us(s->conn, p);
 	/* A new offer: an answer to an earlier ask no longer counts. */
-	s->handover.asked[0] = '\0';
+	s->hold->handover.asked[0] = '\0';
 	return true;
 }
 
@@ -165,18 +166,18 @@ static void decline_now(struct sem *s, const amqp_basic_properties_t *p)
 }
 
 /* What a delivery from the line is to the hand-over (taken into
- * s->handover): no note of it, an offer (a wake-up), or another note (the
+ * s->hold->handover): no note of it, an offer (a wake-up), or another note (the
  * answer to our ask among them), which is acknowledged at once. */
 enum handover_note { NOT_A_NOTE, NOTE_OFFER, NOTE_OTHER };
 
 static enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p)
 {
-	char id[sizeof(s->handover.asked)];
+	char id[sizeof(s->hold->handover.asked)];
 	int64_t token;
 
-	if (conn_is_type(p, OFFER_TYPE) && s->handover.asking) {
+	if (conn_is_type(p, OFFER_TYPE) && s->hold->handover.asking) {
 		decline_now(s, p);
-		s->handover.offer_meanwhile = true;
+		s->hold->handover.offer_meanwhile = true;
 		return NOTE_OTHER;
 	}
 	if (conn_is_type(p, OFFER_TYPE))
@@ -186,11 +187,12 @@ static enum handover_note handover_note(struct sem *s, const amqp_basic_properti
 	/* Ours only if it answers our ask: its id went nowhere but into the
 	 * offerer's holder queue, which only the holder's connection reads
 	 * (anyone may publish an answer, nobody else can know the id). */
-	if (s->handover.asked[0] && conn_signed_by_us(s->conn, p) &&
-	    nonce_is(p, s->handover.nonce) && header_text(p, "adopter", id, sizeof(id)) &&
-	    strcmp(id, s->handover.asked) == 0 && header_i64(p, "token", &token) && token > 0) {
-		s->handover.handed = true;
-		s->handover.token = token;
+	if (s->hold->handover.asked[0] && conn_signed_by_us(s->conn, p) &&
+	    nonce_is(p, s->hold->handover.nonce) && header_text(p, "adopter", id, sizeof(id)) &&
+	    strcmp(id, s->hold->handover.asked) == 0 && header_i64(p, "token", &token) &&
+	    token > 0) {
+		s->hold->handover.handed = true;
+		s->hold->handover.token = token;
 	}
 	return NOTE_OTHER;
 }
@@ -201,16 +203,16 @@ enum line_heard sem_handover_ear(struct sem *s, uint64_t tag, const amqp_basic_p
 
 	if (note != NOT_A_NOTE)
 		return note == NOTE_OFFER ? HEARD_OFFER : HEARD_NOTE;
-	if (!s->handover.asking)
+	if (!s->hold->handover.asking)
 		return HEARD_WAKE;
 	conn_ack(s->conn, tag);
-	s->handover.woken_meanwhile = true;
+	s->hold->handover.woken_meanwhile = true;
 	return HEARD_TAKEN;
 }
 
 bool sem_offered(const struct sem *s)
 {
-	return (s->place.wake_tag != 0 && s->place.offer) || s->handover.handed;
+	return (s->hold->place.wake_tag != 0 && s->hold->place.offer) || s->hold->handover.handed;
 }
 
 /* --- the offerer's side ------------------------------------------------ */
@@ -218,13 +220,13 @@ bool sem_offered(const struct sem *s)
 /* The offerer has decided for an asker (heard_ask). */
 static bool decided(const struct sem *s)
 {
-	return s->handover.adopter[0] != '\0';
+	return s->hold->handover.adopter[0] != '\0';
 }
 
 /* The offerer has its answer: an adopter, a decline, or no more ears. */
 static bool answered(const struct sem *s)
 {
-	return decided(s) || s->handover.declined || s->handover.deaf;
+	return decided(s) || s->hold->handover.declined || s->hold->handover.deaf;
 }
 
 /* What comes to our holder queue while we offer: the first in line's ask
@@ -237,14 +239,14 @@ static bool answered(const struct sem *s)
 static void heard_ask(void *owner, uint64_t tag, const amqp_basic_properties_t *p)
 {
 	struct sem *s = owner;
-	char id[sizeof(s->handover.adopter)];
-	double after = boot_seconds() - s->handover.offered_at;
+	char id[sizeof(s->hold->handover.adopter)];
+	double after = boot_seconds() - s->hold->handover.offered_at;
 
 	(void)tag; /* the holder queue is read without acknowledgements */
-	if (decided(s) || s->handover.deaf || !nonce_is(p, s->handover.nonce))
+	if (decided(s) || s->hold->handover.deaf || !nonce_is(p, s->hold->handover.nonce))
 		return;
 	if (conn_is_type(p, DECLINED_TYPE)) {
-		s->handover.declined = true;
+		s->hold->handover.declined = true;
 		return;
 	}
 	if (!conn_is_type(p, ASK_TYPE) || !conn_signed_by_us(s->conn, p) ||
@@ -254,13 +256,13 @@ static void heard_ask(void *owner, uint64_t tag, const amqp_basic_properties_t *
 	 * our offer: an ask read later than ADOPT_WAIT after the offer (we
 	 * were stopped, our host paused) may have been given up. */
 	if (after > ADOPT_WAIT) {
-		trace("an ask for slot %u came %.3f s after the offer: too late", s->handover.slot,
-		      after);
+		trace("an ask for slot %u came %.3f s after the offer: too late",
+		      s->hold->handover.slot, after);
 		return;
 	}
-	memcpy(s->handover.adopter, id, sizeof(id));
-	if (s->lease_given)
-		s->lease_given(s->given_arg);
+	memcpy(s->hold->handover.adopter, id, sizeof(id));
+	if (s->hold->lease_given)
+		s->hold->lease_given(s->hold->given_arg);
 }
 
 static void stopped_hearing(void *owner, enum conn_consumer_end why)
@@ -268,7 +270,7 @@ static void stopped_hearing(void *owner, enum conn_consumer_end why)
 	struct sem *s = owner;
 
 	(void)why;
-	s->handover.deaf = true;
+	s->hold->handover.deaf = true;
 }
 
 /* Reads what comes until done(s) or `by`. */
@@ -323,13 +325,13 @@ static enum al_status anyone_waiting(struct sem *s, const struct conn_note *offe
 static void hand_to_adopter(struct sem *s, unsigned slot)
 {
 	char line[QUEUE_NAME_MAX + 1];
-	amqp_table_entry_t e[2] = {text_entry("adopter", s->handover.adopter),
-				   i64_entry("token", s->lease.token)};
+	amqp_table_entry_t e[2] = {text_entry("adopter", s->hold->handover.adopter),
+				   i64_entry("token", s->hold->lease.token)};
 	amqp_table_t headers = {.num_entries = 2, .entries = e};
 	struct conn_note n = {.queue = line,
 			      .type = HANDED_TYPE,
 			      .expiration = NOTICE_EXPIRATION,
-			      .correlation_id = s->handover.nonce,
+			      .correlation_id = s->hold->handover.nonce,
 			      .headers = &headers,
 			      .main = true};
 	static const struct step delete_holder = {DELETE_QUEUE, HOLDER_QUEUE};
@@ -354,8 +356,9 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 {
 	char line[QUEUE_NAME_MAX + 1], holder[QUEUE_NAME_MAX + 1];
 	struct conn_consumer hooks = {.delivered = heard_ask, .ended = stopped_hearing, .owner = s};
-	amqp_table_entry_t e[3] = {i64_entry("slot", slot), i64_entry("lease-ms", s->lease.ms),
-				   i64_entry("quorum", s->lease.quorum)};
+	amqp_table_entry_t e[3] = {i64_entry("slot", slot),
+				   i64_entry("lease-ms", s->hold->lease.ms),
+				   i64_entry("quorum", s->lease_quorum)};
 	amqp_table_t headers = {.num_entries = 3, .entries = e};
 	struct conn_note offer = {
 		.type = OFFER_TYPE, .expiration = TEXT(ADOPT_WAIT_MS), .headers = &headers};
@@ -371,18 +374,18 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	 * (100 holds 5 ms apart on 5 slots: 41% busy, against 52% without
 	 * hand-overs, on 3.10.8). Nor while our holder queue is not ours
 	 * (after a re-attach): the first in line asks through it. */
-	if (!rules_offer(s->lease.on, s->max_seen, s->conn->user[0] != '\0',
-			 conn_consuming(s->conn), !s->lease.need_holder))
+	if (!rules_offer(s->hold->lease.on, s->max_seen, s->conn->user[0] != '\0',
+			 conn_consuming(s->conn), !s->hold->lease.need_holder))
 		return AL_OK;
 	if ((st = line_up(s, &up)) != AL_OK || !up)
 		return st;
-	memset(&s->handover, 0, sizeof(s->handover));
-	s->handover.slot = slot;
-	new_id(s->handover.nonce, sizeof(s->handover.nonce));
+	memset(&s->hold->handover, 0, sizeof(s->hold->handover));
+	s->hold->handover.slot = slot;
+	new_id(s->hold->handover.nonce, sizeof(s->hold->handover.nonce));
 	waiters_queue(s, line);
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
 	offer.queue = line;
-	offer.correlation_id = s->handover.nonce;
+	offer.correlation_id = s->hold->handover.nonce;
 	/* Listening to our holder queue, where the ask comes (nobody else
 	 * can read it), from before the offer: an ask that comes first
 	 * waits there for us. The offer goes on the listener's channel,
@@ -392,7 +395,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	if ((st = conn_listen(s->conn, holder, &hooks)) != AL_OK)
 		return st;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
-	s->handover.offered_at = boot_seconds();
+	s->hold->handover.offered_at = boot_seconds();
 	by = deadline_in(ADOPT_WAIT);
 	st = anyone_waiting(s, &offer, &waiting);
 	/* (an asker that came after the count: someone all the same) */
@@ -405,7 +408,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	if (st == AL_OK && !answered(s))
 		st = conn_drain(s->conn);
 	/* No decision from here on: an ask read later is dropped. */
-	s->handover.deaf = true;
+	s->hold->handover.deaf = true;
 	conn_consume_end(s->conn, NULL);
 	if ((*handed = decided(s))) {
 		if (st == AL_OK)
@@ -415,7 +418,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	}
 	if (st == AL_OK && someone)
 		trace("the lease of slot %u was %s; ending it", slot,
-		      s->handover.declined ? "declined" : "not asked for");
+		      s->hold->handover.declined ? "declined" : "not asked for");
 	return st;
 }
 
@@ -423,7 +426,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 
 static bool handed(const struct sem *s)
 {
-	return s->handover.handed;
+	return s->hold->handover.handed;
 }
 
 /* The wait for an answer ends when it comes, or when another offer
@@ -436,7 +439,7 @@ static bool handed(const struct sem *s)
  * taken meanwhile, the lease handed to us would be left to run out. */
 static bool answered_or_moot(const struct sem *s)
 {
-	return s->handover.handed || s->handover.offer_meanwhile;
+	return s->hold->handover.handed || s->hold->handover.offer_meanwhile;
 }
 
 /* A wake-up taken while we asked (sem_handover_ear): another slot may be
@@ -444,18 +447,18 @@ static bool answered_or_moot(const struct sem *s)
  * or for us. */
 static enum al_status pass_on_wake(struct sem *s)
 {
-	if (!s->handover.woken_meanwhile)
+	if (!s->hold->handover.woken_meanwhile)
 		return AL_OK;
-	s->handover.woken_meanwhile = false;
+	s->hold->handover.woken_meanwhile = false;
 	return sem_wake_line(s);
 }
 
 /* What the first in line would have made itself (rules.h). */
 static const char *not_adoptable(const struct sem *s)
 {
-	return rules_not_adoptable(s->lease.on, s->handover.offer_signed, s->handover.offer_old,
-				   s->handover.ms, s->lease.ms, s->handover.quorum,
-				   s->lease.quorum);
+	return rules_not_adoptable(s->hold->lease.on, s->hold->handover.offer_signed,
+				   s->hold->handover.offer_old, s->hold->handover.ms,
+				   s->hold->lease.ms, s->hold->handover.quorum, s->lease_quorum);
 }
 
 /* The ask, into the offerer's holder queue, mandatory: only the
@@ -465,12 +468,12 @@ static const char *not_adoptable(const struct sem *s)
 static enum al_status send_ask(struct sem *s, unsigned k, bool *routed)
 {
 	char holder[QUEUE_NAME_MAX + 1];
-	amqp_table_entry_t e = text_entry("adopter", s->handover.asked);
+	amqp_table_entry_t e = text_entry("adopter", s->hold->handover.asked);
 	amqp_table_t headers = {.num_entries = 1, .entries = &e};
 	struct conn_note n = {.queue = holder,
 			      .type = ASK_TYPE,
 			      .expiration = NOTICE_EXPIRATION,
-			      .correlation_id = s->handover.nonce,
+			      .correlation_id = s->hold->handover.nonce,
 			      .headers = &headers,
 			      .main = true,
 			      .mandatory = true};
@@ -483,12 +486,12 @@ static enum al_status send_ask(struct sem *s, unsigned k, bool *routed)
 }
 
 /* The offer spent: asked for, or declined. AL_OK once the lease is
- * handed to us (s->handover.handed), AL_BUSY if not. An answer that comes
+ * handed to us (s->hold->handover.handed), AL_BUSY if not. An answer that comes
  * after ASK_WAIT still hands it to us (handover_note), while we wait in
  * line. */
 static enum al_status ask(struct sem *s)
 {
-	unsigned k = s->handover.slot;
+	unsigned k = s->hold->handover.slot;
 	const char *why = not_adoptable(s);
 	enum al_status st;
 	bool routed = false;
@@ -496,27 +499,27 @@ static enum al_status ask(struct sem *s)
 	/* Spent whatever comes of it: the answer comes through the line,
 	 * after it. */
 	sem_wake_done(s);
-	s->handover.woken_meanwhile = false;
-	s->handover.offer_meanwhile = false;
+	s->hold->handover.woken_meanwhile = false;
+	s->hold->handover.offer_meanwhile = false;
 	if (why) {
 		trace("slot %u offered, not adopted: %s", k, why);
-		decline(s, k, s->handover.nonce,
-			s->handover.offer_old ? s->handover.reply_to : NULL);
+		decline(s, k, s->hold->handover.nonce,
+			s->hold->handover.offer_old ? s->hold->handover.reply_to : NULL);
 		return fail(AL_BUSY, "slot %u of %s is being handed over", k, s->label);
 	}
 	trace("slot %u offered: asking its holder for the lease", k);
-	new_id(s->handover.asked, sizeof(s->handover.asked));
-	s->handover.asking = true;
+	new_id(s->hold->handover.asked, sizeof(s->hold->handover.asked));
+	s->hold->handover.asking = true;
 	st = send_ask(s, k, &routed);
 	if (st == AL_OK && routed)
 		st = wait_for(s, answered_or_moot, deadline_in(ASK_WAIT));
-	s->handover.asking = false;
+	s->hold->handover.asking = false;
 	if (st == AL_OK && !routed) {
 		trace("slot %u offered, not adopted: no holder holds its holder queue "
 		      "(an offer left over, or not its holder's)",
 		      k);
-		s->handover.asked[0] = '\0';
-	} else if (st == AL_OK && !handed(s) && s->handover.offer_meanwhile) {
+		s->hold->handover.asked[0] = '\0';
+	} else if (st == AL_OK && !handed(s) && s->hold->handover.offer_meanwhile) {
 		trace("slot %u offered, not handed over: another offer came meanwhile", k);
 	} else if (st == AL_OK && !handed(s)) {
 		trace("slot %u offered, not handed over within %g s", k, ASK_WAIT);
@@ -547,14 +550,14 @@ static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
 	enum al_status st;
 	unsigned tries;
 
-	if (s->lease.quorum)
+	if (s->lease_quorum)
 		steps[n++] = (struct step){READ_QUEUE, LEASE_QUEUE};
 	steps[n++] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
 	steps[n++] = holder;
-	s->lease.renewed = boot_seconds();
+	s->hold->lease.renewed = boot_seconds();
 	st = send_steps(s, k, steps, n);
-	if (st == AL_OK && s->claim_sent)
-		s->claim_sent(s->claim_arg, k);
+	if (st == AL_OK && s->hold->claim_sent)
+		s->hold->claim_sent(s->hold->claim_arg, k);
 	if (st == AL_OK)
 		st = await_steps(s, steps, n, &done, &refused);
 	*leased = done > 0;
@@ -577,15 +580,15 @@ static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
  * its token, which only we may use now) if that fails. */
 static enum al_status adopt(struct sem *s, unsigned *slot)
 {
-	unsigned k = s->handover.slot;
-	int64_t own = s->lease.token;
+	unsigned k = s->hold->handover.slot;
+	int64_t own = s->hold->lease.token;
 	enum al_status st;
 	bool leased = false;
 
-	s->handover.handed = false;
-	s->handover.asked[0] = '\0';
+	s->hold->handover.handed = false;
+	s->hold->handover.asked[0] = '\0';
 	trace("slot %u handed over: adopting its lease", k);
-	s->lease.token = s->handover.token;
+	s->hold->lease.token = s->hold->handover.token;
 	st = adopt_claim(s, k, &leased);
 	if (st == AL_OK) {
 		trace("slot %u is ours, handed over", k);
@@ -599,12 +602,12 @@ static enum al_status adopt(struct sem *s, unsigned *slot)
 	/* A connection lost meanwhile leaves the lease ours to end: the
 	 * next connection ends it, by its token. */
 	if (st != AL_OK && s->conn->dead) {
-		s->claim_void = true;
-		s->void_slot = k;
+		s->hold->claim_void = true;
+		s->hold->void_slot = k;
 	}
-	if (s->claim_void)
-		s->void_token = s->handover.token;
-	s->lease.token = own;
+	if (s->hold->claim_void)
+		s->hold->void_token = s->hold->handover.token;
+	s->hold->lease.token = own;
 	if (st == AL_OK)
 		st = pass_on_wake(s);
 	return st == AL_OK ? fail(AL_BUSY, "slot %u of %s was not handed over", k, s->label) : st;
@@ -615,26 +618,26 @@ enum al_status sem_adopt(struct sem *s, unsigned *slot)
 	enum al_status st;
 
 	*slot = 0;
-	if (!s->handover.handed && (st = ask(s)) != AL_OK)
+	if (!s->hold->handover.handed && (st = ask(s)) != AL_OK)
 		return st;
 	return adopt(s, slot);
 }
 
 void sem_handover_forget(struct sem *s)
 {
-	unsigned k = s->handover.slot;
-	int64_t own = s->lease.token;
+	unsigned k = s->hold->handover.slot;
+	int64_t own = s->hold->lease.token;
 
-	s->handover.asked[0] = '\0';
-	if (!s->handover.handed)
+	s->hold->handover.asked[0] = '\0';
+	if (!s->hold->handover.handed)
 		return;
 	/* Handed to us and not adopted (we leave the line with another
 	 * slot, or give up): ours to end, by its token. */
-	s->handover.handed = false;
-	s->lease.token = s->handover.token;
+	s->hold->handover.handed = false;
+	s->hold->lease.token = s->hold->handover.token;
 	if (s->conn->dead || sem_lease_end(s, k) != AL_OK) {
 		trace("could not end the lease of slot %u handed to us: it runs out", k);
 		status_clear();
 	}
-	s->lease.token = own;
+	s->hold->lease.token = own;
 }

@@ -57,12 +57,12 @@ double hold_silence(unsigned heartbeat, double rpc_timeout)
  * unless a renewal comes first (rules.h). */
 static double kill_deadline(const struct holding *h)
 {
-	return rules_kill_deadline(h->s->lease.renewed, h->o->lease);
+	return rules_kill_deadline(h->s->hold->lease.renewed, h->o->lease);
 }
 
 static double signal_deadline(const struct holding *h)
 {
-	return rules_signal_deadline(h->s->lease.renewed, h->o->lease, h->o->grace);
+	return rules_signal_deadline(h->s->hold->lease.renewed, h->o->lease, h->o->grace);
 }
 
 /* The broker confirmed a renewal sent at `sent` (boot clock); the keeper
@@ -71,7 +71,7 @@ static void renewed(struct holding *h, double sent)
 {
 	if (!h->o->lease)
 		return;
-	h->s->lease.renewed = sent;
+	h->s->hold->lease.renewed = sent;
 	job_kill_at(h, kill_deadline(h));
 }
 
@@ -125,7 +125,7 @@ static void next_verification(struct holding *h, double from)
 {
 	double wait = VERIFY_INTERVAL;
 
-	if (!h->s->lease.need_holder)
+	if (!h->s->hold->lease.need_holder)
 		h->holder_tries = 0;
 	else if (h->holder_tries < 7)
 		wait = 0.01 * (double)(1u << h->holder_tries++);
@@ -252,7 +252,7 @@ static enum hold_event verify(struct holding *h)
 
 	if (ev != HOLD_EV_NONE)
 		return ev;
-	if (!h->answers.s && h->verify_sent && !h->s->lease.need_holder)
+	if (!h->answers.s && h->verify_sent && !h->s->hold->lease.need_holder)
 		sem_answers_listen(&h->answers, h->s, h->slot, h->o->conn_opts);
 	sem_answers_send(&h->answers);
 	return HOLD_EV_NONE;
@@ -558,8 +558,8 @@ static enum al_status let_go(struct holding *h)
 	 * once; a failure here changes nothing, as the connection's close
 	 * gives the slot back anyway, but for a lease, which lasts its
 	 * length if it cannot be ended now. */
-	s->lease_given = lease_given;
-	s->given_arg = h;
+	s->hold->lease_given = lease_given;
+	s->hold->given_arg = h;
 	if (!s->conn->dead && sem_hand_over(s, h->slot, &handed) == AL_OK &&
 	    (handed || sem_released(s, h->slot) == AL_OK))
 		return AL_OK;
@@ -598,7 +598,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 		h.done = true;
 	} else if (o->argv && !h.done) {
 		job_start(&h);
-		renewed(&h, s->lease.renewed);
+		renewed(&h, s->hold->lease.renewed);
 	}
 	if (h.done)
 		h.state = HOLD_DONE;

@@ -60,7 +60,7 @@ struct hold_opts {
 	int lost_signal; /* sent to every process of the command on loss */
 	double grace;    /* seconds between lost_signal and SIGKILL */
 	char **argv;     /* the command; NULL: hold until a signal */
-	/* The lease, seconds (s->lease as cli_connect set it up); 0: none,
+	/* The lease, seconds (the holder's side of struct sem has it too); 0: none,
 	 * the slot is lost with the connection. */
 	double lease;
 	/* --min-hold: the slot stays taken this long after it was taken,

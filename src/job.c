@@ -42,7 +42,7 @@ bool job_keep_minimum(struct sem *s, const struct lease_end *e)
 	double left = e->min_until - boot_seconds();
 	bool placed = false;
 
-	if (!e->min_until || !s->lease.on || left < MINIMUM_LEAST)
+	if (!e->min_until || !s->hold->lease.on || left < MINIMUM_LEAST)
 		return false;
 	if (sem_lease_minimum(s, e->slot, left, &placed) != AL_OK) {
 		trace("could not keep slot %u for its minimum: %s", e->slot, status_message());
@@ -178,7 +178,7 @@ void job_start(struct holding *h)
 	/* No start past the moment the claim could count (sem.h,
 	 * claim_window): amqplock stopped between its decision and the
 	 * keeper's must not start the command on a slot lost meanwhile. */
-	so.start_by = h->s->lease.renewed + h->s->claim_window;
+	so.start_by = h->s->hold->lease.renewed + h->s->hold->claim_window;
 	if (kp && kp->ready && kp->end.slot == h->slot) {
 		/* Readied during the claim: it runs the command now. */
 		h->sv = kp->sv;

@@ -1,8 +1,8 @@
 /* The holder's side of a held slot: its lease (token, renewal, re-attach,
  * keeping and ending it, the minimum lease --min-hold leaves behind), the
- * verification every second, and the release; and struct sem set up
- * (sem_init) and carried across a lost connection (sem_reconnected), which
- * is mostly about leases. */
+ * verification every second, and the release; and the holder's side of
+ * struct sem set up (sem_hold_init) and carried across a lost connection
+ * (sem_reconnected), which is mostly about leases. */
 #include "sem_parts.h"
 
 #include <stdlib.h>
@@ -23,34 +23,32 @@ int64_t sem_lease_token(void)
 	return t ? (int64_t)t : 1;
 }
 
-void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,
-	      const struct sem_opts *opts, unsigned lease_ms, int64_t token)
+void sem_hold_init(struct sem *s, struct sem_hold *h, unsigned lease_ms, int64_t token)
 {
-	memset(s, 0, sizeof(*s));
-	sem_name_init(&s->name, prefix, name);
-	s->label = name;
-	s->conn = c;
-	s->opts = *opts;
-	s->lease.on = lease_ms > 0;
-	s->lease.ms = lease_ms;
-	s->lease.token = lease_ms > 0 ? token : 0;
+	memset(h, 0, sizeof(*h));
+	h->lease.on = lease_ms > 0;
+	h->lease.ms = lease_ms;
+	h->lease.token = lease_ms > 0 ? token : 0;
+	s->hold = h;
 }
 
 void sem_reconnected(struct sem *s)
 {
 	struct sem old = *s;
+	struct sem_hold *h = s->hold, was;
 
 	memset(s, 0, sizeof(*s));
 	s->conn = old.conn;
 	s->name = old.name;
 	s->label = old.label;
 	s->opts = old.opts;
-	s->lease.on = old.lease.on;
-	s->lease.ms = old.lease.ms;
-	s->lease.token = old.lease.token;
 	/* What was learnt of leases that do not answer outlives the
 	 * connection they stalled. */
-	memcpy(s->lease.stuck, old.lease.stuck, sizeof(s->lease.stuck));
+	memcpy(s->stuck, old.stuck, sizeof(s->stuck));
+	if (!h)
+		return;
+	was = *h;
+	sem_hold_init(s, h, was.lease.ms, was.lease.token);
 	/* A void claim (answered too late to count, see claim_window, or
 	 * its connection lost before its answers) may have left a lease of
 	 * ours: it would keep the slot from everyone, us included,
@@ -58,29 +56,29 @@ void sem_reconnected(struct sem *s)
 	 * finds the types again). */
 	/* A lease handed to us and not yet adopted is ours to end, as a
 	 * void claim's. */
-	if (old.handover.handed && !old.claim_void) {
-		old.claim_void = true;
-		old.void_slot = old.handover.slot;
-		old.void_token = old.handover.token;
+	if (was.handover.handed && !was.claim_void) {
+		was.claim_void = true;
+		was.void_slot = was.handover.slot;
+		was.void_token = was.handover.token;
 	}
-	if (!old.claim_void)
+	if (!was.claim_void)
 		return;
-	s->lease.quorum = old.lease.quorum;
+	s->lease_quorum = old.lease_quorum;
 	s->slots_quorum = old.slots_quorum;
 	/* An adoption's lease has the offerer's token, not ours. */
-	if (old.void_token)
-		s->lease.token = old.void_token;
-	if (s->lease.on && sem_lease_end(s, old.void_slot) != AL_OK) {
+	if (was.void_token)
+		h->lease.token = was.void_token;
+	if (h->lease.on && sem_lease_end(s, was.void_slot) != AL_OK) {
 		trace("could not end the lease of slot %u that a void claim may have left: %s",
-		      old.void_slot, status_message());
+		      was.void_slot, status_message());
 		/* Lost again: the next connection tries again. */
 		if (s->conn->dead) {
-			s->claim_void = true;
-			s->void_slot = old.void_slot;
-			s->void_token = old.void_token;
+			h->claim_void = true;
+			h->void_slot = was.void_slot;
+			h->void_token = was.void_token;
 		}
 	}
-	s->lease.token = old.lease.token;
+	h->lease.token = was.lease.token;
 	status_clear();
 }
 
@@ -96,7 +94,7 @@ static size_t renewal_steps(const struct sem *s, struct step *step)
 {
 	step[0] = (struct step){DECLARE_LEASE, LEASE_QUEUE};
 	step[1] = (struct step){READ_QUEUE, LEASE_QUEUE};
-	return s->lease.quorum ? 2 : 1;
+	return s->lease_quorum ? 2 : 1;
 }
 
 enum al_status sem_reattach(struct sem *s, unsigned slot)
@@ -116,9 +114,9 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 	if (st != AL_OK)
 		return st;
 	sem_name_slot(&s->name, slot, steps[done < n ? done : n - 1].kind, queue);
-	s->lease.need_holder = false;
+	s->hold->lease.need_holder = false;
 	if (done >= 2)
-		s->lease.reattached = now_seconds();
+		s->hold->lease.reattached = now_seconds();
 	if (refused == 0)
 		return AL_OK;
 	if (done == 0 && refused == AMQP_NOT_FOUND)
@@ -131,7 +129,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 		/* The broker has not yet dropped our old connection, whose
 		 * holder queue it is; the lease keeps the slot meanwhile. */
 		trace("holder queue %s is still the old connection's; taking it later", queue);
-		s->lease.need_holder = true;
+		s->hold->lease.need_holder = true;
 		return AL_OK;
 	}
 	return step_refused(s, slot, &steps[done], status_for_reply(refused));
@@ -205,7 +203,7 @@ enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, b
 {
 	static const struct step make = {DECLARE_LEASE, LEASE_QUEUE};
 	struct deadline by = deadline_in(MINIMUM_PLACE_WAIT);
-	unsigned running_ms = s->lease.ms;
+	unsigned running_ms = s->hold->lease.ms;
 	enum al_status st;
 	uint16_t refused = 0;
 	size_t done;
@@ -214,13 +212,13 @@ enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, b
 	*placed = false;
 	if ((st = lease_drop(s, slot, &ended)) != AL_OK)
 		return st;
-	s->lease.ms = (unsigned)(seconds * 1000) + 1;
+	s->hold->lease.ms = (unsigned)(seconds * 1000) + 1;
 	do {
 		if (refused)
 			sleep_seconds(MINIMUM_PLACE_PAUSE);
 		st = run_steps(s, slot, &make, 1, &done, &refused);
 	} while (st == AL_OK && refused == AMQP_PRECONDITION_FAILED && !deadline_passed(by));
-	s->lease.ms = running_ms;
+	s->hold->lease.ms = running_ms;
 	if (st == AL_OK && refused == 0) {
 		*placed = true;
 		trace("slot %u kept for %.3f s more by a minimum lease (--min-hold)", slot,
@@ -257,17 +255,17 @@ enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *ho
 
 	/* A quorum lease goes first, while the holder queue still keeps the
 	 * slot held, for the reason sem_released gives. */
-	if (!s->lease.quorum)
+	if (!s->lease_quorum)
 		conn_hang_up(holding);
 	st = lease_drop(s, slot, ended);
-	if (s->lease.quorum)
+	if (s->lease_quorum)
 		conn_hang_up(holding);
 	if (st != AL_OK || !*ended)
 		return st;
 	/* Ended: nobody else says that the slot is free. A classic lease's
 	 * holder queue went with the hang-up; a quorum lease's is waited
 	 * for. */
-	if (!s->lease.quorum)
+	if (!s->lease_quorum)
 		return wake_line_confirmed(s);
 	gone_by = deadline_in(HOLDER_GONE_WAIT);
 	while ((st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, slot, 1, &holder, NULL)) ==
@@ -297,7 +295,7 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
 	uint16_t refused = 0;
 
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
-	while (s->lease.quorum &&
+	while (s->lease_quorum &&
 	       (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) == AL_OK &&
 	       refused && !deadline_passed(by))
 		sleep_seconds(LET_GO_HOLDER_PAUSE);
@@ -307,7 +305,7 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
 		trace("holder queue %s is another's: ending the lease of slot %u all the same",
 		      holder, slot);
 	st = lease_drop(s, slot, &ended);
-	if (st == AL_OK && s->lease.quorum && !refused)
+	if (st == AL_OK && s->lease_quorum && !refused)
 		st = ask_ok(s, DELETE_QUEUE, holder);
 	return st == AL_OK && ended ? sem_wake_line(s) : st;
 }
@@ -336,13 +334,13 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	 * never did), and waiters probe a slot's lease once they see no
 	 * holder queue. A waiter that lost its connection so lost its place
 	 * in line (3 of 30 holds 50 ms apart on one slot). */
-	if (s->lease.on)
+	if (s->hold->lease.on)
 		st = lease_send(s, DELETE_QUEUE, slot);
-	if (st == AL_OK && s->lease.on && s->lease.quorum)
+	if (st == AL_OK && s->hold->lease.on && s->lease_quorum)
 		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK)
 		st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
-	if (st == AL_OK && s->lease.on && !s->lease.quorum)
+	if (st == AL_OK && s->hold->lease.on && !s->lease_quorum)
 		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK && !s->conn->dead) {
 		trace("released slot %u of %s; waking the first in line, if anyone waits", slot,
@@ -364,7 +362,7 @@ enum al_status sem_released(struct sem *s, unsigned slot)
  * holder queue checked every second.) After a reconnect the holder queue
  * may still be the old connection's: it is declared, not checked, until
  * it is ours again. */
-/* The request that verification question i (s->verify_kind) makes: our
+/* The request that verification question i (s->hold->verify_kind) makes: our
  * lease declared with our token (406 if it is another's); the slot queue
  * checked; the holder queue checked, or declared again while need_holder.
  * A kind asked twice in a row is read the second time: a quorum queue's
@@ -373,11 +371,11 @@ enum al_status sem_released(struct sem *s, unsigned slot)
  * holder, nor goes to an expires policy while held. */
 static enum queue_op verify_op(const struct sem *s, unsigned i)
 {
-	if (i > 0 && s->verify_kind[i - 1] == s->verify_kind[i])
+	if (i > 0 && s->hold->verify_kind[i - 1] == s->hold->verify_kind[i])
 		return READ_QUEUE;
-	if (s->verify_kind[i] == LEASE_QUEUE)
+	if (s->hold->verify_kind[i] == LEASE_QUEUE)
 		return DECLARE_LEASE;
-	if (s->verify_kind[i] == HOLDER_QUEUE && s->lease.need_holder)
+	if (s->hold->verify_kind[i] == HOLDER_QUEUE && s->hold->lease.need_holder)
 		return DECLARE_EXCLUSIVE;
 	return DECLARE_PASSIVE;
 }
@@ -387,18 +385,18 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
 	enum al_status st = AL_OK;
 	unsigned i, n = 0;
 
-	if (s->lease.on)
-		s->verify_kind[n++] = LEASE_QUEUE;
-	if (s->lease.on && s->lease.quorum)
-		s->verify_kind[n++] = LEASE_QUEUE;
-	s->verify_kind[n++] = SLOT_QUEUE;
+	if (s->hold->lease.on)
+		s->hold->verify_kind[n++] = LEASE_QUEUE;
+	if (s->hold->lease.on && s->lease_quorum)
+		s->hold->verify_kind[n++] = LEASE_QUEUE;
+	s->hold->verify_kind[n++] = SLOT_QUEUE;
 	if (s->slots_quorum)
-		s->verify_kind[n++] = SLOT_QUEUE;
-	s->verify_kind[n++] = HOLDER_QUEUE;
-	s->verify_asked = n;
-	s->verify_answers = 0;
+		s->hold->verify_kind[n++] = SLOT_QUEUE;
+	s->hold->verify_kind[n++] = HOLDER_QUEUE;
+	s->hold->verify_asked = n;
+	s->hold->verify_answers = 0;
 	for (i = 0; i < n && st == AL_OK; i++)
-		st = slot_send(s, verify_op(s, i), slot, s->verify_kind[i]);
+		st = slot_send(s, verify_op(s, i), slot, s->hold->verify_kind[i]);
 	return st;
 }
 
@@ -415,18 +413,20 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
  * after a re-attach: the lease keeps the slot). */
 static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_status st)
 {
-	enum slot_kind kind = s->verify_kind[s->verify_answers];
+	enum slot_kind kind = s->hold->verify_kind[s->hold->verify_answers];
 	char queue[QUEUE_NAME_MAX + 1];
 
 	sem_name_slot(&s->name, slot, kind, queue);
-	if (kind == HOLDER_QUEUE && st == AL_NOT_FOUND && s->lease.on && !s->lease.need_holder &&
-	    s->lease.reattached && now_seconds() - s->lease.reattached < HOLDER_SETTLE) {
+	if (kind == HOLDER_QUEUE && st == AL_NOT_FOUND && s->hold->lease.on &&
+	    !s->hold->lease.need_holder && s->hold->lease.reattached &&
+	    now_seconds() - s->hold->lease.reattached < HOLDER_SETTLE) {
 		/* The lease was renewed just before, in this round trip. */
 		trace("holder queue %s gone soon after a re-attach; declaring it again", queue);
-		s->lease.need_holder = true;
+		s->hold->lease.need_holder = true;
 	}
-	if (kind == HOLDER_QUEUE && s->lease.need_holder && (st == AL_BUSY || st == AL_NOT_FOUND)) {
-		s->verify_answers = s->verify_asked;
+	if (kind == HOLDER_QUEUE && s->hold->lease.need_holder &&
+	    (st == AL_BUSY || st == AL_NOT_FOUND)) {
+		s->hold->verify_answers = s->hold->verify_asked;
 		return conn_reset_channel(s->conn) == AL_OK
 			       ? AL_OK
 			       : fail(AL_LOST, "the connection failed");
@@ -438,7 +438,7 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 			    st == AL_BUSY ? "taken by another connection" : "deleted");
 	if (kind == LEASE_QUEUE && conn_refusal_code(s->conn) == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s was taken by another holder", queue);
-	conn_refused(s->conn, st, verb(verify_op(s, s->verify_answers)), queue);
+	conn_refused(s->conn, st, verb(verify_op(s, s->hold->verify_answers)), queue);
 	return AL_LOST;
 }
 
@@ -451,7 +451,8 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 	*verified = false;
 	do {
 		st = conn_poll(s->conn, &m, &got);
-		if (st != AL_OK && !s->conn->dead && s->verify_answers < s->verify_asked) {
+		if (st != AL_OK && !s->conn->dead &&
+		    s->hold->verify_answers < s->hold->verify_asked) {
 			if ((st = verify_refused(s, slot, st)) != AL_OK)
 				return st;
 			*verified = got = true;
@@ -459,12 +460,13 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 		}
 		if (st != AL_OK)
 			return fail(AL_LOST, "the connection failed");
-		if (!got || !is_queue_answer(m.id) || ++s->verify_answers != s->verify_asked)
+		if (!got || !is_queue_answer(m.id) ||
+		    ++s->hold->verify_answers != s->hold->verify_asked)
 			continue;
 		*verified = true;
-		if (s->lease.need_holder) {
+		if (s->hold->lease.need_holder) {
 			trace("holder queue of slot %u is ours again", slot);
-			s->lease.need_holder = false;
+			s->hold->lease.need_holder = false;
 		}
 	} while (got);
 	return AL_OK;

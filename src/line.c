@@ -40,7 +40,7 @@ enum al_status line_ahead(struct sem *s, bool *ahead)
 	uint32_t waiters = 0;
 	enum al_status st = s->line == LINE_UP ? count_waiters(s, &waiters) : AL_OK;
 
-	*ahead = s->behind_line = waiters > 0;
+	*ahead = s->hold->behind_line = waiters > 0;
 	if (*ahead)
 		trace("%u clients wait for a slot of %s; queueing behind them", (unsigned)waiters,
 		      s->label);
@@ -80,14 +80,14 @@ static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *
 	struct sem *s = owner;
 	enum line_heard heard = HEARD_NOTE;
 
-	s->place.first = true;
+	s->hold->place.first = true;
 	if (!is_probe(props) && !conn_is_type(props, TURN_TYPE))
-		heard = s->place.ear ? s->place.ear(s, tag, props) : HEARD_WAKE;
+		heard = s->hold->place.ear ? s->hold->place.ear(s, tag, props) : HEARD_WAKE;
 	if (heard == HEARD_NOTE)
 		conn_ack(s->conn, tag);
 	else if (heard != HEARD_TAKEN) {
-		s->place.wake_tag = tag;
-		s->place.offer = heard == HEARD_OFFER;
+		s->hold->place.wake_tag = tag;
+		s->hold->place.offer = heard == HEARD_OFFER;
 	}
 }
 
@@ -95,9 +95,9 @@ static void left_line(void *owner, enum conn_consumer_end why)
 {
 	struct sem *s = owner;
 
-	s->place.first = false;
-	s->place.wake_tag = 0;
-	s->place.offer = false;
+	s->hold->place.first = false;
+	s->hold->place.wake_tag = 0;
+	s->hold->place.offer = false;
 	if (why == CONSUMER_CANCELLED)
 		trace("the line was deleted; polling instead");
 	else if (why == CONSUMER_REFUSED)
@@ -132,15 +132,15 @@ enum al_status sem_join_line(struct sem *s, sem_line_ear ear)
 		return AL_BROKER;
 	if (conn_consuming(s->conn))
 		return AL_OK;
-	s->place.first = false;
-	s->place.wake_tag = 0;
-	s->place.offer = false;
-	s->place.ear = ear;
+	s->hold->place.first = false;
+	s->hold->place.wake_tag = 0;
+	s->hold->place.offer = false;
+	s->hold->place.ear = ear;
 	waiters_queue(s, queue);
 	st = conn_consume(s->conn, queue, &table, &hooks, &alone);
 	/* Nobody consumed before us: we are first. */
 	if (st == AL_OK && alone)
-		s->place.first = true;
+		s->hold->place.first = true;
 	if (st == AL_OK)
 		trace("waiting on %s", queue);
 	return st;
@@ -153,20 +153,20 @@ bool sem_in_line(const struct sem *s)
 
 bool sem_first_in_line(const struct sem *s)
 {
-	return s->place.first;
+	return s->hold->place.first;
 }
 
 bool sem_woken(const struct sem *s)
 {
-	return s->place.wake_tag != 0;
+	return s->hold->place.wake_tag != 0;
 }
 
 void sem_wake_done(struct sem *s)
 {
-	if (s->place.wake_tag && conn_consuming(s->conn))
-		conn_ack(s->conn, s->place.wake_tag);
-	s->place.wake_tag = 0;
-	s->place.offer = false;
+	if (s->hold->place.wake_tag && conn_consuming(s->conn))
+		conn_ack(s->conn, s->hold->place.wake_tag);
+	s->hold->place.wake_tag = 0;
+	s->hold->place.offer = false;
 }
 
 enum al_status sem_wake_line(struct sem *s)
@@ -182,15 +182,15 @@ void sem_leave_line(struct sem *s)
 	char queue[QUEUE_NAME_MAX + 1];
 	struct conn_message turn = {
 		.queue = queue, .expiration = NOTICE_EXPIRATION, .type = TURN_TYPE};
-	bool first = s->place.first;
+	bool first = s->hold->place.first;
 
 	waiters_queue(s, queue);
 	/* If we were first in line, the next is told that it is first now
 	 * (the message is no wake-up). */
 	conn_consume_end(s->conn, first ? &turn : NULL);
-	s->place.first = false;
-	s->place.wake_tag = 0;
-	s->place.offer = false;
+	s->hold->place.first = false;
+	s->hold->place.wake_tag = 0;
+	s->hold->place.offer = false;
 }
 
 /* How long the first in line has, once woken, to take a free slot before

@@ -143,7 +143,7 @@ static int stuck_index(const struct sem *s, unsigned slot)
 	int i;
 
 	for (i = 0; i < SEM_STUCK_MAX; i++)
-		if (s->lease.stuck[i].slot == slot && s->lease.stuck[i].until > now)
+		if (s->stuck[i].slot == slot && s->stuck[i].until > now)
 			return i;
 	return -1;
 }
@@ -156,13 +156,13 @@ void note_stuck(struct sem *s, unsigned slot)
 
 	if (i < 0)
 		for (i = 0, k = 1; k < SEM_STUCK_MAX; k++)
-			if (s->lease.stuck[k].until < s->lease.stuck[i].until)
+			if (s->stuck[k].until < s->stuck[i].until)
 				i = k;
 	trace("the lease of slot %u does not answer (a quorum queue without a leader?); "
 	      "counting the slot as held for %.0f s",
 	      slot, STUCK_FOR);
-	s->lease.stuck[i].slot = slot;
-	s->lease.stuck[i].until = now_seconds() + STUCK_FOR;
+	s->stuck[i].slot = slot;
+	s->stuck[i].until = now_seconds() + STUCK_FOR;
 }
 
 /* Of slots first..first+n-1, those without a holder queue (holder[i]
@@ -315,7 +315,7 @@ enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_li
 	    (st = max_after_window(s, p, max)) != AL_OK)
 		return st;
 	s->slots_quorum = p[2 * FIRST_WINDOW].exists;
-	s->lease.quorum = lease_type_quorum(s);
+	s->lease_quorum = lease_type_quorum(s);
 	note_line(s, &p[2 * FIRST_WINDOW + 1]);
 	/* A slot queue gone behind amqplock's back (an expires policy took
 	 * an idle slot) leaves a hole: within the first window a client

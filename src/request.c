@@ -49,13 +49,13 @@ static amqp_table_t lease_arguments(const struct sem *s, amqp_table_entry_t *e)
 
 	e[0] = (amqp_table_entry_t){
 		.key = amqp_cstring_bytes("x-expires"),
-		.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t)s->lease.ms}};
+		.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t)s->hold->lease.ms}};
 	e[1] = (amqp_table_entry_t){
 		.key = amqp_cstring_bytes("x-max-length"),
-		.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = s->lease.token}};
-	if (s->lease.quorum)
+		.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = s->hold->lease.token}};
+	if (s->lease_quorum)
 		e[n++] = quorum_type;
-	if (s->lease.quorum && !s->slots_quorum)
+	if (s->lease_quorum && !s->slots_quorum)
 		e[n++] = (amqp_table_entry_t){
 			.key = amqp_cstring_bytes("x-quorum-initial-group-size"),
 			.value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = 1}};
@@ -269,7 +269,7 @@ static double reply_wait(const struct sem *s, enum queue_op op, enum slot_kind k
 {
 	double wait = s->conn->rpc_timeout;
 
-	return op == DELETE_QUEUE && kind == LEASE_QUEUE && s->lease.quorum
+	return op == DELETE_QUEUE && kind == LEASE_QUEUE && s->lease_quorum
 		       ? wait + QUORUM_DELETE_WAIT
 		       : wait;
 }
@@ -381,4 +381,14 @@ bool is_queue_answer(amqp_method_number_t id)
 {
 	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
 	       id == AMQP_BASIC_GET_OK_METHOD;
+}
+
+void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,
+	      const struct sem_opts *opts)
+{
+	memset(s, 0, sizeof(*s));
+	sem_name_init(&s->name, prefix, name);
+	s->label = name;
+	s->conn = c;
+	s->opts = *opts;
 }

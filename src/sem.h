@@ -49,29 +49,24 @@ struct sem;
 typedef enum line_heard (*sem_line_ear)(struct sem *s, uint64_t tag,
 					const amqp_basic_properties_t *p);
 
-/* A lease remembered as unanswering (struct sem, lease.stuck). */
+/* A lease remembered as unanswering (struct sem, stuck). */
 #define SEM_STUCK_MAX 8
 struct sem_stuck {
 	unsigned slot;
 	double until; /* now_seconds(); past: no entry */
 };
 
-struct sem {
-	struct conn *conn;
-	struct sem_name name;
-	const char *label; /* the name as the user gave it, for messages */
-	struct sem_opts opts;
-	bool slots_quorum; /* the slots are quorum queues (the marker is there) */
+/* A holder's side of a semaphore: its lease, its place in the line, a
+ * hand-over under way, a void claim to end. Only those that wait for,
+ * claim or hold a slot have one (sem_hold_init: acquire, hold, wait);
+ * administrators and readers never do (struct sem's hold is NULL). */
+struct sem_hold {
 	/* The holder's lease (docs/design.md, section 4); off: none, the
 	 * slot lives as long as the connection. */
 	struct {
 		bool on;
 		unsigned ms;   /* x-expires: how long it outlives its holder */
 		int64_t token; /* x-max-length: whose it is (random, > 0) */
-		/* A quorum queue (see lease_type_quorum in request.c): where the slots
-		 * are quorum queues, and on brokers that let anyone look at
-		 * a queue (a look restarts a classic queue's expiry). */
-		bool quorum;
 		/* Our holder queue is gone (the broker has not yet dropped a
 		 * lost connection's): the verification declares it again. */
 		bool need_holder;
@@ -79,15 +74,9 @@ struct sem {
 		 * a holder queue found deleted is declared again (see
 		 * verify_refused). */
 		double reattached;
-		/* Leases that left a probe or a declare unanswered: a quorum
-		 * queue without a leader, which RabbitMQ 4.0 can leave when a
-		 * node dies as a lease is declared through it, stalls every
-		 * channel that touches it until the node is back. Their slots
-		 * count as held, without being asked, until `until`
-		 * (now_seconds()). */
-		struct sem_stuck stuck[SEM_STUCK_MAX];
-		/* The last try failed on such a lease (the connection lost
-		 * to a claim's declare that stalled). */
+		/* The last try failed on a lease that does not answer (the
+		 * connection lost to a claim's declare that stalled: struct
+		 * sem, stuck). */
 		bool stalled;
 		/* The last claim's lease declare was answered by the broker
 		 * closing the connection (541): RabbitMQ does that while a
@@ -100,10 +89,6 @@ struct sem {
 		 * least until renewed + ms / 1000 on the broker's clock. */
 		double renewed;
 	} lease;
-	/* The line's queue (#waiters) as the last look found it: absent,
-	 * there but refusing messages (its node is down: then no declare of
-	 * it may be answered, and nothing waits on it), or taking them. */
-	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
 	/* Our place in the line, while we are in it (sem_join_line). */
 	struct {
 		/* The broker has shown that we are first: we joined an empty
@@ -162,19 +147,15 @@ struct sem {
 	/* The last sem_acquire (SEM_TAKE_UNLESS_LINE) left a free slot to
 	 * others in line. */
 	bool behind_line;
-	/* The max -v last told of, plus one (0: none yet). */
-	unsigned traced_max;
-	/* Max as the last look for a free slot found it (0: none yet). */
-	unsigned max_seen;
 	/* How long after it was sent a claim may be answered and still
-	 * count (seconds; 0: any time). An answer read later (amqplock was
-	 * stopped, its host paused) may come over a connection the broker
-	 * has dropped since, for a slot that is another's by now: such a
-	 * claim is void, its connection dropped (claim_void, void_slot: the
-	 * slot whose lease it may have left, to end on the next connection
-	 * with sem_lease_end). So is a claim whose connection was lost
-	 * before its answers were all read: the broker may have made its
-	 * lease all the same. */
+	 * count (seconds; 0: any time; rules_claim_window). An answer read
+	 * later (amqplock was stopped, its host paused) may come over a
+	 * connection the broker has dropped since, for a slot that is
+	 * another's by now: such a claim is void, its connection dropped
+	 * (claim_void, void_slot: the slot whose lease it may have left,
+	 * to end on the next connection with sem_lease_end). So is a claim
+	 * whose connection was lost before its answers were all read: the
+	 * broker may have made its lease all the same. */
 	double claim_window;
 	bool claim_void;
 	unsigned void_slot;
@@ -186,6 +167,35 @@ struct sem {
 	 * about, in order, and how many answers are in. */
 	enum slot_kind verify_kind[5];
 	unsigned verify_asked, verify_answers;
+};
+
+struct sem {
+	struct conn *conn;
+	struct sem_name name;
+	const char *label; /* the name as the user gave it, for messages */
+	struct sem_opts opts;
+	bool slots_quorum; /* the slots are quorum queues (the marker is there) */
+	/* A lease of ours would be a quorum queue (see lease_type_quorum in
+	 * request.c): where the slots are quorum queues, and on brokers
+	 * that let anyone look at a queue (a look restarts a classic
+	 * queue's expiry). */
+	bool lease_quorum;
+	/* Leases that left a probe or a declare unanswered: a quorum queue
+	 * without a leader, which RabbitMQ 4.0 can leave when a node dies as
+	 * a lease is declared through it, stalls every channel that touches
+	 * it until the node is back. Their slots count as held, without
+	 * being asked, until `until` (now_seconds()). */
+	struct sem_stuck stuck[SEM_STUCK_MAX];
+	/* The line's queue (#waiters) as the last look found it: absent,
+	 * there but refusing messages (its node is down: then no declare of
+	 * it may be answered, and nothing waits on it), or taking them. */
+	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
+	/* The max -v last told of, plus one (0: none yet). */
+	unsigned traced_max;
+	/* Max as the last look for a free slot found it (0: none yet). */
+	unsigned max_seen;
+	/* The holder's side (sem_hold_init), or NULL. */
+	struct sem_hold *hold;
 };
 
 enum sem_admin_op {
@@ -321,12 +331,17 @@ enum al_status sem_find_free(struct sem *s, unsigned *slot, unsigned *max);
  * sem_acquire says when it finds none free, and the waiting line repeats. */
 void sem_all_held(char *buf, size_t size, unsigned max, const char *label);
 
-/* A fresh lease token: random, positive, fixed for the run. */
 /* Sets s up, fresh, for the semaphore `name` under `prefix` (both
- * checked before) on connection c: its options, and a lease of lease_ms
- * with our token (0: no lease). */
+ * checked before) on connection c, with its options: what administrators
+ * and readers need; no holder's side. */
 void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,
-	      const struct sem_opts *opts, unsigned lease_ms, int64_t token);
+	      const struct sem_opts *opts);
+
+/* Gives s a holder's side, fresh, in h: for waiting, claiming and
+ * holding, with a lease of lease_ms and our token (0: no lease). */
+void sem_hold_init(struct sem *s, struct sem_hold *h, unsigned lease_ms, int64_t token);
+
+/* A fresh lease token: random, positive, fixed for the run. */
 
 /* Whether the last try lost its connection to a lease in the way rather
  * than to the broker: a claim refused by the broker closing the

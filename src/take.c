@@ -151,10 +151,10 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		signals_note_stops(true);
 	if (o->keeper) {
 		o->keeper->end = (struct lease_end){.s = s, .o = o};
-		s->claim_sent = hold_keeper_ready;
-		s->claim_arg = o->keeper;
+		s->hold->claim_sent = hold_keeper_ready;
+		s->hold->claim_arg = o->keeper;
 	}
-	s->claim_window = claim_window(o, s->conn);
+	s->hold->claim_window = claim_window(o, s->conn);
 	for (;;) {
 		status_clear();
 		st = watching ? try_in_line(s, slot, max, &free_since)
@@ -163,7 +163,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			hold_keeper_abandon(o->keeper);
 		/* -n cannot wait to see a stuck first in line lose its
 		 * turn: it asks at once, once. */
-		if (st == AL_BUSY && o->nonblock && s->behind_line && !restarted &&
+		if (st == AL_BUSY && o->nonblock && s->hold->behind_line && !restarted &&
 		    sem_unstick_line(s, &restarted) == AL_OK && restarted)
 			continue;
 		if (st != AL_BUSY || o->nonblock || deadline_passed(until))
@@ -210,7 +210,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 		}
 	}
 	signals_note_stops(false);
-	s->claim_sent = NULL;
+	s->hold->claim_sent = NULL;
 	if (told)
 		o->events.waiting(o->events.arg, *max, -1);
 	/* Out of the line: the next in it is the oldest now. A wake-up

@@ -18,7 +18,7 @@ no-subreaper|src/keeper.c|s/\tprctl\(PR_SET_CHILD_SUBREAPER, 1\);\n\tsignals_kee
 resume-unchecked|src/hold.c|s/\tif \(verify_now\(h\) != AL_OK\)\n/\tif (0)\n/|containment.bats|a 5 s kill -STOP
 stop-without-command|src/job.c|s/\tsuper_stop_all\(&h->sv, FREEZE_WAIT\);\n//|containment.bats|^kill -TSTP of a background hold
 no-parent-watch|src/keeper.c|s/(static void watch_parent\(struct keeper \*k\)\n\{)/$1\n\treturn;/|containment.bats|^kill -STOP of amqplock alone
-holder-queue-unchecked|src/lease.c|s/\ts->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
+holder-queue-unchecked|src/lease.c|s/\ts->hold->verify_kind\[n\+\+\] = HOLDER_QUEUE;\n//|containment.bats|^the holder queue deleted
 signal-waits-for-connect|src/cmd_client.c|s/\tsignals_exit_on_interrupt\(out_interrupted\);//|containment.bats|^a signal while logging in
 inherited-sigchld|src/signals.c|s/\tsignal\(SIGCHLD, SIG_DFL\);//g|containment.bats|^SIGCHLD ignored
 dumpable|src/secret.c|s/\tprctl\(PR_SET_DUMPABLE, 0, 0, 0, 0\);//|secrets.bats|^run as nobody
@@ -58,23 +58,23 @@ no-keeper-lease-end|src/job.c|s/\.last_act = o->lease \? job_end_lease_apart : N
 late-lease-deadline|src/rules.c|s/return renewed \+ lease - lease_margin\(lease\);/return renewed + lease + 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\)\n\t\treturn lose\(h, false\);/\tif (1)\n\t\treturn lose(h, false);/|lease.bats|^close_connection of every connection
 refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t\t\tp[tag - base - 1].exists = false;/|client.bats|^a holder queue whose probes are refused
-no-holder-settle|src/lease.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
-quorum-lease-unread|src/lease.c|s/\tif \(s->lease\.on && s->lease\.quorum\)\n\t\ts->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
-quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
+no-holder-settle|src/lease.c|s/now_seconds\(\) - s->hold->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
+quorum-lease-unread|src/lease.c|s/\tif \(s->hold->lease\.on && s->lease_quorum\)\n\t\ts->hold->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
+quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->hold->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
 zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
 unsignallable-given-up|src/hold.c|s/if \(!h->not_permitted && h->killed_at/if (h->killed_at/|supervisor.bats|remove says once
 handover-unsigned|src/rules.c|s/\tif \(!signed_by_us\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
-handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
+handover-own-token|src/handover.c|s/\ts->hold->lease\.token = s->hold->handover\.token;\n//|handover.bats|hands its lease to the first in line
 handover-signal-unheld|src/take.c|s/\tsignals_hold_back\(&before\);\n//|handover.bats|^SIGTERM to an asker
 handover-ask-waits-out|src/handover.c|s/wait_for\(s, answered_or_moot,/wait_for(s, handed,/|handover.bats|^an offer left in an empty line costs the next waiter
-handover-answer-unchecked|src/handover.c|s/strcmp\(id, s->handover\.asked\) == 0 && //|handover.bats|^a forger of our login
+handover-answer-unchecked|src/handover.c|s/strcmp\(id, s->hold->handover\.asked\) == 0 && //|handover.bats|^a forger of our login
 handover-no-holder-queue|src/handover.c|s/\tsteps\[n\+\+\] = holder;\n//|handover.bats|lease goes on with its token
 handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|handover.bats|^a releaser paused
 handover-ask-unsigned|src/handover.c|s/\tif \(!conn_is_type\(p, ASK_TYPE\) \x7c\x7c !conn_signed_by_us\(s->conn, p\) \x7c\x7c/\tif (!conn_is_type(p, ASK_TYPE) \x7c\x7c/|permissions.bats|consuming the line
 handover-ask-anywhere|src/handover.c|s/\tsem_name_slot\(&s->name, k, HOLDER_QUEUE, holder\);\n\tst = conn_send_note/\tsem_name_slot(&s->name, k, WAITERS_QUEUE, holder);\n\tst = conn_send_note/|handover.bats|^a forged offer of an away
 keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
 keeper-named-amqplock|src/keeper.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
-late-claim-counts|src/claim.c|s/if \(rules_claim_void\(took, s->claim_window\)\) \{/if (0) {/|supervisor.bats|^a claim whose answers
+late-claim-counts|src/claim.c|s/if \(rules_claim_void\(took, s->hold->claim_window\)\) \{/if (0) {/|supervisor.bats|^a claim whose answers
 leftover-stop-unseen|src/keeper.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
 continued-by-hand|src/keeper.c|s/\tif \(k->parent_frozen\) \{\n\t\tstop_running\(k\);/\tif (k->parent_frozen) {/|supervisor.bats|^kill -STOP of amqplock, then kill -CONT
@@ -82,12 +82,12 @@ stopped-left-stopped|src/job.c|s/super_signal_all_awake\(&h->sv, sig\);/super_si
 no-host-check|src/connect.c|s/set_verify_hostname\(sock, !o->insecure\)/set_verify_hostname(sock, 0)/|secrets.bats|does not name
 answers-to-anyone|src/holders.c|s/ \x7c\x7c\n\t    !conn_is_reply_to\(&p->reply_to\)\)/)/|holders.bats|reply_to is a queue
 away-ends-wait|src/cmd_client.c|s/\tif \(!conn_broker_away\(c\)\) \{/\tif (1) {/|faults.bats|rides out stop_app
-cut-claim-counts|src/claim.c|s/if \(st == AL_CONNECTION && s->lease.on && s->conn->dead && !sem_lost_to_lease\(s\)\) \{/if (0) {/|lease.bats|a claim cut by a lost connection is void
+cut-claim-counts|src/claim.c|s/if \(st == AL_CONNECTION && s->hold->lease.on && s->conn->dead &&\n\t\t    !sem_lost_to_lease\(s\)\) \{/if (0) {/|lease.bats|a claim cut by a lost connection is void
 pause-forgotten|src/record.c|s/\treturn recorded\(c, sn, 0, paused, known\);/\t*paused = false;\n\treturn AL_OK;/|admin.bats|max NAME 0 pauses
 busy-E0-said|src/main.c|s/ \x7c\x7c cli->conflict_exit == 0\)/)/|client.bats|E 0 -n on a full semaphore is silent
 minimum-not-kept|src/hold.c|s/if \(!s->conn->dead && job_keep_minimum\(s, &h->end\)\)/if (0)/|cron.bats|min-hold 8 -- true returns at once
 keeper-ends-minimum|src/job.c|s/if \(e->apart_open && job_keep_minimum\(&s, e\)\)/if (0)/|cron.bats|kill -9 of a hold during its minimum
-minimum-too-long|src/lease.c|s/s->lease.ms = \(unsigned\)\(seconds \* 1000\) \+ 1;/s->lease.ms = (unsigned)(seconds * 2000) + 1;/|cron.bats|min-hold 8 -- true returns at once
+minimum-too-long|src/lease.c|s/s->hold->lease.ms = \(unsigned\)\(seconds \* 1000\) \+ 1;/s->hold->lease.ms = (unsigned)(seconds * 2000) + 1;/|cron.bats|min-hold 8 -- true returns at once
 create-race-fails|src/cmd_client.c|s/\tif \(st == AL_EXISTS\) \{/\tif (0) {/|cron.bats|racing on a missing name
 create-size-ignored|src/cmd_client.c|s/sem_admin\(s, SEM_CREATE, cli->create, &change\)/sem_admin(s, SEM_CREATE, 1, \&change)/|cron.bats|uses it as it is
 alarm-ends-wait|src/cmd_client.c|s/\tif \(\*st != AL_BROKER \x7c\x7c !conn_blocked\(c\)/\tif (1/|faults.bats|holds waiting in line ride it out
