@@ -203,7 +203,7 @@ static void slot_line(const char *key, const char *text_fmt, const struct slot_l
 	size_t i, used;
 
 	out_slots(key, NULL, l->slot, l->len);
-	if (!text_fmt || out_json())
+	if (!text_fmt || !out_for_people())
 		return;
 	if (of)
 		snprintf(head, sizeof(head), "%zu of %u", l->len, of);

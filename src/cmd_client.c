@@ -63,7 +63,7 @@ static void report_warning(void *arg, const char *text)
  * pipe (cron mails stay quiet), nor with -q or --json. */
 static bool telling(const struct client *cl)
 {
-	return !cl->cli->quiet && !out_json() && isatty(STDERR_FILENO);
+	return !cl->cli->quiet && out_for_people() && isatty(STDERR_FILENO);
 }
 
 /* A wait longer than a second is news: a "waiting" event once, and for a

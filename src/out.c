@@ -27,14 +27,14 @@ void out_init(enum out_mode m, bool q, FILE *s)
 	output.stream = s;
 }
 
-bool out_json(void)
+bool out_for_people(void)
 {
-	return output.mode == OUT_JSON;
+	return output.mode == OUT_TEXT && !output.quiet;
 }
 
 static bool text_wanted(const char *text_fmt)
 {
-	return output.mode == OUT_TEXT && !output.quiet && text_fmt;
+	return out_for_people() && text_fmt;
 }
 
 static bool json_add(const char *key, cJSON *item)

@@ -20,7 +20,10 @@
 enum out_mode { OUT_TEXT, OUT_JSON };
 
 void out_init(enum out_mode mode, bool quiet, FILE *stream);
-bool out_json(void);
+/* Whether lines for people are wanted: text output, without -q. A
+ * command asks this, never which mode is on, before it draws progress
+ * for a person (a wait's line at a terminal). */
+bool out_for_people(void);
 
 void out_begin(void);
 void out_str(const char *key, const char *text_fmt, const char *value);
