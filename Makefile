@@ -38,7 +38,7 @@ SRCS := $(PURE_SRCS) src/conn.c src/conn_opts.c src/connect.c src/channels.c src
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps check check-brokers unit demo mutants fmt fmt-check clean
+.PHONY: all deps check check-brokers unit demo mutants fmt fmt-check clean layers
 all: amqplock
 
 amqplock: $(OBJS)
@@ -71,17 +71,26 @@ deps:
 
 unit: $(UNIT_TESTS)
 
+# The sources' shape, counted on the calls between their objects
+# (tests/lib/layers.sh): circles, layers, long files. Its suite,
+# tests/layers.bats, fails until issue 41's circles are gone, and make
+# check leaves it out while LAYERS_PENDING names it; empty it then.
+LAYERS_PENDING := layers
+layers: amqplock
+	tests/lib/layers.sh build
+
 check: deps
 	$(MAKE) amqplock unit
-	tests/run.sh
+	AMQPLOCK_TEST_SKIP="$(strip $(LAYERS_PENDING) $(AMQPLOCK_TEST_SKIP))" tests/run.sh
 
 # The same suites, and the cluster suite, against RabbitMQ 4.0 (Debian trixie)
 # and 4.3 (Debian sid), each in a minimal root (debootstrap) its nodes run
 # from through chroot; and a build inside the sid root (tests/lib/brokers.sh).
 # BROKER_RUNS="4.0 4.0-cluster" names some of its runs (default: all).
+# Without the layer check: it reads the objects, which no broker changes.
 check-brokers: deps
 	$(MAKE) amqplock unit
-	tests/lib/brokers.sh $(BROKER_RUNS)
+	AMQPLOCK_TEST_SKIP="$(strip layers $(AMQPLOCK_TEST_SKIP))" tests/lib/brokers.sh $(BROKER_RUNS)
 
 demo: deps
 	$(MAKE) amqplock
