@@ -1,8 +1,8 @@
 /* What the parts of the semaphore algorithm share (sem.h is what the rest
  * of amqplock sees): request.c builds and sends the queue requests, look.c
- * reads, admin.c and check.c administer, claim.c claims, lease.c holds and
- * releases, line.c runs the line of waiters, handover.c hands a lease
- * over. For those files only. */
+ * reads, admin.c and check.c administer (strays.c finds the queues they
+ * sweep), claim.c claims, lease.c holds and releases, line.c runs the line
+ * of waiters, handover.c hands a lease over. For those files only. */
 #ifndef AMQPLOCK_SEM_PARTS_H
 #define AMQPLOCK_SEM_PARTS_H
 
@@ -117,13 +117,15 @@ enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max,
 void note_line(struct sem *s, const struct probe *line);
 enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list, bool leases);
 
-/* admin.c */
-enum al_status count_slots(struct sem *s, struct census *cs);
+/* strays.c */
 enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept);
 enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
 			    struct slot_list *orphans);
 enum al_status delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
 			      uint16_t **answer);
+
+/* admin.c */
+enum al_status count_slots(struct sem *s, struct census *cs);
 enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray);
 enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type);
 enum al_status marked_type(struct sem *s, enum slot_type *type);

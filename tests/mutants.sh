@@ -36,9 +36,9 @@ create-slot-1-first|src/admin.c|s/if \(st == AL_OK && n > 1 && \(st = declare_sl
 create-record-1-first|src/admin.c|s/st = record_write\(s->conn, &s->name, written < 2 \? 2 : written \+ 1, n\);/st = record_write(s->conn, \&s->name, 1, n);/|admin.bats|killed while writing its size record
 holes-unread|src/look.c|s/holes = !p\[0\].exists && \*max > 0;/holes = false;/|admin.bats|killed while making its slot queues
 record-ignored|src/admin.c|s/cs->max = cs->recorded \? cs->recorded : top;/cs->max = top;/|check.bats|idle top slots
-held-stray-swept|src/admin.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
+held-stray-swept|src/strays.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
 holes-not-filled|src/admin.c|s/\tif \(\(st = fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \x7c\x7c/\tif (/|check.bats|idle slot below a live holder
-holders-taken-for-strays|src/admin.c|s/if \(answer\[i\] == 0\)\n\t\t\tst = append\(strays,/if (answer[i] != AMQP_NOT_FOUND)\n\t\t\tst = append(strays,/|check.bats|^real holders
+holders-taken-for-strays|src/strays.c|s/if \(answer\[i\] == 0\)\n\t\t\tst = append\(strays,/if (answer[i] != AMQP_NOT_FOUND)\n\t\t\tst = append(strays,/|check.bats|^real holders
 no-holder-sweep|src/admin.c|s/(static enum al_status sweep_holders\(struct sem \*s, unsigned max, struct sem_change \*out\)\n\{)/$1\n\treturn AL_OK;/|check.bats|swept_holders
 mutex-taken-for-stray|src/admin.c|s/if \(answer == 0\) \{\n(\t\t\t\*stray = true;)/if (answer != AMQP_NOT_FOUND) {\n$1/|check.bats|real administrator
 lax-names|src/names.c|s/(const char \*name_problem\(const char \*name\)\n\{)/$1\n\treturn NULL;/|hostile.bats|.
