@@ -34,7 +34,7 @@ ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 # needs librabbitmq's amqp_parse_url and list.c cJSON, hence $(PKG_LIBS)
 # on the unit tests' link line.
 PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c src/list.c
-SRCS := $(PURE_SRCS) src/conn.c src/conn_opts.c src/connect.c src/channels.c src/secret.c src/probe.c src/record.c src/request.c src/look.c src/holders.c src/admin.c src/check.c src/claim.c src/lease.c src/line.c src/handover.c src/mgmt.c src/out.c src/cmd_admin.c src/cmd_client.c src/take.c src/hold.c src/job.c src/signals.c src/supervise.c src/keeper.c src/cli.c src/main.c
+SRCS := $(PURE_SRCS) src/conn.c src/conn_opts.c src/connect.c src/channels.c src/secret.c src/probe.c src/record.c src/request.c src/look.c src/holders.c src/admin.c src/check.c src/claim.c src/lease.c src/line.c src/handover.c src/mgmt.c src/out.c src/cmd_admin.c src/cmd_client.c src/take.c src/hold.c src/job.c src/signals.c src/procs.c src/supervise.c src/keeper.c src/cli.c src/main.c
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 

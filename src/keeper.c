@@ -5,7 +5,6 @@
  * ends the lease through the hooks it was given). Knows no AMQP. */
 #include "supervise_parts.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "procs.h"
 #include "secret.h"
 #include "signals.h"
 
@@ -109,10 +109,10 @@ static size_t signal_all(struct keeper *k, int sig, bool awake)
 	struct procs d = {0};
 	size_t i, n = 0;
 
-	if (descendants(getpid(), &d))
+	if (procs_descendants(getpid(), &d))
 		for (i = 0; i < d.len; i++) {
 			n += send_signal(k, d.p[i].pid, sig);
-			if (awake && is_stopped(d.p[i].state))
+			if (awake && procs_stopped(d.p[i].state))
 				send_signal(k, d.p[i].pid, SIGCONT);
 		}
 	free(d.p);
@@ -127,7 +127,7 @@ static bool refused_running(struct keeper *k)
 	size_t i, kept = 0;
 
 	for (i = 0; i < k->refused.len; i++)
-		if (read_proc(k->refused.pid[i], &p) && !is_gone(p.state))
+		if (procs_read(k->refused.pid[i], &p) && !procs_gone(p.state))
 			k->refused.pid[kept++] = k->refused.pid[i];
 	k->refused.len = kept;
 	return kept > 0;
@@ -156,8 +156,8 @@ static bool shows_stopped(pid_t pid)
 
 	/* Gone, a zombie or stopped: none of them runs. A stopped leader
 	 * whose other threads have not stopped yet still runs. */
-	return !read_proc(pid, &p) || is_gone(p.state) ||
-	       (is_stopped(p.state) && other_threads(pid) != 'R');
+	return !procs_read(pid, &p) || procs_gone(p.state) ||
+	       (procs_stopped(p.state) && procs_other_threads(pid) != 'R');
 }
 
 static void await_stopped(const struct keeper *k)
@@ -181,9 +181,9 @@ static size_t stop_running(struct keeper *k)
 	struct procs d = {0};
 	size_t i, stopped = 0;
 
-	if (descendants(getpid(), &d))
+	if (procs_descendants(getpid(), &d))
 		for (i = 0; i < d.len; i++) {
-			if (is_stopped(d.p[i].state) || !send_signal(k, d.p[i].pid, SIGSTOP) ||
+			if (procs_stopped(d.p[i].state) || !send_signal(k, d.p[i].pid, SIGSTOP) ||
 			    pids_has(&k->stopped, d.p[i].pid))
 				continue;
 			pids_add(&k->stopped, d.p[i].pid);
@@ -250,7 +250,7 @@ static void watch_parent(struct keeper *k)
 {
 	struct proc p;
 
-	k->parent_stopped = read_proc(k->parent, &p) && is_stopped(p.state);
+	k->parent_stopped = procs_read(k->parent, &p) && procs_stopped(p.state);
 	if (!k->parent_stopped)
 		return;
 	/* Stopped again, every time: what someone else continued meanwhile

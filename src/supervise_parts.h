@@ -1,6 +1,5 @@
-/* What supervise.c (amqplock's side, and the process table from /proc)
- * and keeper.c (the keeper process) share: the messages between them and
- * the process table. For those two files only. */
+/* What supervise.c (amqplock's side) and keeper.c (the keeper process)
+ * share: the messages between them. For those two files only. */
 #ifndef AMQPLOCK_SUPERVISE_PARTS_H
 #define AMQPLOCK_SUPERVISE_PARTS_H
 
@@ -38,29 +37,7 @@ struct event_msg {
 	int event, value;
 };
 
-/* A process as /proc shows it. Its state is the process's, not only its
- * leader's: a process whose main thread has exited (pthread_exit) shows
- * its leader as a zombie while its other threads run on, and is alive
- * ('R' here) until the last of them has exited, and stopped ('T') only
- * when every one of them is. */
-struct proc {
-	pid_t pid, ppid;
-	char state;
-};
-
-struct procs {
-	struct proc *p;
-	size_t len, cap;
-};
-
 /* keeper.c */
 _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent);
-
-/* supervise.c */
-bool is_gone(char state);
-bool is_stopped(char state);
-char other_threads(pid_t pid);
-bool read_proc(pid_t pid, struct proc *out);
-bool descendants(pid_t root, struct procs *out);
 
 #endif

@@ -61,7 +61,7 @@ refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t
 no-holder-settle|src/lease.c|s/now_seconds\(\) - s->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
 quorum-lease-unread|src/lease.c|s/\tif \(s->lease\.on && s->lease\.quorum\)\n\t\ts->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
 quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
-zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
+zombie-unseen|src/procs.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = procs_other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
 unsignallable-given-up|src/hold.c|s/return !h->not_permitted && h->killed_at/return h->killed_at/|supervisor.bats|remove says once
 handover-unsigned|src/handover.c|s/\tif \(!s->handover\.offer_signed\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
 handover-own-token|src/handover.c|s/\ts->lease\.token = s->handover\.token;\n//|handover.bats|hands its lease to the first in line
