@@ -3,7 +3,7 @@
  * stops, continues, signals and kills them as amqplock orders, and when
  * amqplock dies first ends the job before the slot can go (and keeps or
  * ends the lease through the hooks it was given). Knows no AMQP. */
-#include "supervise_parts.h"
+#include "keeper.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,12 @@
 #include "procs.h"
 #include "secret.h"
 #include "signals.h"
+#include "supervise_parts.h"
+
+/* How often the keeper looks whether amqplock has been stopped. amqplock
+ * keeps its slot through a stop this short (the broker waits at least
+ * 2.5 heartbeats), so CMD never runs unsupervised for long. */
+#define WATCH_INTERVAL_MS 200
 
 /* While killing: how often to look again for descendants. */
 #define KILL_INTERVAL_MS 20
@@ -505,7 +511,7 @@ _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 
 	/* Not "amqplock": `pkill amqplock` must leave the keeper to end or
 	 * stop the job. */
-	secret_show_as(SUPER_KEEPER_NAME);
+	secret_show_as(KEEPER_NAME);
 	/* A group of its own: `kill -9 -<job>` must not take it with amqplock. */
 	setpgid(0, 0);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -1,7 +1,7 @@
 /* Supervising CMD, amqplock's side (supervise.h): forking the keeper,
  * ordering it, hearing from it, the terminal. The keeper itself is
  * keeper.c; the process table both judge descendants by is procs.c. */
-#include "supervise_parts.h"
+#include "supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,16 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "keeper.h"
 #include "procs.h"
-#include "secret.h"
-#include "signals.h"
+#include "supervise_parts.h"
 
 enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o)
 {
@@ -218,7 +217,7 @@ void super_kill_at(struct supervisor *sv, double when)
 	struct order_msg m = {KILL_AT, 0, when};
 
 	/* Its clock checks run with the watch for a stopped amqplock, so the
-	 * kill comes up to WATCH_INTERVAL_MS late: the lease's margin is
+	 * kill comes up to its WATCH_INTERVAL_MS late: the lease's margin is
 	 * far larger. */
 	send_order(sv, &m);
 }

@@ -1,18 +1,8 @@
-/* What supervise.c (amqplock's side) and keeper.c (the keeper process)
- * share: the messages between them. For those two files only. */
+/* The messages between supervise.c (amqplock's side) and keeper.c (the
+ * keeper process) on their socket: amqplock's orders, the keeper's events.
+ * For those two files only. */
 #ifndef AMQPLOCK_SUPERVISE_PARTS_H
 #define AMQPLOCK_SUPERVISE_PARTS_H
-
-#include <stdbool.h>
-#include <stddef.h>
-#include <sys/types.h>
-
-#include "supervise.h"
-
-/* How often the keeper looks whether amqplock has been stopped. amqplock
- * keeps its slot through a stop this short (the broker waits at least
- * 2.5 heartbeats), so CMD never runs unsupervised for long. */
-#define WATCH_INTERVAL_MS 200
 
 /* Requests from amqplock to the keeper. */
 enum order {
@@ -34,10 +24,7 @@ struct order_msg {
  * stopped. Never returned by super_next. */
 #define FROZEN (-1)
 struct event_msg {
-	int event, value;
+	int event, value; /* event: enum super_event (keeper.h), or FROZEN */
 };
-
-/* keeper.c */
-_Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent);
 
 #endif

@@ -73,7 +73,7 @@ handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|
 handover-ask-unsigned|src/handover.c|s/\tif \(!conn_is_type\(p, ASK_TYPE\) \x7c\x7c !conn_signed_by_us\(s->conn, p\) \x7c\x7c/\tif (!conn_is_type(p, ASK_TYPE) \x7c\x7c/|permissions.bats|consuming the line
 handover-ask-anywhere|src/handover.c|s/\tsem_name_slot\(&s->name, k, HOLDER_QUEUE, holder\);\n\tst = conn_send_note/\tsem_name_slot(&s->name, k, WAITERS_QUEUE, holder);\n\tst = conn_send_note/|handover.bats|^a forged offer of an away
 keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
-keeper-named-amqplock|src/keeper.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
+keeper-named-amqplock|src/keeper.c|s/secret_show_as\(KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
 late-claim-counts|src/claim.c|s/if \(s->claim_window > 0 && took > s->claim_window\) \{/if (0) {/|supervisor.bats|^a claim whose answers
 leftover-stop-unseen|src/keeper.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
