@@ -2,7 +2,12 @@
  * It starts CMD when told, watches amqplock and every descendant of CMD,
  * stops, continues, signals and kills them as amqplock orders, and when
  * amqplock dies first ends the job before the slot can go (and keeps or
- * ends the lease through the hooks it was given). Knows no AMQP. */
+ * ends the lease through the hooks it was given). Knows no AMQP.
+ *
+ * The keeper, and CMD's process until its exec, end by _exit: each is a
+ * forked process whose whole life is this file's, with no command above
+ * to return to, and amqplock's stdio buffers and atexit work are not
+ * theirs to flush. */
 #include "keeper.h"
 
 #include <errno.h>
