@@ -2,10 +2,14 @@
  * It starts CMD when told, watches amqplock and every descendant of CMD,
  * stops, continues, signals and kills them as amqplock orders, and when
  * amqplock dies first ends the job before the slot can go (and keeps or
- * ends the lease through the hooks it was given). Knows no AMQP. */
-#include "supervise_parts.h"
+ * ends the lease through the hooks it was given). Knows no AMQP.
+ *
+ * The keeper, and CMD's process until its exec, end by _exit: each is a
+ * forked process whose whole life is this file's, with no command above
+ * to return to, and amqplock's stdio buffers and atexit work are not
+ * theirs to flush. */
+#include "keeper.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,8 +24,15 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "procs.h"
 #include "secret.h"
 #include "signals.h"
+#include "supervise_parts.h"
+
+/* How often the keeper looks whether amqplock has been stopped. amqplock
+ * keeps its slot through a stop this short (the broker waits at least
+ * 2.5 heartbeats), so CMD never runs unsupervised for long. */
+#define WATCH_INTERVAL_MS 200
 
 /* While killing: how often to look again for descendants. */
 #define KILL_INTERVAL_MS 20
@@ -109,10 +120,10 @@ static size_t signal_all(struct keeper *k, int sig, bool awake)
 	struct procs d = {0};
 	size_t i, n = 0;
 
-	if (descendants(getpid(), &d))
+	if (procs_descendants(getpid(), &d))
 		for (i = 0; i < d.len; i++) {
 			n += send_signal(k, d.p[i].pid, sig);
-			if (awake && is_stopped(d.p[i].state))
+			if (awake && procs_stopped(d.p[i].state))
 				send_signal(k, d.p[i].pid, SIGCONT);
 		}
 	free(d.p);
@@ -127,7 +138,7 @@ static bool refused_running(struct keeper *k)
 	size_t i, kept = 0;
 
 	for (i = 0; i < k->refused.len; i++)
-		if (read_proc(k->refused.pid[i], &p) && !is_gone(p.state))
+		if (procs_read(k->refused.pid[i], &p) && !procs_gone(p.state))
 			k->refused.pid[kept++] = k->refused.pid[i];
 	k->refused.len = kept;
 	return kept > 0;
@@ -156,8 +167,8 @@ static bool shows_stopped(pid_t pid)
 
 	/* Gone, a zombie or stopped: none of them runs. A stopped leader
 	 * whose other threads have not stopped yet still runs. */
-	return !read_proc(pid, &p) || is_gone(p.state) ||
-	       (is_stopped(p.state) && other_threads(pid) != 'R');
+	return !procs_read(pid, &p) || procs_gone(p.state) ||
+	       (procs_stopped(p.state) && procs_other_threads(pid) != 'R');
 }
 
 static void await_stopped(const struct keeper *k)
@@ -181,9 +192,9 @@ static size_t stop_running(struct keeper *k)
 	struct procs d = {0};
 	size_t i, stopped = 0;
 
-	if (descendants(getpid(), &d))
+	if (procs_descendants(getpid(), &d))
 		for (i = 0; i < d.len; i++) {
-			if (is_stopped(d.p[i].state) || !send_signal(k, d.p[i].pid, SIGSTOP) ||
+			if (procs_stopped(d.p[i].state) || !send_signal(k, d.p[i].pid, SIGSTOP) ||
 			    pids_has(&k->stopped, d.p[i].pid))
 				continue;
 			pids_add(&k->stopped, d.p[i].pid);
@@ -250,7 +261,7 @@ static void watch_parent(struct keeper *k)
 {
 	struct proc p;
 
-	k->parent_stopped = read_proc(k->parent, &p) && is_stopped(p.state);
+	k->parent_stopped = procs_read(k->parent, &p) && procs_stopped(p.state);
 	if (!k->parent_stopped)
 		return;
 	/* Stopped again, every time: what someone else continued meanwhile
@@ -505,7 +516,7 @@ _Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent)
 
 	/* Not "amqplock": `pkill amqplock` must leave the keeper to end or
 	 * stop the job. */
-	secret_show_as(SUPER_KEEPER_NAME);
+	secret_show_as(KEEPER_NAME);
 	/* A group of its own: `kill -9 -<job>` must not take it with amqplock. */
 	setpgid(0, 0);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);

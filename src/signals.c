@@ -1,3 +1,5 @@
+/* Signal dispositions and masks in amqplock, the keeper and CMD
+ * (signals.h); the handler that ends a waiting amqplock. */
 #include "signals.h"
 
 #include <errno.h>
@@ -82,6 +84,11 @@ static void interrupted(int sig, siginfo_t *info, void *context)
 	}
 	if (say_interrupted)
 		say_interrupted(sig);
+	/* amqplock's one exit below the commands, and it must stay: a
+	 * handler has nobody to return a status to (returning resumes the
+	 * interrupted wait, and the signal is lost), and what follows may
+	 * only be async-signal-safe. Left to the caller's hook, "ends at
+	 * once" would hold only if every hook remembered. */
 	_exit(128 + sig);
 }
 

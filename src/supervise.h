@@ -14,7 +14,7 @@
  * is reported, and while amqplock cannot keep the slot itself (dead or
  * stopped) the keeper keeps it for as long as such a process lives.
  *
- * The keeper shows in ps as SUPER_KEEPER_NAME, without "amqplock" in it:
+ * The keeper shows in ps as KEEPER_NAME, without "amqplock" in it:
  * `pkill amqplock` and `killall amqplock`, also with -f, stop or kill
  * amqplock alone, and the keeper, which watches it, then stops or ends
  * the job.
@@ -28,52 +28,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "keeper.h"
 #include "status.h"
-
-/* The keeper's name in ps, /proc/PID/comm and /proc/PID/cmdline. */
-#define SUPER_KEEPER_NAME "amqp-keeper"
-
-struct super_opts {
-	char **argv; /* CMD */
-	/* The controlling terminal, or -1: with give_terminal, CMD's process
-	 * group becomes its foreground group before CMD runs. */
-	int terminal;
-	bool give_terminal;
-	/* A descriptor the keeper keeps open until every descendant is gone
-	 * (the broker connection: the slot lives as long as it does), or -1. */
-	int hold_fd;
-	/* If amqplock dies first (before super_done): the keeper's last
-	 * act, once every descendant is gone (ending the lease), or NULL.
-	 * With one, the keeper outlives the command until super_done. */
-	void (*last_act)(void *arg);
-	/* While amqplock cannot keep the slot (it is dead, or stopped) and a
-	 * process of the job that the keeper may not signal runs on: called
-	 * about once a second, to keep the slot held (renew the lease), or
-	 * NULL. */
-	void (*hold_on)(void *arg);
-	void *arg;
-	/* super_start: start_by as super_go takes it. */
-	double start_by;
-};
-
-enum super_event {
-	SUPER_NOTHING,
-	SUPER_STARTED,  /* value: CMD's pid, which is also its process group */
-	SUPER_NO_EXEC,  /* value: errno of the failed exec (exit status follows) */
-	SUPER_STOPPED,  /* CMD stopped; value: the signal */
-	SUPER_EXITED,   /* value: CMD's exit status (128+N after signal N) */
-	SUPER_EMPTY,    /* no descendant is left; the keeper is done */
-	SUPER_VANISHED, /* the keeper died; its orphans are ours (see super_kill_orphans) */
-	/* The keeper's super_kill_at deadline came: it kills them all;
-	 * value 1: it had passed at super_go, and CMD was never started. */
-	SUPER_DEADLINE,
-	/* A process of the job may not be signalled (EPERM: it runs as
-	 * another user); value: its pid. Once per process. */
-	SUPER_NOT_PERMITTED,
-	/* CMD could not be started for want of a descriptor or a process
-	 * (value: errno); SUPER_EMPTY follows. */
-	SUPER_NO_START,
-};
 
 /* Events read while waiting for something else, returned first. */
 #define SUPER_HELD_EVENTS 8

@@ -1,19 +1,8 @@
-/* What supervise.c (amqplock's side, and the process table from /proc)
- * and keeper.c (the keeper process) share: the messages between them and
- * the process table. For those two files only. */
+/* The messages between supervise.c (amqplock's side) and keeper.c (the
+ * keeper process) on their socket: amqplock's orders, the keeper's events.
+ * For those two files only. */
 #ifndef AMQPLOCK_SUPERVISE_PARTS_H
 #define AMQPLOCK_SUPERVISE_PARTS_H
-
-#include <stdbool.h>
-#include <stddef.h>
-#include <sys/types.h>
-
-#include "supervise.h"
-
-/* How often the keeper looks whether amqplock has been stopped. amqplock
- * keeps its slot through a stop this short (the broker waits at least
- * 2.5 heartbeats), so CMD never runs unsupervised for long. */
-#define WATCH_INTERVAL_MS 200
 
 /* Requests from amqplock to the keeper. */
 enum order {
@@ -35,32 +24,7 @@ struct order_msg {
  * stopped. Never returned by super_next. */
 #define FROZEN (-1)
 struct event_msg {
-	int event, value;
+	int event, value; /* event: enum super_event (keeper.h), or FROZEN */
 };
-
-/* A process as /proc shows it. Its state is the process's, not only its
- * leader's: a process whose main thread has exited (pthread_exit) shows
- * its leader as a zombie while its other threads run on, and is alive
- * ('R' here) until the last of them has exited, and stopped ('T') only
- * when every one of them is. */
-struct proc {
-	pid_t pid, ppid;
-	char state;
-};
-
-struct procs {
-	struct proc *p;
-	size_t len, cap;
-};
-
-/* keeper.c */
-_Noreturn void keeper_main(const struct super_opts *o, int ctl, pid_t parent);
-
-/* supervise.c */
-bool is_gone(char state);
-bool is_stopped(char state);
-char other_threads(pid_t pid);
-bool read_proc(pid_t pid, struct proc *out);
-bool descendants(pid_t root, struct procs *out);
 
 #endif

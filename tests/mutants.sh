@@ -61,7 +61,7 @@ refused-taken-as-free|src/probe.c|s/\t\t\tp\[tag - base - 1\]\.exists = true;/\t
 no-holder-settle|src/lease.c|s/now_seconds\(\) - s->hold->lease\.reattached < HOLDER_SETTLE/0/|lease.bats|^a holder queue deleted soon after a re-attach
 quorum-lease-unread|src/lease.c|s/\tif \(s->hold->lease\.on && s->lease_quorum\)\n\t\ts->hold->verify_kind\[n\+\+\] = LEASE_QUEUE;\n//|lease.bats|^a quorum lease lasts
 quorum-slot-unread|src/lease.c|s/\tif \(s->slots_quorum\)\n\t\ts->hold->verify_kind\[n\+\+\] = SLOT_QUEUE;\n//|check.bats|never takes a held quorum slot
-zombie-unseen|src/supervise.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
+zombie-unseen|src/procs.c|s/\tif \(out->state == 'Z'\)\n\t\tout->state = procs_other_threads\(pid\);\n//|supervisor.bats|^a zombie leader
 unsignallable-given-up|src/hold.c|s/if \(!h->not_permitted && h->killed_at/if (h->killed_at/|supervisor.bats|remove says once
 handover-unsigned|src/rules.c|s/\tif \(!signed_by_us\)\n\t\treturn "it is not signed by our login";\n//|handover.bats|^a forged offer
 handover-own-token|src/handover.c|s/\ts->hold->lease\.token = s->hold->handover\.token;\n//|handover.bats|hands its lease to the first in line
@@ -73,7 +73,7 @@ handover-late-ask-taken|src/handover.c|s/if \(after > ADOPT_WAIT\) \{/if (0) {/|
 handover-ask-unsigned|src/handover.c|s/\tif \(!conn_is_type\(p, ASK_TYPE\) \x7c\x7c !conn_signed_by_us\(s->conn, p\) \x7c\x7c/\tif (!conn_is_type(p, ASK_TYPE) \x7c\x7c/|permissions.bats|consuming the line
 handover-ask-anywhere|src/handover.c|s/\tsem_name_slot\(&s->name, k, HOLDER_QUEUE, holder\);\n\tst = conn_send_note/\tsem_name_slot(&s->name, k, WAITERS_QUEUE, holder);\n\tst = conn_send_note/|handover.bats|^a forged offer of an away
 keeper-lets-lease-go|src/job.c|s/\.hold_on = o->lease \? keep_lease_apart : NULL,/.hold_on = NULL,/|supervisor.bats|kill -9 of amqplock keeps its slot
-keeper-named-amqplock|src/keeper.c|s/secret_show_as\(SUPER_KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
+keeper-named-amqplock|src/keeper.c|s/secret_show_as\(KEEPER_NAME\);/secret_show_as("amqplock-keeper");/|supervisor.bats|^pkill
 late-claim-counts|src/claim.c|s/if \(rules_claim_void\(took, s->hold->claim_window\)\) \{/if (0) {/|supervisor.bats|^a claim whose answers
 leftover-stop-unseen|src/keeper.c|s/ \x7c\x7c \(k->cmd_done && getpgid\(pid\) == k->cmd\)//|supervisor.bats|^Ctrl-Z of a job
 few-signals-handled|src/signals.c|s/\tcase SIGKILL:\n/\tcase SIGALRM:\n\tcase SIGPIPE:\n\tcase SIGVTALRM:\n\tcase SIGXCPU:\n\tcase SIGPROF:\n\tcase SIGKILL:\n/|supervisor.bats|^ALRM
