@@ -234,9 +234,12 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 			st = no_slots(s);
 			/* No slot queue when probed, a record when read: a
 			 * create (another host's --create) may have come in
-			 * between. Looked at again once before it counts as
-			 * damage. */
-			if (st == AL_DAMAGED && !looked_again) {
+			 * between. Neither a record nor the pause marker: a
+			 * resume may have come between the two reads (it makes
+			 * the slot queue and the record, then takes the marker
+			 * off). Looked at again once before it counts as
+			 * damage, or as no semaphore. */
+			if ((st == AL_DAMAGED || st == AL_NOT_FOUND) && !looked_again) {
 				trace("%s: %s; looking again", s->label, status_message());
 				status_clear();
 				looked_again = true;
