@@ -53,7 +53,7 @@ stuck-head-left|src/line.c|s/ \x7c\x7c after < before\)/)/|line.bats|^-n does no
 no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|-n does not take a free slot|a first in line that takes wake-ups)
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\treturn lose\(h, true\);/\treturn lose(h, false);/|client.bats|counts as an orphan until
-no-lease-claim|src/claim.c|s/st = s->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
+no-lease-claim|src/claim.c|s/st = s->hold->lease\.on \? lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
 no-keeper-lease-end|src/job.c|s/\.last_act = o->lease \? job_end_lease_apart : NULL,/.last_act = NULL,/|lease.bats|^kill -9 of 5 holds
 late-lease-deadline|src/rules.c|s/return renewed \+ lease - lease_margin\(lease\);/return renewed + lease + 3.0;/|lease.bats|^a silent partition longer than the lease
 drop-ends-job|src/hold.c|s/\tif \(!h->o->lease\)\n\t\treturn lose\(h, false\);/\tif (1)\n\t\treturn lose(h, false);/|lease.bats|^close_connection of every connection
