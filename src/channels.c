@@ -2,7 +2,9 @@
  * answered while the main channel is read), the consumer channel (its
  * deliveries handed to its owner's hooks whatever is being read), and
  * side calls (one request on a channel of its own, opened and closed for
- * it). conn.c reads every channel's frames and hands these their own. */
+ * it). conn.c reads every channel's frames and hands these their own
+ * through the hook set here (c->beside): this file stands above conn.c,
+ * which calls nothing of it. */
 #include "conn.h"
 #include "conn_parts.h"
 
@@ -49,12 +51,21 @@ static void end_consumer(struct conn *c, const struct conn_message *last, bool c
 		hooks.ended(hooks.owner, why);
 }
 
-/* A frame on the consumer channel, read while waiting for another. A
- * delivery goes to the owner's hook once its header has come. */
-void take_consumed(struct conn *c, const amqp_frame_t *f)
+/* A frame of the consumer channel, read while `reading` was waited on:
+ * ours unless it is the reader's, on the consumer channel itself, where
+ * only its close by the broker is ours (the consumer ended: AL_BROKER
+ * ends the wait). A delivery goes to the owner's hook once its header has
+ * come. */
+static enum al_status take_consumed(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				    bool *taken)
 {
 	amqp_channel_close_ok_t ok = {0};
+	bool method = f->frame_type == AMQP_FRAME_METHOD;
+	bool being_read = reading == c->consumer_channel;
 
+	if (being_read && !(method && f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD))
+		return AL_OK;
+	*taken = true;
 	if (f->frame_type == AMQP_FRAME_HEADER && c->delivering) {
 		uint64_t tag = c->delivering;
 
@@ -63,8 +74,8 @@ void take_consumed(struct conn *c, const amqp_frame_t *f)
 			c->consumer.delivered(c->consumer.owner, tag,
 					      f->payload.properties.decoded);
 	}
-	if (f->frame_type != AMQP_FRAME_METHOD)
-		return;
+	if (!method)
+		return AL_OK;
 	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
 		const amqp_basic_deliver_t *d = f->payload.method.decoded;
 
@@ -77,21 +88,28 @@ void take_consumed(struct conn *c, const amqp_frame_t *f)
 		/* Its queue was deleted: nothing more will come. */
 		end_consumer(c, NULL, false, CONSUMER_CANCELLED);
 	}
+	return being_read ? AL_BROKER : AL_OK;
 }
 
-/* A frame on the parallel channel, read while waiting on the main
- * channel: its open-ok is dropped, its answer kept for
- * conn_parallel_expect. */
-enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f)
+/* A frame of the parallel channel, read while `reading` was waited on:
+ * its open-ok is dropped; its answer, read while another channel was,
+ * kept for conn_parallel_expect; the rest is the reader's. */
+static enum al_status take_parallel(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				    bool *taken)
 {
 	enum al_status st;
 
-	if (f->frame_type != AMQP_FRAME_METHOD)
-		return AL_OK;
-	if (f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->parallel_opening) {
+	if (f->frame_type == AMQP_FRAME_METHOD &&
+	    f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->parallel_opening) {
 		c->parallel_opening = false;
+		*taken = true;
 		return AL_OK;
 	}
+	if (reading == c->parallel_channel)
+		return AL_OK;
+	*taken = true;
+	if (f->frame_type != AMQP_FRAME_METHOD)
+		return AL_OK;
 	c->parallel_answer.id = f->payload.method.id;
 	if (f->payload.method.id != AMQP_CHANNEL_CLOSE_METHOD)
 		return AL_OK;
@@ -108,7 +126,20 @@ enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f)
 		c->reply_code = code;
 		memcpy(c->reply_text, text, sizeof(text));
 	}
-	return st == AL_CONNECTION || c->dead ? st : AL_OK;
+	return st == AL_CONNECTION || c->dead ? AL_CONNECTION : AL_OK;
+}
+
+/* c->beside, set when the consumer or the parallel channel opens: conn.c
+ * reads every channel's frames, and offers each to us first. */
+static enum al_status take_beside(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				  bool *taken)
+{
+	*taken = false;
+	if (c->consumer_channel && f->channel == c->consumer_channel)
+		return take_consumed(c, reading, f, taken);
+	if (c->parallel_channel && f->channel == c->parallel_channel)
+		return take_parallel(c, reading, f, taken);
+	return AL_OK;
 }
 
 enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void *decoded)
@@ -122,6 +153,7 @@ enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void 
 	/* Opened and used in one go: the broker takes the channel's frames
 	 * in order, the open first. */
 	if (!c->parallel_channel) {
+		c->beside = take_beside;
 		c->parallel_channel = PARALLEL_CHANNEL;
 		c->parallel_opening = true;
 		if ((r = amqp_send_method(c->amqp, c->parallel_channel, AMQP_CHANNEL_OPEN_METHOD,
@@ -170,6 +202,7 @@ static enum al_status consumer_begin(struct conn *c, amqp_channel_t channel,
 		return conn_unusable(c);
 	if (c->consumer_channel)
 		return fail(AL_INTERNAL, "internal error: already consuming");
+	c->beside = take_beside;
 	c->consumer_channel = channel;
 	c->consumer = *hooks;
 	c->delivering = 0;

@@ -1,8 +1,8 @@
 /* Using the one connection: requests on the main channel and their
  * replies, each wait bounded by a deadline; every frame read goes to the
- * channel it belongs to (channels.c takes the parallel and consumer
- * channels'); broker refusals turned into statuses; closing. Opening it
- * is connect.c's. */
+ * channel it belongs to (the parallel and consumer channels' to
+ * channels.c, through the hook it set: c->beside); broker refusals
+ * turned into statuses; closing. Opening it is connect.c's. */
 #include "conn.h"
 #include "conn_parts.h"
 
@@ -255,16 +255,14 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 		}
 		if (r != AMQP_STATUS_OK)
 			return connection_failed(c, r, "waiting for a reply");
-		if (c->consumer_channel && f.channel == c->consumer_channel &&
-		    channel != c->consumer_channel) {
-			take_consumed(c, &f);
-			continue;
-		}
-		if (c->parallel_channel && f.channel == c->parallel_channel &&
-		    channel != c->parallel_channel) {
-			if (take_parallel_answer(c, &f) != AL_OK)
-				return AL_CONNECTION;
-			continue;
+		if (c->beside) {
+			bool taken;
+			enum al_status st = c->beside(c, channel, &f, &taken);
+
+			if (st != AL_OK)
+				return st;
+			if (taken)
+				continue;
 		}
 		/* Other content frames (of a basic.return) carry nothing we
 		 * need. */
@@ -279,18 +277,8 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 		}
 		if (f.channel != channel)
 			continue; /* late frames of a channel we gave up */
-		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD &&
-		    channel == c->consumer_channel) {
-			take_consumed(c, &f);
-			return AL_BROKER;
-		}
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
 			return channel_closed(c, channel, f.payload.method.decoded);
-		if (f.payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD &&
-		    channel == c->parallel_channel && c->parallel_opening) {
-			c->parallel_opening = false;
-			continue;
-		}
 		if (f.payload.method.id == AMQP_BASIC_ACK_METHOD && channel == c->channel)
 			c->confirmed = true;
 		*m = f.payload.method;

@@ -99,6 +99,15 @@ struct conn {
 		uint16_t code;
 		char text[128];
 	} parallel_answer;
+	/* channels.c's, set when it opens the consumer or the parallel
+	 * channel (NULL before): every frame read, while `reading` is waited
+	 * on, is first offered to it, and *taken says whether it was one of
+	 * its channels' (a status other than AL_OK ends the wait). conn.c
+	 * reads every channel but stands below channels.c: it learns of the
+	 * other channels' frames through this hook, never by calling up. The
+	 * context is c itself, where channels.c keeps its state. */
+	enum al_status (*beside)(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				 bool *taken);
 	/* How many channels conn_side_call has used (their ids cycle). */
 	unsigned side_calls;
 	unsigned heartbeat; /* as negotiated */

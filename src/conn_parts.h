@@ -30,13 +30,9 @@ enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *qu
 /* The next method for `channel`, waiting at most `wait` seconds (0: only
  * what has already arrived; never past the connection's limit); *none is
  * set if nothing came. Frames of the other channels go where they
- * belong meanwhile. */
+ * belong meanwhile (the consumer's and the parallel one's through
+ * c->beside). */
 enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait, amqp_method_t *m,
 			      bool *none);
-
-/* channels.c: a frame of the consumer or parallel channel that came
- * while another channel was read. */
-void take_consumed(struct conn *c, const amqp_frame_t *f);
-enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f);
 
 #endif
