@@ -41,10 +41,10 @@ static void end_consumer(struct conn *c, const struct conn_message *last, bool c
 		 * comes to be read later. What was delivered to us and not
 		 * acknowledged goes back to the queue with the close. */
 		if (last)
-			publish_on(c, channel, last->queue, false, last->expiration, last->type,
-				   "publishing");
+			conn_publish_on(c, channel, last->queue, false, last->expiration,
+					last->type, "publishing");
 		/* Its close-ok, like any late frame, is skipped by
-		 * next_method_on. */
+		 * conn_next_method_on. */
 		amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
 	}
 	if (hooks.ended)
@@ -120,7 +120,7 @@ static enum al_status take_parallel(struct conn *c, amqp_channel_t reading, cons
 		char text[sizeof(c->reply_text)];
 
 		memcpy(text, c->reply_text, sizeof(text));
-		st = channel_closed(c, c->parallel_channel, f->payload.method.decoded);
+		st = conn_channel_closed(c, c->parallel_channel, f->payload.method.decoded);
 		c->parallel_answer.code = c->reply_code;
 		memcpy(c->parallel_answer.text, c->reply_text, sizeof(text));
 		c->reply_code = code;
@@ -158,10 +158,10 @@ enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void 
 		c->parallel_opening = true;
 		if ((r = amqp_send_method(c->amqp, c->parallel_channel, AMQP_CHANNEL_OPEN_METHOD,
 					  &open)) != AMQP_STATUS_OK)
-			return connection_failed(c, r, "opening a second channel");
+			return conn_failed(c, r, "opening a second channel");
 	}
 	if ((r = amqp_send_method(c->amqp, c->parallel_channel, id, decoded)) != AMQP_STATUS_OK)
-		return connection_failed(c, r, "sending a request");
+		return conn_failed(c, r, "sending a request");
 	return AL_OK;
 }
 
@@ -172,7 +172,7 @@ enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect,
 	bool none;
 
 	if (c->parallel_answer.id == 0 && c->parallel_channel && !c->dead) {
-		st = next_method_on(c, c->parallel_channel, wait, &m, &none);
+		st = conn_next_method_on(c, c->parallel_channel, wait, &m, &none);
 		if (st != AL_OK)
 			return st; /* refused: reply_code is set, the channel closed */
 		c->parallel_answer.id = m.id;
@@ -180,7 +180,7 @@ enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect,
 		c->reply_code = c->parallel_answer.code;
 		memcpy(c->reply_text, c->parallel_answer.text, sizeof(c->reply_text));
 		c->parallel_answer.id = 0;
-		return status_for_reply(c->reply_code);
+		return conn_status_for_reply(c->reply_code);
 	} else if (c->parallel_answer.id == 0) {
 		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
 	}
@@ -237,9 +237,9 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 				  &declare)) ||
 	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
 				  &consume)))
-		return connection_failed(c, r, "subscribing to a queue");
+		return conn_failed(c, r, "subscribing to a queue");
 	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		st = next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
+		st = conn_next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
 		if (st != AL_OK || m.id != replies[i])
 			return c->dead ? st : AL_BROKER;
 		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
@@ -286,7 +286,7 @@ static enum al_status listen_on(struct conn *c, amqp_channel_t channel, const ch
 	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
 	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
 				  &consume)))
-		return connection_failed(c, r, "subscribing to a queue");
+		return conn_failed(c, r, "subscribing to a queue");
 	return AL_OK;
 }
 
@@ -324,7 +324,7 @@ enum al_status conn_ask(struct conn *c, const char *queue, const char *type, con
 		return fail(AL_INTERNAL, "internal error: not listening for replies");
 	r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
 			       amqp_cstring_bytes(queue), 0, 0, &props, amqp_empty_bytes);
-	return r == AMQP_STATUS_OK ? AL_OK : connection_failed(c, r, "asking a question");
+	return r == AMQP_STATUS_OK ? AL_OK : conn_failed(c, r, "asking a question");
 }
 
 bool conn_bytes_are(amqp_bytes_t b, const char *s)
@@ -375,7 +375,7 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
 	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(reply_to),
 			       0, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, "answering a question");
+		return conn_failed(c, r, "answering a question");
 	c->published++; /* the channel is in confirm mode */
 	return AL_OK;
 }
@@ -408,7 +408,7 @@ enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(n->queue),
 			       n->mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, "publishing");
+		return conn_failed(c, r, "publishing");
 	if (n->main)
 		c->published++;
 	return AL_OK;
@@ -463,15 +463,15 @@ enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *dec
 		return conn_unusable(c);
 	if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
 	    (r = amqp_send_method(c->amqp, side, id, decoded)))
-		return connection_failed(c, r, doing);
+		return conn_failed(c, r, doing);
 	c->reply_code = 0;
-	st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+	st = conn_next_method_on(c, side, c->rpc_timeout, &m, &none);
 	if (st == AL_OK && m.id == AMQP_CHANNEL_OPEN_OK_METHOD)
-		st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+		st = conn_next_method_on(c, side, c->rpc_timeout, &m, &none);
 	if (st == AL_OK && m.id == ok) {
 		/* Its close-ok, like any late frame, is skipped. */
 		if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_CLOSE_METHOD, &close)))
-			return connection_failed(c, r, doing);
+			return conn_failed(c, r, doing);
 		return AL_OK;
 	}
 	if (st == AL_OK) {

@@ -428,6 +428,6 @@ enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *dec
 			      const char *what);
 
 /* Maps an AMQP reply code to a status. */
-enum al_status status_for_reply(uint16_t code);
+enum al_status conn_status_for_reply(uint16_t code);
 
 #endif
