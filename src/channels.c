@@ -390,14 +390,12 @@ enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 	amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
 			  AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
-			  (n->expiration ? AMQP_BASIC_EXPIRATION_FLAG : 0) |
-			  (n->replies ? AMQP_BASIC_REPLY_TO_FLAG : 0),
+			  (n->expiration ? AMQP_BASIC_EXPIRATION_FLAG : 0),
 		.type = amqp_cstring_bytes(n->type),
 		.correlation_id = amqp_cstring_bytes(n->correlation_id),
 		.headers = *n->headers,
 		.user_id = amqp_cstring_bytes(c->user),
 		.expiration = n->expiration ? amqp_cstring_bytes(n->expiration) : amqp_empty_bytes,
-		.reply_to = n->replies ? amqp_cstring_bytes(REPLY_TO) : amqp_empty_bytes,
 	};
 	int r;
 

@@ -357,13 +357,11 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
  * channel, after whatever was sent there before (the broker handles a
  * channel's methods in order), its confirm to come with the next reply;
  * `mandatory` (main only) has the broker return it if no queue took it,
- * which conn_note_routed then reads. With `replies`, its reply_to is the
- * consumer channel's direct reply-to, which must be what it listens to
- * (conn_listen_replies). */
+ * which conn_note_routed then reads. */
 struct conn_note {
 	const char *queue, *type, *expiration, *correlation_id;
 	const amqp_table_t *headers;
-	bool replies, main, mandatory;
+	bool main, mandatory;
 };
 enum al_status conn_send_note(struct conn *c, const struct conn_note *n);
 /* After a mandatory note, before anything else is read on the main
