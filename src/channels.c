@@ -2,7 +2,9 @@
  * answered while the main channel is read), the consumer channel (its
  * deliveries handed to its owner's hooks whatever is being read), and
  * side calls (one request on a channel of its own, opened and closed for
- * it). conn.c reads every channel's frames and hands these their own. */
+ * it). conn.c reads every channel's frames and hands these their own
+ * through the hook set here (c->beside): this file stands above conn.c,
+ * which calls nothing of it. */
 #include "conn.h"
 #include "conn_parts.h"
 
@@ -39,22 +41,31 @@ static void end_consumer(struct conn *c, const struct conn_message *last, bool c
 		 * comes to be read later. What was delivered to us and not
 		 * acknowledged goes back to the queue with the close. */
 		if (last)
-			publish_on(c, channel, last->queue, false, last->expiration, last->type,
-				   "publishing");
+			conn_publish_on(c, channel, last->queue, false, last->expiration,
+					last->type, "publishing");
 		/* Its close-ok, like any late frame, is skipped by
-		 * next_method_on. */
+		 * conn_next_method_on. */
 		amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
 	}
 	if (hooks.ended)
 		hooks.ended(hooks.owner, why);
 }
 
-/* A frame on the consumer channel, read while waiting for another. A
- * delivery goes to the owner's hook once its header has come. */
-void take_consumed(struct conn *c, const amqp_frame_t *f)
+/* A frame of the consumer channel, read while `reading` was waited on:
+ * ours unless it is the reader's, on the consumer channel itself, where
+ * only its close by the broker is ours (the consumer ended: AL_BROKER
+ * ends the wait). A delivery goes to the owner's hook once its header has
+ * come. */
+static enum al_status take_consumed(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				    bool *taken)
 {
 	amqp_channel_close_ok_t ok = {0};
+	bool method = f->frame_type == AMQP_FRAME_METHOD;
+	bool being_read = reading == c->consumer_channel;
 
+	if (being_read && !(method && f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD))
+		return AL_OK;
+	*taken = true;
 	if (f->frame_type == AMQP_FRAME_HEADER && c->delivering) {
 		uint64_t tag = c->delivering;
 
@@ -63,8 +74,8 @@ void take_consumed(struct conn *c, const amqp_frame_t *f)
 			c->consumer.delivered(c->consumer.owner, tag,
 					      f->payload.properties.decoded);
 	}
-	if (f->frame_type != AMQP_FRAME_METHOD)
-		return;
+	if (!method)
+		return AL_OK;
 	if (f->payload.method.id == AMQP_BASIC_DELIVER_METHOD) {
 		const amqp_basic_deliver_t *d = f->payload.method.decoded;
 
@@ -77,21 +88,28 @@ void take_consumed(struct conn *c, const amqp_frame_t *f)
 		/* Its queue was deleted: nothing more will come. */
 		end_consumer(c, NULL, false, CONSUMER_CANCELLED);
 	}
+	return being_read ? AL_BROKER : AL_OK;
 }
 
-/* A frame on the parallel channel, read while waiting on the main
- * channel: its open-ok is dropped, its answer kept for
- * conn_parallel_expect. */
-enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f)
+/* A frame of the parallel channel, read while `reading` was waited on:
+ * its open-ok is dropped; its answer, read while another channel was,
+ * kept for conn_parallel_expect; the rest is the reader's. */
+static enum al_status take_parallel(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				    bool *taken)
 {
 	enum al_status st;
 
-	if (f->frame_type != AMQP_FRAME_METHOD)
-		return AL_OK;
-	if (f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->parallel_opening) {
+	if (f->frame_type == AMQP_FRAME_METHOD &&
+	    f->payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD && c->parallel_opening) {
 		c->parallel_opening = false;
+		*taken = true;
 		return AL_OK;
 	}
+	if (reading == c->parallel_channel)
+		return AL_OK;
+	*taken = true;
+	if (f->frame_type != AMQP_FRAME_METHOD)
+		return AL_OK;
 	c->parallel_answer.id = f->payload.method.id;
 	if (f->payload.method.id != AMQP_CHANNEL_CLOSE_METHOD)
 		return AL_OK;
@@ -102,13 +120,26 @@ enum al_status take_parallel_answer(struct conn *c, const amqp_frame_t *f)
 		char text[sizeof(c->reply_text)];
 
 		memcpy(text, c->reply_text, sizeof(text));
-		st = channel_closed(c, c->parallel_channel, f->payload.method.decoded);
+		st = conn_channel_closed(c, c->parallel_channel, f->payload.method.decoded);
 		c->parallel_answer.code = c->reply_code;
 		memcpy(c->parallel_answer.text, c->reply_text, sizeof(text));
 		c->reply_code = code;
 		memcpy(c->reply_text, text, sizeof(text));
 	}
-	return st == AL_CONNECTION || c->dead ? st : AL_OK;
+	return st == AL_CONNECTION || c->dead ? AL_CONNECTION : AL_OK;
+}
+
+/* c->beside, set when the consumer or the parallel channel opens: conn.c
+ * reads every channel's frames, and offers each to us first. */
+static enum al_status take_beside(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				  bool *taken)
+{
+	*taken = false;
+	if (c->consumer_channel && f->channel == c->consumer_channel)
+		return take_consumed(c, reading, f, taken);
+	if (c->parallel_channel && f->channel == c->parallel_channel)
+		return take_parallel(c, reading, f, taken);
+	return AL_OK;
 }
 
 enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void *decoded)
@@ -122,14 +153,15 @@ enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void 
 	/* Opened and used in one go: the broker takes the channel's frames
 	 * in order, the open first. */
 	if (!c->parallel_channel) {
+		c->beside = take_beside;
 		c->parallel_channel = PARALLEL_CHANNEL;
 		c->parallel_opening = true;
 		if ((r = amqp_send_method(c->amqp, c->parallel_channel, AMQP_CHANNEL_OPEN_METHOD,
 					  &open)) != AMQP_STATUS_OK)
-			return connection_failed(c, r, "opening a second channel");
+			return conn_failed(c, r, "opening a second channel");
 	}
 	if ((r = amqp_send_method(c->amqp, c->parallel_channel, id, decoded)) != AMQP_STATUS_OK)
-		return connection_failed(c, r, "sending a request");
+		return conn_failed(c, r, "sending a request");
 	return AL_OK;
 }
 
@@ -140,7 +172,7 @@ enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect,
 	bool none;
 
 	if (c->parallel_answer.id == 0 && c->parallel_channel && !c->dead) {
-		st = next_method_on(c, c->parallel_channel, wait, &m, &none);
+		st = conn_next_method_on(c, c->parallel_channel, wait, &m, &none);
 		if (st != AL_OK)
 			return st; /* refused: reply_code is set, the channel closed */
 		c->parallel_answer.id = m.id;
@@ -148,7 +180,7 @@ enum al_status conn_parallel_expect(struct conn *c, amqp_method_number_t expect,
 		c->reply_code = c->parallel_answer.code;
 		memcpy(c->reply_text, c->parallel_answer.text, sizeof(c->reply_text));
 		c->parallel_answer.id = 0;
-		return status_for_reply(c->reply_code);
+		return conn_status_for_reply(c->reply_code);
 	} else if (c->parallel_answer.id == 0) {
 		return fail(AL_CONNECTION, "connection to %s is closed", c->where);
 	}
@@ -170,6 +202,7 @@ static enum al_status consumer_begin(struct conn *c, amqp_channel_t channel,
 		return conn_unusable(c);
 	if (c->consumer_channel)
 		return fail(AL_INTERNAL, "internal error: already consuming");
+	c->beside = take_beside;
 	c->consumer_channel = channel;
 	c->consumer = *hooks;
 	c->delivering = 0;
@@ -204,9 +237,9 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 				  &declare)) ||
 	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
 				  &consume)))
-		return connection_failed(c, r, "subscribing to a queue");
+		return conn_failed(c, r, "subscribing to a queue");
 	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		st = next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
+		st = conn_next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
 		if (st != AL_OK || m.id != replies[i])
 			return c->dead ? st : AL_BROKER;
 		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
@@ -253,7 +286,7 @@ static enum al_status listen_on(struct conn *c, amqp_channel_t channel, const ch
 	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
 	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
 				  &consume)))
-		return connection_failed(c, r, "subscribing to a queue");
+		return conn_failed(c, r, "subscribing to a queue");
 	return AL_OK;
 }
 
@@ -291,7 +324,7 @@ enum al_status conn_ask(struct conn *c, const char *queue, const char *type, con
 		return fail(AL_INTERNAL, "internal error: not listening for replies");
 	r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
 			       amqp_cstring_bytes(queue), 0, 0, &props, amqp_empty_bytes);
-	return r == AMQP_STATUS_OK ? AL_OK : connection_failed(c, r, "asking a question");
+	return r == AMQP_STATUS_OK ? AL_OK : conn_failed(c, r, "asking a question");
 }
 
 bool conn_bytes_are(amqp_bytes_t b, const char *s)
@@ -342,7 +375,7 @@ enum al_status conn_reply(struct conn *c, const char *reply_to, const char *corr
 	r = amqp_basic_publish(c->amqp, c->channel, amqp_empty_bytes, amqp_cstring_bytes(reply_to),
 			       0, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, "answering a question");
+		return conn_failed(c, r, "answering a question");
 	c->published++; /* the channel is in confirm mode */
 	return AL_OK;
 }
@@ -357,14 +390,12 @@ enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 	amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG |
 			  AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_USER_ID_FLAG |
-			  (n->expiration ? AMQP_BASIC_EXPIRATION_FLAG : 0) |
-			  (n->replies ? AMQP_BASIC_REPLY_TO_FLAG : 0),
+			  (n->expiration ? AMQP_BASIC_EXPIRATION_FLAG : 0),
 		.type = amqp_cstring_bytes(n->type),
 		.correlation_id = amqp_cstring_bytes(n->correlation_id),
 		.headers = *n->headers,
 		.user_id = amqp_cstring_bytes(c->user),
 		.expiration = n->expiration ? amqp_cstring_bytes(n->expiration) : amqp_empty_bytes,
-		.reply_to = n->replies ? amqp_cstring_bytes(REPLY_TO) : amqp_empty_bytes,
 	};
 	int r;
 
@@ -375,7 +406,7 @@ enum al_status conn_send_note(struct conn *c, const struct conn_note *n)
 	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(n->queue),
 			       n->mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, "publishing");
+		return conn_failed(c, r, "publishing");
 	if (n->main)
 		c->published++;
 	return AL_OK;
@@ -430,15 +461,15 @@ enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *dec
 		return conn_unusable(c);
 	if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
 	    (r = amqp_send_method(c->amqp, side, id, decoded)))
-		return connection_failed(c, r, doing);
+		return conn_failed(c, r, doing);
 	c->reply_code = 0;
-	st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+	st = conn_next_method_on(c, side, c->rpc_timeout, &m, &none);
 	if (st == AL_OK && m.id == AMQP_CHANNEL_OPEN_OK_METHOD)
-		st = next_method_on(c, side, c->rpc_timeout, &m, &none);
+		st = conn_next_method_on(c, side, c->rpc_timeout, &m, &none);
 	if (st == AL_OK && m.id == ok) {
 		/* Its close-ok, like any late frame, is skipped. */
 		if ((r = amqp_send_method(c->amqp, side, AMQP_CHANNEL_CLOSE_METHOD, &close)))
-			return connection_failed(c, r, doing);
+			return conn_failed(c, r, doing);
 		return AL_OK;
 	}
 	if (st == AL_OK) {

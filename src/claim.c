@@ -156,7 +156,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	 * as when the lease was asked for only after it. */
 	if (refused != 0 && !(done == 1 && refused == AMQP_NOT_FOUND)) {
 		conn_refusal_restore(s->conn, &holder_refusal);
-		return step_refused(s, k, &steps[done], status_for_reply(refused));
+		return step_refused(s, k, &steps[done], conn_status_for_reply(refused));
 	}
 	if (lease_st != AL_OK && lease_refused != AMQP_PRECONDITION_FAILED) {
 		conn_refusal_restore(s->conn, &lease_refusal);

@@ -1,8 +1,8 @@
 /* Using the one connection: requests on the main channel and their
  * replies, each wait bounded by a deadline; every frame read goes to the
- * channel it belongs to (channels.c takes the parallel and consumer
- * channels'); broker refusals turned into statuses; closing. Opening it
- * is connect.c's. */
+ * channel it belongs to (the parallel and consumer channels' to
+ * channels.c, through the hook it set: c->beside); broker refusals
+ * turned into statuses; closing. Opening it is connect.c's. */
 #include "conn.h"
 #include "conn_parts.h"
 
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-enum al_status status_for_reply(uint16_t code)
+enum al_status conn_status_for_reply(uint16_t code)
 {
 	switch (code) {
 	case AMQP_CONNECTION_FORCED:
@@ -32,7 +32,7 @@ enum al_status status_for_reply(uint16_t code)
 
 /* The connection is unusable from now on: records why (a rabbitmq-c
  * status while `doing` something). */
-enum al_status connection_failed(struct conn *c, int amqp_status, const char *doing)
+enum al_status conn_failed(struct conn *c, int amqp_status, const char *doing)
 {
 	c->dead = true;
 	c->away = true;
@@ -51,7 +51,7 @@ enum al_status connection_failed(struct conn *c, int amqp_status, const char *do
 static enum al_status connection_closed(struct conn *c, const amqp_connection_close_t *m)
 {
 	amqp_connection_close_ok_t ok = {0};
-	enum al_status st = status_for_reply(m->reply_code);
+	enum al_status st = conn_status_for_reply(m->reply_code);
 	char text[128];
 
 	amqp_send_method(c->amqp, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
@@ -123,7 +123,7 @@ enum al_status conn_await_unblocked(struct conn *c, struct deadline until)
 		if (r == AMQP_STATUS_TIMEOUT)
 			continue;
 		if (r != AMQP_STATUS_OK)
-			return connection_failed(c, r, "waiting for a resource alarm to clear");
+			return conn_failed(c, r, "waiting for a resource alarm to clear");
 		if (f.frame_type != AMQP_FRAME_METHOD || f.channel != 0)
 			continue;
 		if (f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
@@ -133,8 +133,8 @@ enum al_status conn_await_unblocked(struct conn *c, struct deadline until)
 	}
 }
 
-enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
-			      const amqp_channel_close_t *close)
+enum al_status conn_channel_closed(struct conn *c, amqp_channel_t channel,
+				   const amqp_channel_close_t *close)
 {
 	amqp_channel_close_ok_t ok = {0};
 	int r;
@@ -150,8 +150,8 @@ enum al_status channel_closed(struct conn *c, amqp_channel_t channel,
 	else if (channel == c->channel)
 		c->channel = 0;
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, "acknowledging a channel close");
-	return status_for_reply(c->reply_code);
+		return conn_failed(c, r, "acknowledging a channel close");
+	return conn_status_for_reply(c->reply_code);
 }
 
 /* A request on a connection that has died, or on a channel that is not
@@ -174,7 +174,7 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
 		return conn_unusable(c);
 	r = amqp_send_method(c->amqp, c->channel, id, decoded);
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, "sending a request");
+		return conn_failed(c, r, "sending a request");
 	return AL_OK;
 }
 
@@ -182,8 +182,9 @@ enum al_status conn_send(struct conn *c, amqp_method_number_t id, void *decoded)
  * expiration (milliseconds, as text) rather than a queue argument, so that
  * it does not stay in a queue and the queues keep having no arguments.
  * Mandatory: the broker returns it if the queue is missing. */
-enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *queue, bool mandatory,
-			  const char *expiration, const char *type, const char *doing)
+enum al_status conn_publish_on(struct conn *c, amqp_channel_t channel, const char *queue,
+			       bool mandatory, const char *expiration, const char *type,
+			       const char *doing)
 {
 	amqp_basic_properties_t props = {
 		._flags = AMQP_BASIC_EXPIRATION_FLAG | (type ? AMQP_BASIC_TYPE_FLAG : 0),
@@ -197,7 +198,7 @@ enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *qu
 	r = amqp_basic_publish(c->amqp, channel, amqp_empty_bytes, amqp_cstring_bytes(queue),
 			       mandatory, 0, &props, amqp_empty_bytes);
 	if (r != AMQP_STATUS_OK)
-		return connection_failed(c, r, doing);
+		return conn_failed(c, r, doing);
 	/* The channel is in confirm mode: this is the publish's tag. */
 	if (channel == c->channel)
 		c->published++;
@@ -207,7 +208,7 @@ enum al_status publish_on(struct conn *c, amqp_channel_t channel, const char *qu
 static enum al_status publish_expiring(struct conn *c, const char *queue, bool mandatory,
 				       const char *expiration, const char *doing)
 {
-	return publish_on(c, c->channel, queue, mandatory, expiration, NULL, doing);
+	return conn_publish_on(c, c->channel, queue, mandatory, expiration, NULL, doing);
 }
 
 enum al_status conn_publish_probe(struct conn *c, const char *queue)
@@ -254,17 +255,15 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 			return AL_OK;
 		}
 		if (r != AMQP_STATUS_OK)
-			return connection_failed(c, r, "waiting for a reply");
-		if (c->consumer_channel && f.channel == c->consumer_channel &&
-		    channel != c->consumer_channel) {
-			take_consumed(c, &f);
-			continue;
-		}
-		if (c->parallel_channel && f.channel == c->parallel_channel &&
-		    channel != c->parallel_channel) {
-			if (take_parallel_answer(c, &f) != AL_OK)
-				return AL_CONNECTION;
-			continue;
+			return conn_failed(c, r, "waiting for a reply");
+		if (c->beside) {
+			bool taken;
+			enum al_status st = c->beside(c, channel, &f, &taken);
+
+			if (st != AL_OK)
+				return st;
+			if (taken)
+				continue;
 		}
 		/* Other content frames (of a basic.return) carry nothing we
 		 * need. */
@@ -279,18 +278,8 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 		}
 		if (f.channel != channel)
 			continue; /* late frames of a channel we gave up */
-		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD &&
-		    channel == c->consumer_channel) {
-			take_consumed(c, &f);
-			return AL_BROKER;
-		}
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
-			return channel_closed(c, channel, f.payload.method.decoded);
-		if (f.payload.method.id == AMQP_CHANNEL_OPEN_OK_METHOD &&
-		    channel == c->parallel_channel && c->parallel_opening) {
-			c->parallel_opening = false;
-			continue;
-		}
+			return conn_channel_closed(c, channel, f.payload.method.decoded);
 		if (f.payload.method.id == AMQP_BASIC_ACK_METHOD && channel == c->channel)
 			c->confirmed = true;
 		*m = f.payload.method;
@@ -298,15 +287,15 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 	}
 }
 
-enum al_status next_method_on(struct conn *c, amqp_channel_t channel, double wait, amqp_method_t *m,
-			      bool *none)
+enum al_status conn_next_method_on(struct conn *c, amqp_channel_t channel, double wait,
+				   amqp_method_t *m, bool *none)
 {
 	return next_method_after(c, channel, wait, NO_REPLY_FAILS, m, none);
 }
 
 static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m, bool *none)
 {
-	return next_method_on(c, c->channel, wait, m, none);
+	return conn_next_method_on(c, c->channel, wait, m, none);
 }
 
 enum al_status conn_recv(struct conn *c, amqp_method_t *m)
@@ -358,7 +347,7 @@ enum al_status conn_keepalive(struct conn *c)
 		if (r == AMQP_STATUS_TIMEOUT)
 			return AL_OK;
 		if (r != AMQP_STATUS_OK)
-			return connection_failed(c, r, "keeping the connection open");
+			return conn_failed(c, r, "keeping the connection open");
 		if (f.frame_type == AMQP_FRAME_METHOD && f.channel == 0 &&
 		    f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)
 			return connection_closed(c, f.payload.method.decoded);

@@ -99,6 +99,15 @@ struct conn {
 		uint16_t code;
 		char text[128];
 	} parallel_answer;
+	/* channels.c's, set when it opens the consumer or the parallel
+	 * channel (NULL before): every frame read, while `reading` is waited
+	 * on, is first offered to it, and *taken says whether it was one of
+	 * its channels' (a status other than AL_OK ends the wait). conn.c
+	 * reads every channel but stands below channels.c: it learns of the
+	 * other channels' frames through this hook, never by calling up. The
+	 * context is c itself, where channels.c keeps its state. */
+	enum al_status (*beside)(struct conn *c, amqp_channel_t reading, const amqp_frame_t *f,
+				 bool *taken);
 	/* How many channels conn_side_call has used (their ids cycle). */
 	unsigned side_calls;
 	unsigned heartbeat; /* as negotiated */
@@ -147,8 +156,8 @@ enum al_status conn_check_opts(struct conn_opts *o);
  * and read no more (main.c does, once per run). */
 enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by);
 /* From now on no reply is waited for past `by` (deadline_never(): each
- * reply within the reply timeout alone), replacing conn_open's limit: a
- * slot that is held is not bound by the wait for it. */
+ * reply within the reply timeout alone), replacing conn_open's limit:
+ * for a connection that outlives the wait it was opened within. */
 void conn_limit(struct conn *c, struct deadline by);
 
 /* Whether the broker closed the connection with INTERNAL_ERROR (541): a
@@ -166,8 +175,8 @@ bool conn_broker_away(const struct conn *c);
 
 /* Why the broker blocked c for a resource alarm ("low on memory"), NULL
  * if it has not: it then reads nothing more of c until the alarm clears,
- * and c is dead (AL_BROKER). Blocked only at a publish, so a holder never
- * is. Still set once c is closed. */
+ * and c is dead (AL_BROKER). Blocked only at a publish: a connection that
+ * publishes nothing never is. Still set once c is closed. */
 const char *conn_blocked(const struct conn *c);
 
 /* Whether the broker has confirmed a publish of ours on c: it took
@@ -190,8 +199,8 @@ void conn_close(struct conn *c);
 void conn_abort(struct conn *c);
 
 /* conn_abort, and the TCP connection ends even where another process
- * (the keeper) holds a copy of the socket: the broker, if it still hears
- * us, drops the connection's exclusive queues at once. */
+ * (a child that inherited it) holds a copy of the socket: the broker, if
+ * it still hears us, drops the connection's exclusive queues at once. */
 void conn_hang_up(struct conn *c);
 
 /* Replaces the channel with a fresh one in confirm mode. Needed after the
@@ -256,9 +265,9 @@ enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, d
 
 /* One request at a time on a channel of its own, opened on first use
  * without a round trip of its own: the broker then works on it while it
- * works on the main channel's requests, rather than after them (the lease
- * is declared beside the holder queue: see lease.c). Send it, read the
- * main channel's replies, then conn_parallel_expect its answer. */
+ * works on the main channel's requests, rather than after them (a queue
+ * declared beside another). Send it, read the main channel's replies,
+ * then conn_parallel_expect its answer. */
 enum al_status conn_parallel_send(struct conn *c, amqp_method_number_t id, void *decoded);
 /* The answer to the request conn_parallel_send sent, waiting at most
  * `wait` seconds: AL_OK if it is `expect`; a refusal as conn_recv returns
@@ -306,7 +315,8 @@ void conn_consume_end(struct conn *c, const struct conn_message *last);
  * (conn_consume's place: one consumer at a time), declaring nothing and
  * waiting for nothing: a refusal comes later, to hooks->ended
  * (CONSUMER_REFUSED), and closes only that channel. End it with
- * conn_consume_end. For a holder's own holder queue. */
+ * conn_consume_end. For a queue of the connection's own (exclusive to
+ * it). */
 enum al_status conn_listen(struct conn *c, const char *queue, const struct conn_consumer *hooks);
 
 /* conn_listen on direct reply-to: the answers to conn_ask's questions
@@ -327,7 +337,7 @@ bool conn_is_type(const amqp_basic_properties_t *p, const char *type);
 /* A message's header `key`, or NULL if it has none such. */
 const amqp_field_value_t *conn_header(const amqp_basic_properties_t *p, const char *key);
 /* Whether name is a direct reply-to name, the only place an answer may go
- * (never a queue of amqplock's: a line, a slot). */
+ * (never a named queue, which a forged reply_to could name). */
 bool conn_is_reply_to(const amqp_bytes_t *name);
 
 /* Publishes an empty answer of `type` with `headers` to reply_to through
@@ -336,30 +346,29 @@ bool conn_is_reply_to(const amqp_bytes_t *name);
 enum al_status conn_reply(struct conn *c, const char *reply_to, const char *correlation_id,
 			  const char *type, const amqp_table_t *headers);
 
-/* A note between amqplock clients (the lease handed over: see
- * docs/design.md, "Handing the lease over"): an empty message of `type`
- * with `headers` and `correlation_id`, to `queue` (a queue's name or a
- * direct reply-to name) through the default exchange, expiring after
- * `expiration` ms (text; NULL: never). It carries our login as its
- * user_id, which the broker refuses to pass on from anyone logged in as
- * another user (conn_signed_by_us). Nothing is waited for.
+/* A signed message: an empty message of `type` with `headers` and
+ * `correlation_id`, to `queue` (a queue's name or a direct reply-to name)
+ * through the default exchange, expiring after `expiration` ms (text;
+ * NULL: never). It carries our login as its user_id, which the broker
+ * refuses to pass on from anyone logged in as another user: its receiver
+ * knows it comes from a connection of our login (conn_signed_by_us).
+ * Nothing is waited for.
  * On the channel of the connection's consumer (conn_consume or
  * conn_listen), which must be there, unless `main`: then on the main
  * channel, after whatever was sent there before (the broker handles a
  * channel's methods in order), its confirm to come with the next reply;
  * `mandatory` (main only) has the broker return it if no queue took it,
- * which conn_note_routed then reads. With `replies`, its reply_to is the
- * consumer channel's direct reply-to, which must be what it listens to
- * (conn_listen_replies). */
+ * which conn_note_routed then reads. */
 struct conn_note {
 	const char *queue, *type, *expiration, *correlation_id;
 	const amqp_table_t *headers;
-	bool replies, main, mandatory;
+	bool main, mandatory;
 };
 enum al_status conn_send_note(struct conn *c, const struct conn_note *n);
-/* After a mandatory note, before anything else is read on the main
- * channel: whether a queue took it (the broker's basic.return, if any,
- * comes before its confirm). */
+/* After a publish on the main channel (a note, or
+ * conn_publish_expiring), before anything else is read there: waits for
+ * its confirm, and says whether a queue took it (the broker's
+ * basic.return of a mandatory note, if any, comes before the confirm). */
 enum al_status conn_note_routed(struct conn *c, bool *routed);
 /* Whether a message's user_id is our login: only a client logged in as
  * we are can have sent it (or one tagged impersonator). */
@@ -419,6 +428,6 @@ enum al_status conn_side_call(struct conn *c, amqp_method_number_t id, void *dec
 			      const char *what);
 
 /* Maps an AMQP reply code to a status. */
-enum al_status status_for_reply(uint16_t code);
+enum al_status conn_status_for_reply(uint16_t code);
 
 #endif

@@ -190,7 +190,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 						   m->reply_text.len));
 		}
 		return fail(
-			status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
+			conn_status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
 			"login to %s as %s (vhost %s) refused: %s%s", c->where, user,
 			quote_arg(info->vhost, vhost, sizeof(vhost)),
 			printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len),

@@ -132,7 +132,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 		s->hold->lease.need_holder = true;
 		return AL_OK;
 	}
-	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+	return step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
 }
 
 enum al_status sem_lease_keep(struct sem *s, unsigned slot)
@@ -149,7 +149,7 @@ enum al_status sem_lease_keep(struct sem *s, unsigned slot)
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, queue);
 	if (done == 0 && refused == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
-	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+	return step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
 }
 
 /* Deletes our lease of slot if it is still ours; *ended says whether it
@@ -172,7 +172,7 @@ static enum al_status lease_drop(struct sem *s, unsigned slot, bool *ended)
 	if (st != AL_OK || refused == 0 || (done == 0 && refused == AMQP_NOT_FOUND) ||
 	    (done == 1 && refused == AMQP_PRECONDITION_FAILED))
 		return st;
-	return step_refused(s, slot, &steps[done], status_for_reply(refused));
+	return step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
 }
 
 enum al_status sem_lease_end(struct sem *s, unsigned slot)

@@ -25,7 +25,7 @@ static enum al_status recorded(struct conn *c, const struct sem_name *sn, unsign
 			    &refused, "checking the record", name);
 	if (st == AL_OK && refused != 0 && refused != AMQP_NOT_FOUND &&
 	    refused != AMQP_ACCESS_REFUSED)
-		st = conn_refused(c, status_for_reply(refused), "checking the record", name);
+		st = conn_refused(c, conn_status_for_reply(refused), "checking the record", name);
 	*yes = st == AL_OK && refused == 0;
 	if (refused == AMQP_ACCESS_REFUSED) {
 		trace("the record of %s may not be read; going by its slot queues", sn->base);
