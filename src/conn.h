@@ -50,6 +50,9 @@ struct conn_opts {
 	unsigned brokers;
 	struct broker_url broker[URL_BROKERS_MAX];
 	bool password_read;
+	/* A login has worked with these in this run: a login cut short
+	 * since is the broker starting up, not a refusal (conn_open sets it). */
+	bool logged_in;
 	char password[CONN_PASSWORD_MAX + 2];
 };
 
@@ -154,7 +157,7 @@ enum al_status conn_check_opts(struct conn_opts *o);
  * anywhere in the list is then a usage error before any broker is tried,
  * and the brokers and password it resolved are used as they are, parsed
  * and read no more (main.c does, once per run). */
-enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by);
+enum al_status conn_open(struct conn *c, struct conn_opts *o, struct deadline by);
 /* From now on no reply is waited for past `by` (deadline_never(): each
  * reply within the reply timeout alone), replacing conn_open's limit:
  * for a connection that outlives the wait it was opened within. */

@@ -17,10 +17,6 @@
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define FRAME_MAX        131072
 
-/* A login has worked in this run: a login cut short since is the broker
- * starting up, not a refusal (login). */
-static bool logged_in_before;
-
 /* A TLS socket that checks the broker's certificate against the CA
  * bundle and its host name, unless the user said --insecure. */
 static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp_socket_t **out)
@@ -130,7 +126,7 @@ static const char *refusal_hint(const struct conn_opts *o, const struct broker_u
 	return otherwise;
 }
 
-static enum al_status login(struct conn *c, const struct conn_opts *o, const struct broker_url *b,
+static enum al_status login(struct conn *c, struct conn_opts *o, const struct broker_url *b,
 			    struct deadline by)
 {
 	const struct amqp_connection_info *info = &b->info;
@@ -172,7 +168,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
 				       &table, AMQP_SASL_METHOD_PLAIN, info->user, info->password);
 	if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-		logged_in_before = true;
+		o->logged_in = true;
 		return AL_OK;
 	}
 	c->dead = true;
@@ -211,7 +207,7 @@ static enum al_status login(struct conn *c, const struct conn_opts *o, const str
 		 * caller's deadline. */
 		if ((r.library_error == AMQP_STATUS_CONNECTION_CLOSED ||
 		     r.library_error == AMQP_STATUS_SOCKET_CLOSED) &&
-		    logged_in_before)
+		    o->logged_in)
 			return fail(AL_CONNECTION,
 				    "login to %s as %s cut short (the broker starting up?)",
 				    c->where, user);
@@ -255,7 +251,7 @@ static unsigned long server_version(const struct conn *c)
 
 /* One try: the nth broker of the list, as conn_check_opts resolved it,
  * within the connect timeout and before `by`. */
-static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsigned nth,
+static enum al_status open_one(struct conn *c, struct conn_opts *o, unsigned nth,
 			       struct deadline by)
 {
 	struct deadline connected = deadline_within(by, o->connect_timeout);
@@ -301,7 +297,7 @@ static enum al_status open_one(struct conn *c, const struct conn_opts *o, unsign
 
 /* The brokers are tried in the order given (a cluster's clients then
  * agree on a first choice), each within its own --connect-timeout. */
-enum al_status conn_open(struct conn *c, const struct conn_opts *o, struct deadline by)
+enum al_status conn_open(struct conn *c, struct conn_opts *o, struct deadline by)
 {
 	unsigned n = o->brokers, i;
 	enum al_status st;

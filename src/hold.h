@@ -68,7 +68,7 @@ struct hold_opts {
 	 * none. */
 	double min_hold;
 	/* Where to connect again after a lost connection, with a lease. */
-	const struct conn_opts *conn_opts;
+	struct conn_opts *conn_opts;
 	/* Who is told what happens (cmd_client.c prints it). */
 	struct hold_events events;
 	/* With a command: its keeper (below); NULL without one. */

@@ -72,8 +72,7 @@ static void stopped_listening(void *owner, enum conn_consumer_end why)
 	}
 }
 
-void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot,
-			const struct conn_opts *opts)
+void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot, struct conn_opts *opts)
 {
 	struct conn_consumer hooks = {
 		.delivered = question_came, .ended = stopped_listening, .owner = a};

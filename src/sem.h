@@ -266,7 +266,7 @@ struct sem_holder {
 #define SEM_ANSWERS_BATCH 8
 struct sem_answers {
 	struct sem *s;
-	const struct conn_opts *opts;
+	struct conn_opts *opts;
 	struct sem_holder me;
 	long long taken_at; /* time(2) when the slot was taken: set by the caller */
 	bool listening;     /* a consumer of the holder queue is there */
@@ -501,7 +501,7 @@ void sem_status_free(struct sem_status *st);
  * after each reconnect. A refusal (no read permission on the holder
  * queue) leaves the slot held, its holder unnamed. Never fails. */
 void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot,
-			const struct conn_opts *opts);
+			struct conn_opts *opts);
 /* Answers the questions taken since, from a connection of its own opened
  * for the purpose (a holder's connection never publishes: docs/design.md,
  * "Naming holders"), within half a second in all. Never fails. */
