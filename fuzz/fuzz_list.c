@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const char *data, size_t size)
 	status_clear();
 	check(st == AL_OK || (l.len == 0 && l.sem == NULL));
 	for (i = 0; i < l.len; i++) {
-		check(name_problem(l.sem[i].name) == NULL);
+		check(names_problem(l.sem[i].name) == NULL);
 		check(l.sem[i].max >= 1 && l.sem[i].max <= SLOTS_MAX);
 		check(l.sem[i].held <= SLOTS_MAX);
 		check(i == 0 || strcmp(l.sem[i - 1].name, l.sem[i].name) < 0);

@@ -162,13 +162,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	memcpy(queue, p, qlen);
 
-	why = name_problem(name);
+	why = names_problem(name);
 	check(!why == name_ok(name));
 	check(!why || *why);
-	check(!name_problem(name2) == name_ok(name2));
-	pwhy = prefix_problem(prefix);
+	check(!names_problem(name2) == name_ok(name2));
+	pwhy = names_prefix_problem(prefix);
 	check(!pwhy == (strlen(prefix) <= PREFIX_MAX_BYTES && all_allowed(prefix)));
-	check(!prefix_problem(prefix2) ==
+	check(!names_prefix_problem(prefix2) ==
 	      (strlen(prefix2) <= PREFIX_MAX_BYTES && all_allowed(prefix2)));
 
 	/* Meant for checked input, but safe with any strings. */
@@ -207,7 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 * neither's admin mutex is a queue of the other. Under
 			 * one prefix, different names never give one mutex. */
 			p2 = own_prefix ? prefix2 : prefix;
-			if (!name_problem(name2) && !prefix_problem(p2) &&
+			if (!names_problem(name2) && !names_prefix_problem(p2) &&
 			    !sem_name_init(&sn2, p2, name2)) {
 				unsigned k = slot % SLOTS_MAX + 1;
 

@@ -1,9 +1,9 @@
 /* libFuzzer target for src/parse.c: parse_uint, parse_seconds, parse_signal,
- * parse_version and quote_arg.
+ * parse_version and parse_quote_arg.
  *
  * Input: a range selector byte (values 0-6 pick a range from the table
  * below; 7 takes min and max for parse_uint from the next 16 bytes), a byte
- * giving quote_arg's buffer size (16 + byte), then the string under test
+ * giving parse_quote_arg's buffer size (16 + byte), then the string under test
  * (cut at its first NUL). Each function is checked against an independent
  * statement of its contract; a broken invariant abort()s. */
 #include <math.h>
@@ -177,7 +177,7 @@ static void check_quote(const char *s, size_t size)
 	if (!buf)
 		abort();
 	memset(buf, 0x55, size);
-	r = quote_arg(s, buf, size);
+	r = parse_quote_arg(s, buf, size);
 	check(r == buf);
 	check(memchr(buf, 0, size) != NULL);
 	len = strlen(buf);

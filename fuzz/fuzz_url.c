@@ -195,7 +195,7 @@ static void check_password_file(const uint8_t *data, size_t size, bool group_rea
 		abort();
 	}
 	st = conn_check_opts(&o);
-	quote_arg(pw_path, shown, sizeof(shown));
+	parse_quote_arg(pw_path, shown, sizeof(shown));
 	if (group_readable) {
 		snprintf(want, sizeof(want),
 			 "password file %s is accessible by group or others; chmod 600 it", shown);

@@ -16,7 +16,7 @@
  * amqplock 0.2 or older) has the highest slot queue found for max, holes
  * filled upward rather than the slots above them swept. Slot queues above
  * a record are strays (sweep_strays). */
-enum al_status count_slots(struct sem *s, struct census *cs)
+enum al_status admin_count_slots(struct sem *s, struct census *cs)
 {
 	bool exists[LARGEST_WINDOW], any = true, read = false, known;
 	unsigned first = 1, batch = FIRST_WINDOW, i, top = 0;
@@ -69,14 +69,14 @@ enum al_status count_slots(struct sem *s, struct census *cs)
 	}
 	if (st != AL_OK)
 		return st;
-	trace_max(s, cs->max);
+	look_trace_max(s, cs->max);
 	/* The holes: asked again, slot by slot up to max. */
 	for (first = 1; st == AL_OK && first <= cs->max; first += batch) {
 		batch = cs->max - first + 1 < LARGEST_WINDOW ? cs->max - first + 1 : LARGEST_WINDOW;
 		st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, batch, exists, NULL);
 		for (i = 0; st == AL_OK && i < batch; i++) {
 			if (!exists[i]) {
-				st = append(&cs->missing, first + i);
+				st = req_append(&cs->missing, first + i);
 				continue;
 			}
 			if (!cs->lowest)
@@ -117,7 +117,7 @@ static enum al_status count_held(struct sem *s, unsigned first, unsigned n, unsi
 	*held = 0;
 	if (!taken)
 		return fail(AL_INTERNAL, "out of memory");
-	st = probe_taken(s, first, n, taken, NULL, NULL);
+	st = look_probe_taken(s, first, n, taken, NULL, NULL);
 	for (i = 0; st == AL_OK && i < n; i++)
 		*held += taken[i];
 	free(taken);
@@ -129,7 +129,7 @@ static enum al_status delete_slots_down(struct sem *s, unsigned top, unsigned co
 	unsigned done;
 
 	trace("deleting slots %u..%u", top, top - count + 1);
-	return pipeline(s, DELETE_QUEUE, top, count, true, &done);
+	return req_pipeline(s, DELETE_QUEUE, top, count, true, &done);
 }
 
 /* Declares slots from..from+count-1. If the broker refuses one, the ones
@@ -140,8 +140,8 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 	unsigned done;
 
 	trace("declaring slots %u..%u", from, from + count - 1);
-	st = pipeline(s, s->opts.slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT, from,
-		      count, false, &done);
+	st = req_pipeline(s, s->opts.slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT, from,
+			  count, false, &done);
 	if (st != AL_OK && done > 0 && !s->conn->dead && conn_reset_channel(s->conn) == AL_OK)
 		delete_slots_down(s, from + done - 1, done);
 	return st;
@@ -152,7 +152,7 @@ static enum al_status declare_slots(struct sem *s, unsigned from, unsigned count
 static enum al_status sweep_strays(struct sem *s, unsigned max, struct sem_change *out)
 {
 	struct slot_list strays = {0};
-	enum al_status st = find_strays(s, max, &strays, &out->strays_kept);
+	enum al_status st = strays_find(s, max, &strays, &out->strays_kept);
 	size_t i;
 
 	for (i = strays.len; st == AL_OK && i > 0; i--) {
@@ -172,11 +172,11 @@ static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_chan
 {
 	struct slot_list strays = {0};
 	uint16_t *answer = NULL;
-	enum al_status st = find_holders(s, max, &strays, NULL);
+	enum al_status st = strays_find_holders(s, max, &strays, NULL);
 	size_t i;
 
 	if (st == AL_OK)
-		st = delete_holders(s, &strays, REFUSED_ACCESS, &answer);
+		st = strays_delete_holders(s, &strays, REFUSED_ACCESS, &answer);
 	for (i = 0; st == AL_OK && i < strays.len; i++) {
 		if (answer[i] == 0)
 			out->swept_holders++;
@@ -194,9 +194,9 @@ static enum al_status sweep_holders(struct sem *s, unsigned max, struct sem_chan
  * ever, as the exclusive declare is refused for it (405) just as for a
  * real mutex; but a passive declare, refused for another connection's
  * exclusive queue, sees it. With `repair` such a leftover is deleted and
- * the mutex taken; without, lock_admin returns at once with *locked
+ * the mutex taken; without, admin_lock returns at once with *locked
  * false. *stray says whether there was one. */
-enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
+enum al_status admin_lock(struct sem *s, bool repair, bool *locked, bool *stray)
 {
 	struct deadline given_up = deadline_in(s->opts.admin_wait);
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
@@ -208,15 +208,16 @@ enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
 
 	*locked = *stray = false;
 	for (;;) {
-		if ((st = ask_one(s, DECLARE_EXCLUSIVE, mutex, REFUSED_LOCKED, &answer)) != AL_OK)
+		if ((st = req_ask_one(s, DECLARE_EXCLUSIVE, mutex, REFUSED_LOCKED, &answer)) !=
+		    AL_OK)
 			return st;
 		if (answer == 0) {
 			trace("holding admin mutex %s", mutex);
 			*locked = true;
 			return AL_OK;
 		}
-		st = ask_one(s, DECLARE_PASSIVE, mutex, REFUSED_LOCKED | REFUSED_NOT_FOUND,
-			     &answer);
+		st = req_ask_one(s, DECLARE_PASSIVE, mutex, REFUSED_LOCKED | REFUSED_NOT_FOUND,
+				 &answer);
 		if (st != AL_OK)
 			return st;
 		if (answer == 0) {
@@ -228,7 +229,7 @@ enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray)
 			}
 			/* Refused (405) only if another administrator deleted it
 			 * first and holds the mutex now. */
-			st = ask_one(s, DELETE_QUEUE, mutex, REFUSED_LOCKED, &answer);
+			st = req_ask_one(s, DELETE_QUEUE, mutex, REFUSED_LOCKED, &answer);
 			if (st != AL_OK)
 				return st;
 			if (answer == 0)
@@ -260,7 +261,7 @@ const char *sem_slot_type_name(enum slot_type t)
  * queue: the broker accepts that for a quorum queue and refuses it (406,
  * inequivalent arguments) for a classic one. Only under the admin mutex,
  * where slot k cannot go away meanwhile. */
-enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type)
+enum al_status admin_slot_type_of(struct sem *s, unsigned k, enum slot_type *type)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
@@ -269,7 +270,7 @@ enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type)
 	uint16_t refused;
 
 	sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
-	method = queue_request(s, &r, DECLARE_QUORUM, queue);
+	method = req_build(s, &r, DECLARE_QUORUM, queue);
 	st = conn_call(s->conn, r.id, method, r.ok, REFUSED_MISMATCH, &refused,
 		       "checking the type of", queue);
 	*type = refused ? SLOT_CLASSIC : SLOT_QUORUM;
@@ -278,7 +279,7 @@ enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type)
 
 /* The slots' type as the quorum marker tells it, for a semaphore none of
  * whose slot queues is left to tell it. */
-enum al_status marked_type(struct sem *s, enum slot_type *type)
+enum al_status admin_marked_type(struct sem *s, enum slot_type *type)
 {
 	bool quorum;
 	enum al_status st =
@@ -297,11 +298,11 @@ static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
 	enum slot_type first, last;
 	enum al_status st;
 
-	if ((st = cs->lowest ? slot_type_of(s, cs->lowest, &first) : marked_type(s, &first)) !=
-	    AL_OK)
+	if ((st = cs->lowest ? admin_slot_type_of(s, cs->lowest, &first)
+			     : admin_marked_type(s, &first)) != AL_OK)
 		return st;
 	last = first;
-	if (cs->highest > cs->lowest && (st = slot_type_of(s, cs->highest, &last)) != AL_OK)
+	if (cs->highest > cs->lowest && (st = admin_slot_type_of(s, cs->highest, &last)) != AL_OK)
 		return st;
 	if (first != last)
 		return fail(AL_BROKER,
@@ -319,9 +320,10 @@ static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
 
 /* Makes again the slot queues missing at or below `upto`: each run of
  * them in one pipeline, ascending, and slot 1 last, so that readers, who
- * read the record only when slot 1 is missing (find_free), see max whole
+ * read the record only when slot 1 is missing (look_find_free), see max whole
  * until the last hole is made. */
-enum al_status fill_holes(struct sem *s, const struct census *cs, unsigned upto, unsigned *filled)
+enum al_status admin_fill_holes(struct sem *s, const struct census *cs, unsigned upto,
+				unsigned *filled)
 {
 	const struct slot_list *m = &cs->missing;
 	size_t i, j, first = m->len > 0 && m->slot[0] == 1 ? 1 : 0;
@@ -364,12 +366,12 @@ static enum al_status target_max(enum sem_admin_op op, unsigned n, unsigned max,
 
 /* Makes or deletes the semaphore's quorum marker, a quorum queue itself
  * (so that it survives the loss of a node, as the slots do). */
-enum al_status set_marker(struct sem *s, bool quorum)
+enum al_status admin_set_marker(struct sem *s, bool quorum)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
 	sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, queue);
-	return ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
+	return req_ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
 }
 
 /* Takes back what a create refused halfway made (create_new): its slot
@@ -389,7 +391,7 @@ static void unmake(struct sem *s, unsigned n, unsigned made, bool marker)
 	    record_cut(s->conn, &s->name, top, 2) != AL_OK)
 		return;
 	if (marker)
-		set_marker(s, false);
+		admin_set_marker(s, false);
 }
 
 /* A new semaphore of n slots, made so that readers see n slots or none
@@ -406,7 +408,7 @@ static enum al_status create_new(struct sem *s, unsigned n, unsigned written)
 	unsigned made = 0;
 	enum al_status st;
 
-	if ((quorum && (st = set_marker(s, true)) != AL_OK) ||
+	if ((quorum && (st = admin_set_marker(s, true)) != AL_OK) ||
 	    (st = record_cut(s->conn, &s->name, written, n + 1)) != AL_OK)
 		return st;
 	st = record_write(s->conn, &s->name, written < 2 ? 2 : written + 1, n);
@@ -415,7 +417,7 @@ static enum al_status create_new(struct sem *s, unsigned n, unsigned written)
 	if (st == AL_OK && (st = declare_slots(s, 1, 1)) == AL_OK)
 		made = n;
 	if (st == AL_OK && !quorum)
-		st = set_marker(s, false);
+		st = admin_set_marker(s, false);
 	if (st == AL_OK)
 		st = record_write(s->conn, &s->name, 1, 1);
 	if (st != AL_OK)
@@ -448,8 +450,8 @@ static enum al_status create_locked(struct sem *s, const struct census *cs, unsi
 		/* What a user who runs the create again expects: done. */
 		trace("finishing %s, a create of %u slots stopped halfway", s->label, n);
 		if ((st = keep_slot_type(s, cs)) != AL_OK ||
-		    (st = set_marker(s, s->opts.slot_type == SLOT_QUORUM)) != AL_OK ||
-		    (st = fill_holes(s, cs, n, &out->filled)) != AL_OK)
+		    (st = admin_set_marker(s, s->opts.slot_type == SLOT_QUORUM)) != AL_OK ||
+		    (st = admin_fill_holes(s, cs, n, &out->filled)) != AL_OK)
 			return st;
 		out->finished = true;
 		return record_write(s->conn, &s->name, 1, 1);
@@ -496,7 +498,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	unsigned max, keep, target = 0;
 	bool pausing;
 
-	if ((st = count_slots(s, &cs)) != AL_OK)
+	if ((st = admin_count_slots(s, &cs)) != AL_OK)
 		goto out;
 	max = cs.max;
 	if ((st = sweep_strays(s, max, out)) != AL_OK || (st = sweep_holders(s, max, out)) != AL_OK)
@@ -510,7 +512,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		trace("taking off slots %u..2 of the record, left by a create stopped halfway",
 		      cs.unfinished);
 		if ((st = record_cut(s->conn, &s->name, cs.unfinished, 2)) == AL_OK)
-			st = set_marker(s, false);
+			st = admin_set_marker(s, false);
 		goto out;
 	}
 	if (max == 0 && !cs.paused) {
@@ -536,7 +538,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	if (pausing && !cs.paused && (st = record_write(s->conn, &s->name, 0, 0)) != AL_OK)
 		goto out;
 	keep = target < max ? target : max;
-	if ((st = fill_holes(s, &cs, keep, &out->filled)) != AL_OK ||
+	if ((st = admin_fill_holes(s, &cs, keep, &out->filled)) != AL_OK ||
 	    (st = record_write(s->conn, &s->name, cs.recorded + 1, keep)) != AL_OK)
 		goto out;
 	if (target > max) {
@@ -562,9 +564,9 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	 * type is known here when slots were made or paused (or --slot-type
 	 * said). */
 	if (st == AL_OK && op == SEM_DESTROY)
-		st = set_marker(s, false);
+		st = admin_set_marker(s, false);
 	else if (st == AL_OK && (target > max || s->opts.slot_type_given || (pausing && max > 0)))
-		st = set_marker(s, s->opts.slot_type == SLOT_QUORUM);
+		st = admin_set_marker(s, s->opts.slot_type == SLOT_QUORUM);
 out:
 	free(cs.missing.slot);
 	return st;
@@ -577,14 +579,14 @@ enum al_status sem_admin(struct sem *s, enum sem_admin_op op, unsigned n, struct
 	bool locked, stray;
 
 	memset(out, 0, sizeof(*out));
-	st = lock_admin(s, true, &locked, &stray);
+	st = admin_lock(s, true, &locked, &stray);
 	if (st != AL_OK)
 		return st;
 	st = change_locked(s, op, n, out);
 	/* After a failure the connection may be gone; closing it releases the
 	 * mutex just the same. */
 	if (st == AL_OK)
-		st = ask_ok(s, DELETE_QUEUE, s->name.base);
+		st = req_ask_ok(s, DELETE_QUEUE, s->name.base);
 	/* Each slot added, or made again, wakes one waiter, the next in
 	 * line: nobody else says that a slot is free (waiters would find it
 	 * by polling). */

@@ -13,7 +13,7 @@
 static enum al_status add_problem(struct sem_check *c, enum sem_problem_kind kind, unsigned slot,
 				  bool repaired)
 {
-	struct sem_problem *room = make_room(c->problem, c->len, &c->cap, sizeof(*room));
+	struct sem_problem *room = req_make_room(c->problem, c->len, &c->cap, sizeof(*room));
 
 	if (!room)
 		return AL_INTERNAL;
@@ -33,7 +33,7 @@ static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_c
 	struct slot_list strays = {0};
 	uint16_t *answer = NULL;
 	unsigned *down = NULL, kept;
-	enum al_status st = find_strays(s, c->max, &strays, &kept);
+	enum al_status st = strays_find(s, c->max, &strays, &kept);
 	size_t i, n = strays.len;
 
 	if (st == AL_OK && repair && n > 0) {
@@ -46,7 +46,8 @@ static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_c
 			trace("deleting stray slot queue %u above max %u", down[i], c->max);
 		}
 		if (st == AL_OK)
-			st = ask_each(s, DELETE_QUEUE, SLOT_QUEUE, down, n, REFUSED_LOCKED, answer);
+			st = req_ask_each(s, DELETE_QUEUE, SLOT_QUEUE, down, n, REFUSED_LOCKED,
+					  answer);
 	}
 	for (i = 0; st == AL_OK && i < n; i++)
 		st = add_problem(c, SEM_STRAY_SLOT, strays.slot[i],
@@ -70,7 +71,7 @@ static enum al_status check_unfinished(struct sem *s, bool repair, const struct 
 	if (repair && cs->max == 0)
 		st = record_cut(s->conn, &s->name, cs->unfinished, 2);
 	else if (repair)
-		st = fill_holes(s, cs, cs->max, filled);
+		st = admin_fill_holes(s, cs, cs->max, filled);
 	if (st == AL_OK && repair && cs->max > 0)
 		st = record_write(s->conn, &s->name, 1, 1);
 	if (st == AL_OK && (st = add_problem(c, SEM_UNFINISHED, 0, repair)) == AL_OK)
@@ -92,12 +93,12 @@ static enum al_status check_holes(struct sem *s, bool repair, const struct censu
 		if (c->typed)
 			s->opts.slot_type = c->slot_type;
 		else
-			st = marked_type(s, &s->opts.slot_type);
+			st = admin_marked_type(s, &s->opts.slot_type);
 	}
 	if (st == AL_OK && cs->unfinished)
 		return check_unfinished(s, repair, cs, c, filled);
 	if (st == AL_OK && repair && cs->missing.len > 0)
-		st = fill_holes(s, cs, cs->max, filled);
+		st = admin_fill_holes(s, cs, cs->max, filled);
 	for (i = 0; st == AL_OK && i < cs->missing.len; i++)
 		st = add_problem(c, SEM_MISSING_SLOT, cs->missing.slot[i], i < *filled);
 	if (st != AL_OK || cs->recorded >= c->max)
@@ -119,8 +120,8 @@ static enum al_status check_exclusive_slots(struct sem *s, const unsigned *slots
 
 	if (!answer)
 		return fail(AL_INTERNAL, "out of memory");
-	st = ask_each(s, DECLARE_PASSIVE, SLOT_QUEUE, slots, c->max,
-		      REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
+	st = req_ask_each(s, DECLARE_PASSIVE, SLOT_QUEUE, slots, c->max,
+			  REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
 	for (i = 0; st == AL_OK && i < c->max; i++) {
 		skip[i] = answer[i] == AMQP_RESOURCE_LOCKED || answer[i] == AMQP_NOT_FOUND;
 		if (answer[i] == AMQP_RESOURCE_LOCKED)
@@ -137,7 +138,7 @@ static enum al_status check_exclusive_slots(struct sem *s, const unsigned *slots
 /* The type of every slot queue but those in skip[]. A redeclare that the
  * broker refuses costs a round trip or two (and a line in its log), so
  * the slots are redeclared, pipelined, as the type of the lowest one
- * (which slot_type_of finds), and only those refused are asked again: as
+ * (which admin_slot_type_of finds), and only those refused are asked again: as
  * quorum queues, which a classic queue refuses (406) whatever its
  * arguments. (A broker that refused x-queue-type classic said outright
  * for a classic slot queue would get every slot asked that way.) Most
@@ -163,9 +164,9 @@ static enum al_status check_types(struct sem *s, const unsigned *slots, const bo
 	for (j = 0; st == AL_OK && j < c->max; j++)
 		if (!skip[j])
 			asked[n++] = slots[j];
-	if (st == AL_OK && n > 0 && (st = slot_type_of(s, asked[0], &first)) == AL_OK)
-		st = ask_each(s, first == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_CLASSIC,
-			      SLOT_QUEUE, asked, n, accept, answer);
+	if (st == AL_OK && n > 0 && (st = admin_slot_type_of(s, asked[0], &first)) == AL_OK)
+		st = req_ask_each(s, first == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_CLASSIC,
+				  SLOT_QUEUE, asked, n, accept, answer);
 	fallback = n > 0 && first == SLOT_CLASSIC && answer[0] != 0;
 	for (j = 0; st == AL_OK && j < n; j++) {
 		if (answer[j] != 0 && answer[j] != AMQP_PRECONDITION_FAILED)
@@ -180,7 +181,7 @@ static enum al_status check_types(struct sem *s, const unsigned *slots, const bo
 	for (j = 0; st == AL_OK && j < m; j++)
 		again[j] = asked[again_at[j]];
 	if (st == AL_OK && m > 0)
-		st = ask_each(s, DECLARE_QUORUM, SLOT_QUEUE, again, m, accept, answer);
+		st = req_ask_each(s, DECLARE_QUORUM, SLOT_QUEUE, again, m, accept, answer);
 	for (j = 0; st == AL_OK && j < m; j++) {
 		type[again_at[j]] = -1;
 		if (answer[j] == 0)
@@ -240,17 +241,17 @@ static enum al_status check_slots(struct sem *s, bool locked, struct sem_check *
 	return st;
 }
 
-/* Stray holder queues as find_holders sorts them, deleted with `repair`;
+/* Stray holder queues as strays_find_holders sorts them, deleted with `repair`;
  * one that a holder has taken since is a holder's now, no problem. */
 static enum al_status check_holders(struct sem *s, bool repair, struct sem_check *c)
 {
 	struct slot_list strays = {0};
 	uint16_t *answer = NULL;
-	enum al_status st = find_holders(s, c->max, &strays, &c->orphans);
+	enum al_status st = strays_find_holders(s, c->max, &strays, &c->orphans);
 	size_t i;
 
 	if (st == AL_OK && repair)
-		st = delete_holders(s, &strays, 0, &answer);
+		st = strays_delete_holders(s, &strays, 0, &answer);
 	for (i = 0; st == AL_OK && i < strays.len; i++) {
 		if (answer && answer[i] == AMQP_RESOURCE_LOCKED)
 			trace("holder queue %u is held now; kept", strays.slot[i]);
@@ -275,13 +276,13 @@ static enum al_status check_marker(struct sem *s, bool repair, struct sem_check 
 	/* Paused, the marker alone keeps the slots' type for the resume. */
 	if (c->paused) {
 		c->typed = true;
-		return marked_type(s, &c->slot_type);
+		return admin_marked_type(s, &c->slot_type);
 	}
 	if ((st = probe_slots(s->conn, &s->name, QUORUM_MARKER_QUEUE, 1, 1, &exists, NULL)) !=
 		    AL_OK ||
 	    exists == quorum)
 		return st;
-	if (repair && (st = set_marker(s, quorum)) != AL_OK)
+	if (repair && (st = admin_set_marker(s, quorum)) != AL_OK)
 		return st;
 	return add_problem(c, quorum ? SEM_MISSING_MARKER : SEM_STRAY_MARKER, 0, repair);
 }
@@ -305,12 +306,12 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	bool locked, stray;
 
 	memset(out, 0, sizeof(*out));
-	if ((st = lock_admin(s, repair, &locked, &stray)) != AL_OK)
+	if ((st = admin_lock(s, repair, &locked, &stray)) != AL_OK)
 		return st;
 	if (stray)
 		st = add_problem(out, SEM_STRAY_MUTEX, 0, locked);
 	if (st == AL_OK)
-		st = count_slots(s, &cs);
+		st = admin_count_slots(s, &cs);
 	out->max = cs.max;
 	out->paused = cs.paused && cs.max == 0;
 	if (st == AL_OK && cs.paused && cs.max > 0)
@@ -328,7 +329,7 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 	/* As in sem_admin: after a failure, closing the connection releases
 	 * the mutex. */
 	if (st == AL_OK && locked)
-		st = ask_ok(s, DELETE_QUEUE, s->name.base);
+		st = req_ask_ok(s, DELETE_QUEUE, s->name.base);
 	/* Each slot made again is free: a waiter in line is woken for it,
 	 * as for a slot added. */
 	if (st == AL_OK && filled > 0)

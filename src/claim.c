@@ -17,11 +17,11 @@
 static enum al_status drop_lease(struct sem *s, unsigned k)
 {
 	char queue[QUEUE_NAME_MAX + 1];
-	enum al_status st = lease_send(s, DELETE_QUEUE, k);
+	enum al_status st = req_lease_send(s, DELETE_QUEUE, k);
 	uint16_t refused;
 
 	if (st == AL_OK)
-		st = lease_answer(s, DELETE_QUEUE, &refused);
+		st = req_lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK)
 		return AL_OK;
 	sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
@@ -89,21 +89,21 @@ static enum al_status claim(struct sem *s, unsigned k)
 	done = 0, refused = 0;
 	/* A lease claimed now lasts from before the claim was sent. */
 	s->hold->lease.renewed = boot_seconds();
-	st = s->hold->lease.on ? lease_send(s, DECLARE_LEASE, k) : AL_OK;
+	st = s->hold->lease.on ? req_lease_send(s, DECLARE_LEASE, k) : AL_OK;
 	if (st == AL_OK)
-		st = send_steps(s, k, steps, 2);
+		st = req_send_steps(s, k, steps, 2);
 	/* The broker's work takes a few milliseconds: the caller's meanwhile. */
 	if (st == AL_OK && s->hold->claim_sent)
 		s->hold->claim_sent(s->hold->claim_arg, k);
 	if (st == AL_OK)
-		st = await_steps(s, steps, 2, &done, &refused);
+		st = req_await_steps(s, steps, 2, &done, &refused);
 	conn_refusal_keep(s->conn, &holder_refusal);
 	if (st == AL_OK && s->hold->lease.on)
-		lease_st = lease_answer(s, DECLARE_LEASE, &lease_refused);
+		lease_st = req_lease_answer(s, DECLARE_LEASE, &lease_refused);
 	/* Answered on the main channel, not on the lease's: a lease
 	 * without a leader (section 7 of docs/internals.md). */
 	if (st == AL_OK && refused == 0 && lease_st == AL_CONNECTION && s->conn->no_reply) {
-		note_stuck(s, k);
+		look_note_stuck(s, k);
 		s->hold->lease.stalled = true;
 	}
 	if ((st == AL_CONNECTION || lease_st == AL_CONNECTION) && conn_broker_crashed(s->conn) &&
@@ -126,7 +126,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 			refused == AMQP_RESOURCE_LOCKED && tries < HOLDER_RETRIES;
 	     tries++) {
 		sleep_seconds(jitter(0.002 * (tries + 1)));
-		if ((st = run_steps(s, k, steps, 2, &done, &refused)) != AL_OK)
+		if ((st = req_run_steps(s, k, steps, 2, &done, &refused)) != AL_OK)
 			return st;
 		conn_refusal_keep(s->conn, &holder_refusal);
 	}
@@ -156,7 +156,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	 * as when the lease was asked for only after it. */
 	if (refused != 0 && !(done == 1 && refused == AMQP_NOT_FOUND)) {
 		conn_refusal_restore(s->conn, &holder_refusal);
-		return step_refused(s, k, &steps[done], conn_status_for_reply(refused));
+		return req_step_refused(s, k, &steps[done], conn_status_for_reply(refused));
 	}
 	if (lease_st != AL_OK && lease_refused != AMQP_PRECONDITION_FAILED) {
 		conn_refusal_restore(s->conn, &lease_refusal);
@@ -167,7 +167,7 @@ static enum al_status claim(struct sem *s, unsigned k)
 	      refused != 0 ? "removed" : "leased by a holder that is away");
 	/* Our holder queue goes, so that the slot does not read as held. */
 	sem_name_slot(&s->name, k, HOLDER_QUEUE, queue);
-	if (ask_ok(s, DELETE_QUEUE, queue) != AL_OK)
+	if (req_ask_ok(s, DELETE_QUEUE, queue) != AL_OK)
 		return AL_CONNECTION;
 	return AL_BUSY;
 }
@@ -227,8 +227,8 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 	for (;;) {
 		/* Woken, the slot is known to be free but for a race: the
 		 * claim's lease declare sees a lease if one is there. */
-		if ((st = find_free(s, max, &candidates, how != SEM_TAKE_WOKEN || races > 0)) !=
-		    AL_OK)
+		if ((st = look_find_free(s, max, &candidates,
+					 how != SEM_TAKE_WOKEN || races > 0)) != AL_OK)
 			break;
 		if (*max == 0) {
 			st = no_slots(s);

@@ -234,7 +234,7 @@ static enum al_status seconds(const char *name, const char *arg, double min, dou
 	if (!why && *out < min)
 		why = "is too small";
 	if (why)
-		return fail(AL_USAGE, "--%s %s: %s", name, quote_arg(arg, q, sizeof(q)), why);
+		return fail(AL_USAGE, "--%s %s: %s", name, parse_quote_arg(arg, q, sizeof(q)), why);
 	return AL_OK;
 }
 
@@ -247,7 +247,7 @@ enum al_status cli_count(const char *arg, const char *what, unsigned long min, u
 
 	if (why)
 		return fail(AL_USAGE, "%s %s %s (expected a whole number from %lu to %lu)", what,
-			    quote_arg(arg, q, sizeof(q)), why, min, max);
+			    parse_quote_arg(arg, q, sizeof(q)), why, min, max);
 	*out = (unsigned)v;
 	return AL_OK;
 }
@@ -282,7 +282,7 @@ static enum al_status set_slot_type(struct cli *cli, const struct opt_def *o, ch
 		cli->sem.slot_type = SLOT_QUORUM;
 	else
 		return fail(AL_USAGE, "--%s %s: expected classic or quorum", o->name,
-			    quote_arg(arg, q, sizeof(q)));
+			    parse_quote_arg(arg, q, sizeof(q)));
 	cli->sem.slot_type_given = true;
 	return AL_OK;
 }
@@ -313,7 +313,8 @@ static enum al_status set_lost_signal(struct cli *cli, const struct opt_def *o, 
 			  *sig == SIGWINCH || (*sig > 31 && *sig < SIGRTMIN)))
 		why = "cannot be used (it does not end a command)";
 	if (why)
-		return fail(AL_USAGE, "--%s %s %s", o->name, quote_arg(arg, q, sizeof(q)), why);
+		return fail(AL_USAGE, "--%s %s %s", o->name, parse_quote_arg(arg, q, sizeof(q)),
+			    why);
 	return AL_OK;
 }
 
@@ -474,7 +475,7 @@ enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes
 			if (optopt && optopt < 256 && strncmp(bad, "--", 2) != 0)
 				snprintf(q, sizeof(q), "-%c", optopt);
 			else
-				quote_arg(bad, q, sizeof(q));
+				parse_quote_arg(bad, q, sizeof(q));
 			r = fail(AL_USAGE,
 				 id == '?' ? "unknown option %s" : "option %s needs a value", q);
 		} else if (!((o = find_opt(id))->scope & scopes)) {
@@ -500,8 +501,9 @@ enum al_status cli_check_prefix(struct cli *cli)
 	const char *why;
 	char q[64];
 
-	if ((why = prefix_problem(cli->prefix)))
-		return fail(AL_USAGE, "prefix %s %s", quote_arg(cli->prefix, q, sizeof(q)), why);
+	if ((why = names_prefix_problem(cli->prefix)))
+		return fail(AL_USAGE, "prefix %s %s", parse_quote_arg(cli->prefix, q, sizeof(q)),
+			    why);
 	return AL_OK;
 }
 
@@ -513,10 +515,11 @@ enum al_status cli_check_name(struct cli *cli, const char *name)
 
 	if (cli_check_prefix(cli) != AL_OK)
 		return AL_USAGE;
-	if (!(why = name_problem(name)))
+	if (!(why = names_problem(name)))
 		why = sem_name_init(&sn, cli->prefix, name);
 	if (why)
-		return fail(AL_USAGE, "semaphore name %s %s", quote_arg(name, q, sizeof(q)), why);
+		return fail(AL_USAGE, "semaphore name %s %s", parse_quote_arg(name, q, sizeof(q)),
+			    why);
 	cli->name = name;
 	return AL_OK;
 }

@@ -72,8 +72,9 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 	if (m->reply_code == AMQP_CONNECTION_FORCED || m->reply_code == AMQP_INTERNAL_ERROR ||
 	    m->reply_code == AMQP_RESOURCE_ERROR)
 		st = AL_CONNECTION;
-	return fail(st, "the broker at %s closed the connection: %s", c->where,
-		    printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
+	return fail(
+		st, "the broker at %s closed the connection: %s", c->where,
+		parse_printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len));
 }
 
 /* Sent only after we published during a resource alarm: the broker reads
@@ -84,7 +85,7 @@ static enum al_status connection_closed(struct conn *c, const amqp_connection_cl
 static enum al_status connection_blocked(struct conn *c, const amqp_connection_blocked_t *m)
 {
 	c->dead = true;
-	printable_copy(c->blocked, sizeof(c->blocked), m->reason.bytes, m->reason.len);
+	parse_printable_copy(c->blocked, sizeof(c->blocked), m->reason.bytes, m->reason.len);
 	if (!c->blocked[0])
 		strcpy(c->blocked, "no reason given");
 	return fail(AL_BROKER,
@@ -140,8 +141,8 @@ enum al_status conn_channel_closed(struct conn *c, amqp_channel_t channel,
 	int r;
 
 	c->reply_code = close->reply_code;
-	printable_copy(c->reply_text, sizeof(c->reply_text), close->reply_text.bytes,
-		       close->reply_text.len);
+	parse_printable_copy(c->reply_text, sizeof(c->reply_text), close->reply_text.bytes,
+			     close->reply_text.len);
 	/* Without close-ok, reusing the channel id would make the broker close
 	 * the whole connection. */
 	r = amqp_send_method(c->amqp, channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);

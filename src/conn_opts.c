@@ -41,7 +41,7 @@ static enum al_status read_password_file(const char *path, char *buf, size_t siz
 	ssize_t r = 0;
 	int fd, e;
 
-	quote_arg(path, shown, sizeof(shown));
+	parse_quote_arg(path, shown, sizeof(shown));
 	/* Opening a FIFO waits for a writer: one that fstat would refuse
 	 * below is refused now. */
 	if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode) && (st.st_mode & 077))
@@ -95,7 +95,7 @@ static enum al_status check_key_file(const char *path)
 	enum al_status st;
 	int fd;
 
-	quote_arg(path, shown, sizeof(shown));
+	parse_quote_arg(path, shown, sizeof(shown));
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return fail(AL_USAGE, "cannot read private key %s: %s", shown, strerror(errno));

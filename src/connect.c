@@ -33,11 +33,11 @@ static enum al_status tls_socket(struct conn *c, const struct conn_opts *o, amqp
 		ca = SYSTEM_CA_BUNDLE;
 	if (ca && amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK)
 		return fail(AL_USAGE, "cannot load CA certificates from %s",
-			    quote_arg(ca, shown, sizeof(shown)));
+			    parse_quote_arg(ca, shown, sizeof(shown)));
 	if (o->cert &&
 	    amqp_ssl_socket_set_key(sock, o->cert, o->key ? o->key : o->cert) != AMQP_STATUS_OK)
 		return fail(AL_USAGE, "cannot load the client certificate %s and its key",
-			    quote_arg(o->cert, shown, sizeof(shown)));
+			    parse_quote_arg(o->cert, shown, sizeof(shown)));
 	*out = sock;
 	return AL_OK;
 }
@@ -91,7 +91,7 @@ static enum al_status open_socket(struct conn *c, const struct conn_opts *o,
 	if (r == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)
 		return fail(AL_CONNECTION,
 			    "TLS with %s failed: its certificate does not name the host %s",
-			    c->where, quote_arg(info->host, shown, sizeof(shown)));
+			    c->where, parse_quote_arg(info->host, shown, sizeof(shown)));
 	if (r == AMQP_STATUS_SSL_ERROR || r == AMQP_STATUS_SSL_CONNECTION_FAILED)
 		return fail(AL_CONNECTION,
 			    "TLS with %s failed (not a TLS port, or the broker refused the "
@@ -163,7 +163,7 @@ static enum al_status login(struct conn *c, struct conn_opts *o, const struct br
 				      o->who.name[0] ? (int)(sizeof(props) / sizeof(props[0])) : 2,
 			      .entries = props};
 
-	quote_arg(info->user, user, sizeof(user));
+	parse_quote_arg(info->user, user, sizeof(user));
 	amqp_set_handshake_timeout(c->amqp, &tv);
 	r = amqp_login_with_properties(c->amqp, info->vhost, 0, FRAME_MAX, (int)o->heartbeat,
 				       &table, AMQP_SASL_METHOD_PLAIN, info->user, info->password);
@@ -182,15 +182,16 @@ static enum al_status login(struct conn *c, struct conn_opts *o, const struct br
 			c->away = true;
 			return fail(AL_CONNECTION, "the broker at %s closed the connection: %s",
 				    c->where,
-				    printable_copy(text, sizeof(text), m->reply_text.bytes,
-						   m->reply_text.len));
+				    parse_printable_copy(text, sizeof(text), m->reply_text.bytes,
+							 m->reply_text.len));
 		}
-		return fail(
-			conn_status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS : AL_BROKER,
-			"login to %s as %s (vhost %s) refused: %s%s", c->where, user,
-			quote_arg(info->vhost, vhost, sizeof(vhost)),
-			printable_copy(text, sizeof(text), m->reply_text.bytes, m->reply_text.len),
-			refusal_hint(o, b, ""));
+		return fail(conn_status_for_reply(m->reply_code) == AL_ACCESS ? AL_ACCESS
+									      : AL_BROKER,
+			    "login to %s as %s (vhost %s) refused: %s%s", c->where, user,
+			    parse_quote_arg(info->vhost, vhost, sizeof(vhost)),
+			    parse_printable_copy(text, sizeof(text), m->reply_text.bytes,
+						 m->reply_text.len),
+			    refusal_hint(o, b, ""));
 	}
 	if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
 		/* A login cut short or unanswered: a broker going down or not
@@ -268,7 +269,7 @@ static enum al_status open_one(struct conn *c, struct conn_opts *o, unsigned nth
 	if (o->password_file && !o->password_read)
 		return fail(AL_INTERNAL, "internal error: the password file was not read");
 	info = &o->broker[nth].info;
-	printable_copy(host, sizeof(host), info->host, strlen(info->host));
+	parse_printable_copy(host, sizeof(host), info->host, strlen(info->host));
 	snprintf(c->where, sizeof(c->where), "%s:%d", host, info->port);
 	/* The login, as the broker checks a message's user_id against it
 	 * (conn_send_note); longer than any queue name: never sent. */

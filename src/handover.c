@@ -311,8 +311,8 @@ static enum al_status anyone_waiting(struct sem *s, const struct conn_note *offe
 	uint32_t waiters, messages;
 	enum al_status st;
 
-	waiters_queue(s, queue);
-	st = ask_counts_meanwhile(s, queue, &waiters, &messages, send_offer, &o);
+	line_waiters_queue(s, queue);
+	st = req_ask_counts_meanwhile(s, queue, &waiters, &messages, send_offer, &o);
 	*waiting = st == AL_OK && waiters > 0;
 	return st;
 }
@@ -339,12 +339,12 @@ static void hand_to_adopter(struct sem *s, unsigned slot)
 	uint16_t refused;
 	size_t done;
 
-	waiters_queue(s, line);
-	st = send_steps(s, slot, &delete_holder, 1);
+	line_waiters_queue(s, line);
+	st = req_send_steps(s, slot, &delete_holder, 1);
 	if (st == AL_OK)
 		st = conn_send_note(s->conn, &n);
 	if (st == AL_OK)
-		st = await_steps(s, &delete_holder, 1, &done, &refused);
+		st = req_await_steps(s, &delete_holder, 1, &done, &refused);
 	if (st == AL_OK)
 		trace("handed slot %u over", slot);
 	else
@@ -382,7 +382,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	memset(&s->hold->handover, 0, sizeof(s->hold->handover));
 	s->hold->handover.slot = slot;
 	new_id(s->hold->handover.nonce, sizeof(s->hold->handover.nonce));
-	waiters_queue(s, line);
+	line_waiters_queue(s, line);
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
 	offer.queue = line;
 	offer.correlation_id = s->hold->handover.nonce;
@@ -555,17 +555,17 @@ static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
 	steps[n++] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
 	steps[n++] = holder;
 	s->hold->lease.renewed = boot_seconds();
-	st = send_steps(s, k, steps, n);
+	st = req_send_steps(s, k, steps, n);
 	if (st == AL_OK && s->hold->claim_sent)
 		s->hold->claim_sent(s->hold->claim_arg, k);
 	if (st == AL_OK)
-		st = await_steps(s, steps, n, &done, &refused);
+		st = req_await_steps(s, steps, n, &done, &refused);
 	*leased = done > 0;
 	for (tries = 0; st == AL_OK && done == n - 1 && refused == AMQP_RESOURCE_LOCKED &&
 			tries < ADOPT_HOLDER_TRIES;
 	     tries++) {
 		sleep_seconds(jitter(0.002 * (tries + 1)));
-		if ((st = run_steps(s, k, &holder, 1, &got, &refused)) == AL_OK && got == 1)
+		if ((st = req_run_steps(s, k, &holder, 1, &got, &refused)) == AL_OK && got == 1)
 			done = n;
 	}
 	if (st == AL_OK && done < n)

@@ -232,7 +232,7 @@ static int by_slot(const void *x, const void *y)
 	return (a->slot > b->slot) - (a->slot < b->slot);
 }
 
-enum al_status ask_holders(struct sem *s, struct sem_status *out)
+enum al_status holders_ask(struct sem *s, struct sem_status *out)
 {
 	struct asking q = {.out = out};
 	struct conn_consumer hooks = {

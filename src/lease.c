@@ -110,7 +110,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 
 	steps[renewed] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
 	steps[renewed + 1] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
-	st = run_steps(s, slot, steps, n, &done, &refused);
+	st = req_run_steps(s, slot, steps, n, &done, &refused);
 	if (st != AL_OK)
 		return st;
 	sem_name_slot(&s->name, slot, steps[done < n ? done : n - 1].kind, queue);
@@ -132,7 +132,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 		s->hold->lease.need_holder = true;
 		return AL_OK;
 	}
-	return step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
+	return req_step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
 }
 
 enum al_status sem_lease_keep(struct sem *s, unsigned slot)
@@ -143,13 +143,13 @@ enum al_status sem_lease_keep(struct sem *s, unsigned slot)
 	uint16_t refused;
 	size_t done;
 
-	st = run_steps(s, slot, steps, renewal_steps(s, steps), &done, &refused);
+	st = req_run_steps(s, slot, steps, renewal_steps(s, steps), &done, &refused);
 	if (st != AL_OK || refused == 0)
 		return st;
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, queue);
 	if (done == 0 && refused == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
-	return step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
+	return req_step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
 }
 
 /* Deletes our lease of slot if it is still ours; *ended says whether it
@@ -166,13 +166,13 @@ static enum al_status lease_drop(struct sem *s, unsigned slot, bool *ended)
 	size_t done;
 
 	*ended = false;
-	st = run_steps(s, slot, steps, 3, &done, &refused);
+	st = req_run_steps(s, slot, steps, 3, &done, &refused);
 	if (st == AL_OK && refused == 0)
 		*ended = true;
 	if (st != AL_OK || refused == 0 || (done == 0 && refused == AMQP_NOT_FOUND) ||
 	    (done == 1 && refused == AMQP_PRECONDITION_FAILED))
 		return st;
-	return step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
+	return req_step_refused(s, slot, &steps[done], conn_status_for_reply(refused));
 }
 
 enum al_status sem_lease_end(struct sem *s, unsigned slot)
@@ -216,7 +216,7 @@ enum al_status sem_lease_minimum(struct sem *s, unsigned slot, double seconds, b
 	do {
 		if (refused)
 			sleep_seconds(MINIMUM_PLACE_PAUSE);
-		st = run_steps(s, slot, &make, 1, &done, &refused);
+		st = req_run_steps(s, slot, &make, 1, &done, &refused);
 	} while (st == AL_OK && refused == AMQP_PRECONDITION_FAILED && !deadline_passed(by));
 	s->hold->lease.ms = running_ms;
 	if (st == AL_OK && refused == 0) {
@@ -296,7 +296,8 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
 
 	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
 	while (s->lease_quorum &&
-	       (st = ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) == AL_OK &&
+	       (st = req_ask_one(s, DECLARE_EXCLUSIVE, holder, REFUSED_LOCKED, &refused)) ==
+		       AL_OK &&
 	       refused && !deadline_passed(by))
 		sleep_seconds(LET_GO_HOLDER_PAUSE);
 	if (st != AL_OK)
@@ -306,7 +307,7 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
 		      holder, slot);
 	st = lease_drop(s, slot, &ended);
 	if (st == AL_OK && s->lease_quorum && !refused)
-		st = ask_ok(s, DELETE_QUEUE, holder);
+		st = req_ask_ok(s, DELETE_QUEUE, holder);
 	return st == AL_OK && ended ? sem_wake_line(s) : st;
 }
 
@@ -335,13 +336,13 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 	 * holder queue. A waiter that lost its connection so lost its place
 	 * in line (3 of 30 holds 50 ms apart on one slot). */
 	if (s->hold->lease.on)
-		st = lease_send(s, DELETE_QUEUE, slot);
+		st = req_lease_send(s, DELETE_QUEUE, slot);
 	if (st == AL_OK && s->hold->lease.on && s->lease_quorum)
-		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
+		lease_st = req_lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK)
-		st = slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+		st = req_slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
 	if (st == AL_OK && s->hold->lease.on && !s->lease_quorum)
-		lease_st = lease_answer(s, DELETE_QUEUE, &refused);
+		lease_st = req_lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK && !s->conn->dead) {
 		trace("released slot %u of %s; waking the first in line, if anyone waits", slot,
 		      s->label);
@@ -396,7 +397,7 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
 	s->hold->verify_asked = n;
 	s->hold->verify_answers = 0;
 	for (i = 0; i < n && st == AL_OK; i++)
-		st = slot_send(s, verify_op(s, i), slot, s->hold->verify_kind[i]);
+		st = req_slot_send(s, verify_op(s, i), slot, s->hold->verify_kind[i]);
 	return st;
 }
 
@@ -438,7 +439,7 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 			    st == AL_BUSY ? "taken by another connection" : "deleted");
 	if (kind == LEASE_QUEUE && conn_refusal_code(s->conn) == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s was taken by another holder", queue);
-	conn_refused(s->conn, st, verb(verify_op(s, s->hold->verify_answers)), queue);
+	conn_refused(s->conn, st, req_verb(verify_op(s, s->hold->verify_answers)), queue);
 	return AL_LOST;
 }
 
@@ -460,7 +461,7 @@ enum al_status sem_held_poll(struct sem *s, unsigned slot, bool *verified)
 		}
 		if (st != AL_OK)
 			return fail(AL_LOST, "the connection failed");
-		if (!got || !is_queue_answer(m.id) ||
+		if (!got || !req_is_queue_answer(m.id) ||
 		    ++s->hold->verify_answers != s->hold->verify_asked)
 			continue;
 		*verified = true;

@@ -8,7 +8,7 @@
 #include "clock.h"
 
 /* The waiters queue of the semaphore: its line (see sem_join_line). */
-void waiters_queue(const struct sem *s, char *buf)
+void line_waiters_queue(const struct sem *s, char *buf)
 {
 	sem_name_slot(&s->name, 1, WAITERS_QUEUE, buf);
 }
@@ -20,8 +20,8 @@ static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *wa
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
-	waiters_queue(s, queue);
-	return ask_counts(s, queue, waiters, waiting);
+	line_waiters_queue(s, queue);
+	return req_ask_counts(s, queue, waiters, waiting);
 }
 
 static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
@@ -32,7 +32,7 @@ static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
 }
 
 /* Whether a newcomer must queue behind others: free slots are theirs
- * first. The probe of find_free said whether the line exists and takes
+ * first. The probe of look_find_free said whether the line exists and takes
  * messages; whether anyone is in it takes one more round trip, only
  * then. */
 enum al_status line_ahead(struct sem *s, bool *ahead)
@@ -53,7 +53,7 @@ enum al_status line_up(struct sem *s, bool *up)
 	enum al_status st = AL_OK;
 
 	if (s->line != LINE_UP && (st = probe_queues(s->conn, &s->name, &line, 1)) == AL_OK)
-		note_line(s, &line);
+		look_note_line(s, &line);
 	*up = st == AL_OK && s->line == LINE_UP;
 	return st;
 }
@@ -136,7 +136,7 @@ enum al_status sem_join_line(struct sem *s, sem_line_ear ear)
 	s->hold->place.wake_tag = 0;
 	s->hold->place.offer = false;
 	s->hold->place.ear = ear;
-	waiters_queue(s, queue);
+	line_waiters_queue(s, queue);
 	st = conn_consume(s->conn, queue, &table, &hooks, &alone);
 	/* Nobody consumed before us: we are first. */
 	if (st == AL_OK && alone)
@@ -173,7 +173,7 @@ enum al_status sem_wake_line(struct sem *s)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
-	waiters_queue(s, queue);
+	line_waiters_queue(s, queue);
 	return conn_publish_expiring(s->conn, queue, NOTICE_EXPIRATION);
 }
 
@@ -184,7 +184,7 @@ void sem_leave_line(struct sem *s)
 		.queue = queue, .expiration = NOTICE_EXPIRATION, .type = TURN_TYPE};
 	bool first = s->hold->place.first;
 
-	waiters_queue(s, queue);
+	line_waiters_queue(s, queue);
 	/* If we were first in line, the next is told that it is first now
 	 * (the message is no wake-up). */
 	conn_consume_end(s->conn, first ? &turn : NULL);
@@ -203,7 +203,7 @@ static enum al_status lowest_free(struct sem *s, unsigned *slot)
 {
 	struct slot_list free_list = {0};
 	unsigned max;
-	enum al_status st = find_free(s, &max, &free_list, true);
+	enum al_status st = look_find_free(s, &max, &free_list, true);
 
 	*slot = st == AL_OK && free_list.len ? free_list.slot[0] : 0;
 	free(free_list.slot);
@@ -216,7 +216,7 @@ static enum al_status still_free(struct sem *s, unsigned slot, bool *free_still)
 	struct slot_list free_list = {0};
 	unsigned max;
 	size_t i;
-	enum al_status st = find_free(s, &max, &free_list, true);
+	enum al_status st = look_find_free(s, &max, &free_list, true);
 
 	*free_still = false;
 	for (i = 0; st == AL_OK && i < free_list.len; i++)
@@ -252,14 +252,14 @@ enum al_status sem_unstick_line(struct sem *s, bool *restarted)
 	if ((st = still_free(s, slot, &free_still)) != AL_OK || !free_still || s->line != LINE_UP ||
 	    (st = line_counts(s, &after, &waiting)) != AL_OK || after < before)
 		return st;
-	waiters_queue(s, queue);
+	line_waiters_queue(s, queue);
 	trace("the first in line of %s has not taken free slot %u %.1f s after a wake-up "
 	      "(stopped, its host frozen, heartbeats off, or not an amqplock); starting the "
 	      "line again",
 	      s->label, slot, LINE_TAKE_WAIT);
 	/* Every waiter's consumer is cancelled with it: they take what they
 	 * find, and the stuck one too once it runs again. */
-	st = ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused);
+	st = req_ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused);
 	*restarted = st == AL_OK && refused == 0;
 	return st;
 }
@@ -274,7 +274,7 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 	/* Only a line that takes messages is asked how long it is. */
 	if ((st = probe_queues(s->conn, &s->name, &line, 1)) != AL_OK)
 		return st;
-	note_line(s, &line);
+	look_note_line(s, &line);
 	if (s->line == LINE_UP)
 		st = count_waiters(s, &waiters);
 	if (st == AL_OK && waiters > 0)

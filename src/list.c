@@ -53,7 +53,7 @@ static bool valid_name(const char *name, size_t len)
 		return false;
 	memcpy(copy, name, len);
 	copy[len] = '\0';
-	return name_problem(copy) == NULL;
+	return names_problem(copy) == NULL;
 }
 
 static bool add_piece(struct pieces *ps, struct piece p)

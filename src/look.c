@@ -15,7 +15,7 @@
 
 /* -v: the number of slots, when it is news (a waiting client counts them
  * on every try). */
-void trace_max(struct sem *s, unsigned max)
+void look_trace_max(struct sem *s, unsigned max)
 {
 	if (s->traced_max == max + 1)
 		return;
@@ -57,7 +57,7 @@ static enum al_status narrow(struct sem *s, unsigned lo, unsigned hi, unsigned *
 		bracket(p, n, &lo, &hi);
 	}
 	*max = lo;
-	trace_max(s, *max);
+	look_trace_max(s, *max);
 	return AL_OK;
 }
 
@@ -150,7 +150,7 @@ static int stuck_index(const struct sem *s, unsigned slot)
 
 /* Remembers slot's lease as unanswering, in its own, a free or the
  * oldest entry. */
-void note_stuck(struct sem *s, unsigned slot)
+void look_note_stuck(struct sem *s, unsigned slot)
 {
 	int i = stuck_index(s, slot), k;
 
@@ -194,7 +194,7 @@ static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, 
 		st = probe_queues(s->conn, &s->name, p, m);
 	for (i = 0; st == AL_OK && i < m; i++) {
 		if (p[i].unanswered)
-			note_stuck(s, p[i].slot);
+			look_note_stuck(s, p[i].slot);
 		if (p[i].exists)
 			taken[p[i].slot - first] = true;
 		if (p[i].refused && refused)
@@ -216,8 +216,8 @@ static enum al_status leases_of_free(struct sem *s, unsigned first, unsigned n, 
  * of the others a lease (as leases_of_free says), and, if refused is not
  * NULL, whose holder queue or lease the broker has but cannot reach
  * (refused[i]; those count as taken). */
-enum al_status probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder, bool *lease,
-			   bool *refused)
+enum al_status look_probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder,
+				bool *lease, bool *refused)
 {
 	enum al_status st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, first, n, holder, refused);
 
@@ -228,7 +228,8 @@ enum al_status probe_taken(struct sem *s, unsigned first, unsigned n, bool *hold
  * `overshoot` slots and going on to the next window while one finds any.
  * What lies beyond an empty window goes unseen: that is the limit of a
  * semaphore that keeps no record of its past sizes. */
-enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max, struct slot_list *found)
+enum al_status look_scan_above(struct sem *s, enum slot_kind kind, unsigned max,
+			       struct slot_list *found)
 {
 	unsigned first = max + 1, i;
 	enum al_status st = AL_OK;
@@ -244,7 +245,7 @@ enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max, stru
 		st = probe_slots(s->conn, &s->name, kind, first, s->opts.overshoot, exists, NULL);
 		for (i = 0; st == AL_OK && i < s->opts.overshoot; i++) {
 			if (exists[i]) {
-				st = append(found, first + i);
+				st = req_append(found, first + i);
 				any = true;
 			}
 		}
@@ -270,12 +271,12 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max, bo
 
 	for (; st == AL_OK && first <= max && free_list->len == 0; first += n) {
 		n = max - first + 1 < window ? max - first + 1 : window;
-		st = probe_taken(s, first, n, held, NULL, NULL);
+		st = look_probe_taken(s, first, n, held, NULL, NULL);
 		if (st == AL_OK && holes)
 			st = probe_slots(s->conn, &s->name, SLOT_QUEUE, first, n, slot, NULL);
 		for (i = 0; st == AL_OK && i < n; i++)
 			if (!held[i] && (!holes || slot[i]))
-				st = append(free_list, first + i);
+				st = req_append(free_list, first + i);
 		if (window < LARGEST_WINDOW)
 			window *= 2;
 	}
@@ -285,7 +286,7 @@ static enum al_status free_slots(struct sem *s, unsigned first, unsigned max, bo
 /* What a probe of the line's queue says of it. A refusal means a node
  * that is down: RabbitMQ 4.0 answers no declare of such a queue, so the
  * line counts as gone until a probe reaches it again. */
-void note_line(struct sem *s, const struct probe *line)
+void look_note_line(struct sem *s, const struct probe *line)
 {
 	if (line->refused && s->line != LINE_DOWN)
 		trace("the line of %s is unreachable (its node is down?); polling instead",
@@ -297,7 +298,8 @@ void note_line(struct sem *s, const struct probe *line)
  * semaphore: slots and holders 1..FIRST_WINDOW, the quorum marker and the
  * line (s->line) in one round trip, the leases of the slots without a
  * holder in another. */
-enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list, bool leases)
+enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
+			      bool leases)
 {
 	struct probe p[2 * FIRST_WINDOW + 2];
 	bool taken[FIRST_WINDOW], holes;
@@ -315,8 +317,8 @@ enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_li
 	    (st = max_after_window(s, p, max)) != AL_OK)
 		return st;
 	s->slots_quorum = p[2 * FIRST_WINDOW].exists;
-	s->lease_quorum = lease_type_quorum(s);
-	note_line(s, &p[2 * FIRST_WINDOW + 1]);
+	s->lease_quorum = req_lease_type_quorum(s);
+	look_note_line(s, &p[2 * FIRST_WINDOW + 1]);
 	/* A slot queue gone behind amqplock's back (an expires policy took
 	 * an idle slot) leaves a hole: within the first window a client
 	 * looks past it to the slots above, and takes none of the holes. */
@@ -342,7 +344,7 @@ enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_li
 		return st;
 	for (i = 0; st == AL_OK && i < n; i++)
 		if (!taken[i])
-			st = append(free_list, i + 1);
+			st = req_append(free_list, i + 1);
 	if (st == AL_OK && free_list->len == 0)
 		st = free_slots(s, FIRST_WINDOW + 1, *max, holes, free_list);
 	return st;
@@ -367,11 +369,11 @@ static int ascending(const void *a, const void *b)
  * away; each slot once, ascending. */
 static enum al_status scan_orphans(struct sem *s, unsigned max, struct slot_list *orphans)
 {
-	enum al_status st = scan_above(s, HOLDER_QUEUE, max, orphans);
+	enum al_status st = look_scan_above(s, HOLDER_QUEUE, max, orphans);
 	size_t i, kept = 0;
 
 	if (st == AL_OK)
-		st = scan_above(s, LEASE_QUEUE, max, orphans);
+		st = look_scan_above(s, LEASE_QUEUE, max, orphans);
 	if (st != AL_OK || orphans->len == 0)
 		return st;
 	qsort(orphans->slot, orphans->len, sizeof(*orphans->slot), ascending);
@@ -403,7 +405,7 @@ static enum al_status count_line(struct sem *s, struct sem_status *out)
 	if (s->line != LINE_UP)
 		return AL_OK;
 	sem_name_slot(&s->name, 1, WAITERS_QUEUE, queue);
-	st = ask_counts(s, queue, &consumers, &messages);
+	st = req_ask_counts(s, queue, &consumers, &messages);
 	if (st == AL_OK && conn_refusal_code(s->conn) != 404) {
 		out->waiting_known = conn_refusal_code(s->conn) == 0;
 		out->waiting = consumers;
@@ -422,7 +424,7 @@ static enum al_status look_at_line(struct sem *s, struct sem_status *out)
 
 	if (st != AL_OK)
 		return st;
-	note_line(s, &line);
+	look_note_line(s, &line);
 	return count_line(s, out);
 }
 
@@ -462,7 +464,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	if (st == AL_OK)
 		st = probe_queues(s->conn, &s->name, p, 2 * (size_t)out->max + 1);
 	if (st == AL_OK)
-		note_line(s, &p[2 * out->max]);
+		look_note_line(s, &p[2 * out->max]);
 	for (i = 0; st == AL_OK && i < out->max; i++) {
 		slot[i] = p[i].exists;
 		holder[i] = p[out->max + i].exists;
@@ -472,13 +474,13 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		st = leases_of_free(s, 1, out->max, holder, lease, refused);
 	for (i = 0; st == AL_OK && i < out->max; i++) {
 		if (!slot[i])
-			st = append(&out->missing, i + 1);
+			st = req_append(&out->missing, i + 1);
 		if (st == AL_OK && (holder[i] || lease[i] || slot[i]))
-			st = append(holder[i] || lease[i] ? &out->held : &out->free, i + 1);
+			st = req_append(holder[i] || lease[i] ? &out->held : &out->free, i + 1);
 		if (st == AL_OK && lease[i] && !holder[i])
-			st = append(&out->away, i + 1);
+			st = req_append(&out->away, i + 1);
 		if (st == AL_OK && refused[i])
-			st = append(&out->unreachable, i + 1);
+			st = req_append(&out->unreachable, i + 1);
 	}
 	free(holder);
 	free(lease);
@@ -490,7 +492,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	if (st == AL_OK)
 		st = count_line(s, out);
 	if (st == AL_OK && !s->opts.no_names)
-		st = ask_holders(s, out);
+		st = holders_ask(s, out);
 	return st;
 }
 

@@ -134,7 +134,8 @@ static int unknown_command(struct cli *cli, const char *name)
 {
 	char q[64];
 
-	fail(AL_USAGE, "unknown command %s (see amqplock --help)", quote_arg(name, q, sizeof(q)));
+	fail(AL_USAGE, "unknown command %s (see amqplock --help)",
+	     parse_quote_arg(name, q, sizeof(q)));
 	return usage_error(cli, NULL);
 }
 
@@ -166,7 +167,7 @@ static enum al_status wrong_count(const struct command *cmd, char **args, int na
 
 	if (nargs > cmd->max_args)
 		return fail(AL_USAGE, "unexpected argument %s (usage: amqplock %s [OPTIONS]%s%s)",
-			    quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name,
+			    parse_quote_arg(args[cmd->max_args], q, sizeof(q)), cmd->name,
 			    cmd->args[0] ? " " : "", cmd->args);
 	for (i = 0; i < nargs && word; i++)
 		word = strchr(word, ' ') ? strchr(word, ' ') + 1 : NULL;
@@ -184,7 +185,7 @@ static const char *shell_word(const char *word, char *buf, size_t size)
 
 	if (*word && word[strspn(word, plain)] == '\0' && strlen(word) < size)
 		return word;
-	return quote_arg(word, buf, size);
+	return parse_quote_arg(word, buf, size);
 }
 
 /* hold NAME CMD...: the flock habit. Shows the line with "--" put in. */

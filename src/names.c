@@ -33,7 +33,7 @@ static bool has_slot_suffix(const char *s, size_t len)
 	return i > 0 && s[i - 1] == '-';
 }
 
-const char *name_problem(const char *name)
+const char *names_problem(const char *name)
 {
 	size_t len = strlen(name);
 
@@ -48,7 +48,7 @@ const char *name_problem(const char *name)
 	return NULL;
 }
 
-const char *prefix_problem(const char *prefix)
+const char *names_prefix_problem(const char *prefix)
 {
 	if (strlen(prefix) > PREFIX_MAX_BYTES)
 		return "is longer than 40 bytes";

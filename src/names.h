@@ -28,9 +28,9 @@ struct sem_name {
 };
 
 /* NULL if name is a valid semaphore name, else why it is not. */
-const char *name_problem(const char *name);
+const char *names_problem(const char *name);
 /* NULL if prefix is a valid queue-name prefix, else why it is not. */
-const char *prefix_problem(const char *prefix);
+const char *names_prefix_problem(const char *prefix);
 
 /* Fills sn from a prefix and name that passed the checks above; returns
  * NULL, or why the combination is refused (e.g. it starts with "amq."). */

@@ -55,7 +55,7 @@ const char *parse_seconds(const char *s, double max, double *out)
 	return NULL;
 }
 
-char *quote_arg(const char *s, char *buf, size_t size)
+char *parse_quote_arg(const char *s, char *buf, size_t size)
 {
 	size_t n = 0;
 
@@ -125,7 +125,7 @@ const char *parse_version(const char *s, size_t len, unsigned long *out)
 	return NULL;
 }
 
-char *printable_copy(char *dst, size_t size, const void *src, size_t len)
+char *parse_printable_copy(char *dst, size_t size, const void *src, size_t len)
 {
 	const unsigned char *p = src;
 	size_t i;

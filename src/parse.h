@@ -25,11 +25,11 @@ const char *parse_version(const char *s, size_t len, unsigned long *out);
 /* Copies s into buf (size >= 16) as a double-quoted string safe for one
  * line of a message and for JSON: bytes outside printable ASCII become
  * \xNN, and a long s is cut short with "...". Returns buf. */
-char *quote_arg(const char *s, char *buf, size_t size);
+char *parse_quote_arg(const char *s, char *buf, size_t size);
 
 /* Copies len bytes of text from the broker (a reply text, a host name)
  * into dst (size bytes), anything but printable ASCII replaced by '?' and
  * cut to fit: a message stays one line and valid JSON. Returns dst. */
-char *printable_copy(char *dst, size_t size, const void *src, size_t len);
+char *parse_printable_copy(char *dst, size_t size, const void *src, size_t len);
 
 #endif

@@ -29,7 +29,7 @@ static amqp_table_entry_t classic_type = {
  * s). A broker that does not say its version is taken as an old one. */
 #define LOOKS_NEED_PERMISSION 4002006ul
 
-bool lease_type_quorum(const struct sem *s)
+bool req_lease_type_quorum(const struct sem *s)
 {
 	return s->slots_quorum || s->conn->version < LOOKS_NEED_PERMISSION;
 }
@@ -70,8 +70,7 @@ static amqp_method_number_t reply_to(enum queue_op op)
 				  : AMQP_QUEUE_DECLARE_OK_METHOD;
 }
 
-void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op op,
-		    const char *queue)
+void *req_build(const struct sem *s, struct queue_request *r, enum queue_op op, const char *queue)
 {
 	memset(r, 0, sizeof(*r));
 	r->ok = reply_to(op);
@@ -102,7 +101,7 @@ void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op 
 }
 
 /* What op is doing, for messages: "deleting amqplock.x-1-A ...". */
-const char *verb(enum queue_op op)
+const char *req_verb(enum queue_op op)
 {
 	return op == DELETE_QUEUE      ? "deleting"
 	       : op == DECLARE_PASSIVE ? "checking"
@@ -112,34 +111,34 @@ const char *verb(enum queue_op op)
 
 /* One request about one queue, and its reply; a refusal in `tolerated`
  * is an answer (*refused, see conn_answer), any other a failure. */
-enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned tolerated,
-		       uint16_t *refused)
+enum al_status req_ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned tolerated,
+			   uint16_t *refused)
 {
 	struct queue_request r;
-	void *method = queue_request(s, &r, op, queue);
+	void *method = req_build(s, &r, op, queue);
 
-	return conn_call(s->conn, r.id, method, r.ok, tolerated, refused, verb(op), queue);
+	return conn_call(s->conn, r.id, method, r.ok, tolerated, refused, req_verb(op), queue);
 }
 
 /* One request that must go through. */
-enum al_status ask_ok(struct sem *s, enum queue_op op, const char *queue)
+enum al_status req_ask_ok(struct sem *s, enum queue_op op, const char *queue)
 {
-	return ask_one(s, op, queue, 0, NULL);
+	return req_ask_one(s, op, queue, 0, NULL);
 }
 
-/* Requests sent before their replies are read, in ask_each: few enough
+/* Requests sent before their replies are read, in req_ask_each: few enough
  * that the replies never fill the socket buffers while we still send. */
 #define ASK_BATCH 256u
 
 /* The same request about the kind queue of each slot[i], answer[i] as
- * ask_one gives it, pipelined. The broker drops the requests that follow
+ * req_ask_one gives it, pipelined. The broker drops the requests that follow
  * a refusal on a channel, so after one the rest are sent again on the
  * fresh channel, in batches that start again from one and double while
  * all their answers are ok: answers that are ok cost a round trip per
  * batch, each refusal (a holder's queue, say) about two, and requests
  * are not sent over and over where refusals are many. */
-enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, const unsigned *slot,
-			size_t n, unsigned accept, uint16_t *answer)
+enum al_status req_ask_each(struct sem *s, enum queue_op op, enum slot_kind kind,
+			    const unsigned *slot, size_t n, unsigned accept, uint16_t *answer)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
@@ -152,7 +151,7 @@ enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, co
 		end = n - i < batch ? n : i + batch;
 		for (j = i; j < end; j++) {
 			sem_name_slot(&s->name, slot[j], kind, queue);
-			method = queue_request(s, &r, op, queue);
+			method = req_build(s, &r, op, queue);
 			if ((st = conn_send(s->conn, r.id, method)) != AL_OK)
 				return st;
 		}
@@ -160,7 +159,7 @@ enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, co
 			conn_refusal_clear(s->conn);
 			st = conn_expect(s->conn, r.ok, &m);
 			sem_name_slot(&s->name, slot[j], kind, queue);
-			st = conn_answer(s->conn, st, accept, &answer[j++], verb(op), queue);
+			st = conn_answer(s->conn, st, accept, &answer[j++], req_verb(op), queue);
 			if (st != AL_OK)
 				return st;
 			if (answer[j - 1] != 0)
@@ -177,8 +176,8 @@ enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, co
  * drops the rest after a failure, so an interrupted run leaves a prefix of
  * the work done: deleting from the top down never leaves holes. *done
  * counts the replies that came back ok. */
-enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,
-			bool descending, unsigned *done)
+enum al_status req_pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,
+			    bool descending, unsigned *done)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct queue_request r;
@@ -191,7 +190,7 @@ enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned
 	for (i = 0; i < count && st == AL_OK; i++) {
 		slot = descending ? from - i : from + i;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-		method = queue_request(s, &r, op, queue);
+		method = req_build(s, &r, op, queue);
 		st = conn_send(s->conn, r.id, method);
 	}
 	for (i = 0; i < count && st == AL_OK; i++) {
@@ -202,7 +201,7 @@ enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned
 	if (st != AL_OK) {
 		slot = descending ? from - *done : from + *done;
 		sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
-		return conn_refused(s->conn, st, verb(op), queue);
+		return conn_refused(s->conn, st, req_verb(op), queue);
 	}
 	return AL_OK;
 }
@@ -210,7 +209,7 @@ enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned
 /* array (len elements used of *cap, each `size` bytes) with room for one
  * more, doubled when full; NULL, with the failure recorded, if memory ran
  * out (array is then unchanged). */
-void *make_room(void *array, size_t len, size_t *cap, size_t size)
+void *req_make_room(void *array, size_t len, size_t *cap, size_t size)
 {
 	size_t more = *cap ? 2 * *cap : 16;
 	void *grown;
@@ -225,9 +224,9 @@ void *make_room(void *array, size_t len, size_t *cap, size_t size)
 	return grown;
 }
 
-enum al_status append(struct slot_list *l, unsigned slot)
+enum al_status req_append(struct slot_list *l, unsigned slot)
 {
-	unsigned *room = make_room(l->slot, l->len, &l->cap, sizeof(*room));
+	unsigned *room = req_make_room(l->slot, l->len, &l->cap, sizeof(*room));
 
 	if (!room)
 		return AL_INTERNAL;
@@ -248,11 +247,11 @@ static enum al_status send_request(struct sem *s, enum queue_op op, unsigned k, 
 	void *method;
 
 	sem_name_slot(&s->name, k, kind, queue);
-	method = queue_request(s, &r, op, queue);
+	method = req_build(s, &r, op, queue);
 	return send(s->conn, r.id, method);
 }
 
-enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
+enum al_status req_slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind)
 {
 	return send_request(s, op, k, kind, conn_send);
 }
@@ -279,19 +278,19 @@ static double reply_wait(const struct sem *s, enum queue_op op, enum slot_kind k
  * refusal ends the sequence (the broker drops the rest), *refused is its
  * reply code (0: none) and a fresh channel replaces the closed one. A
  * failure of the connection is returned as such. */
-enum al_status send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n)
+enum al_status req_send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n)
 {
 	enum al_status st = AL_OK;
 	size_t i;
 
 	for (i = 0; i < n && st == AL_OK; i++)
-		st = slot_send(s, step[i].op, slot, step[i].kind);
+		st = req_slot_send(s, step[i].op, slot, step[i].kind);
 	return st;
 }
 
-/* The answers to what send_steps sent; see run_steps. */
-enum al_status await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,
-			   uint16_t *refused)
+/* The answers to what req_send_steps sent; see req_run_steps. */
+enum al_status req_await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,
+			       uint16_t *refused)
 {
 	enum al_status st = AL_OK;
 	amqp_method_t m;
@@ -312,35 +311,35 @@ enum al_status await_steps(struct sem *s, const struct step *step, size_t n, siz
 	return conn_reset_channel(s->conn);
 }
 
-enum al_status run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
-			 size_t *done, uint16_t *refused)
+enum al_status req_run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
+			     size_t *done, uint16_t *refused)
 {
-	enum al_status st = send_steps(s, slot, step, n);
+	enum al_status st = req_send_steps(s, slot, step, n);
 
 	*done = 0;
 	*refused = 0;
-	return st == AL_OK ? await_steps(s, step, n, done, refused) : st;
+	return st == AL_OK ? req_await_steps(s, step, n, done, refused) : st;
 }
 
-/* The refusal of step `at` of a run_steps sequence, described. */
-enum al_status step_refused(struct sem *s, unsigned slot, const struct step *step,
-			    enum al_status st)
+/* The refusal of step `at` of a req_run_steps sequence, described. */
+enum al_status req_step_refused(struct sem *s, unsigned slot, const struct step *step,
+				enum al_status st)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
 	sem_name_slot(&s->name, slot, step->kind, queue);
-	return conn_refused(s->conn, st, verb(step->op), queue);
+	return conn_refused(s->conn, st, req_verb(step->op), queue);
 }
 
 /* Sends op on slot k's lease, on the connection's parallel channel (beside the
  * main channel's requests). */
-enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k)
+enum al_status req_lease_send(struct sem *s, enum queue_op op, unsigned k)
 {
 	return send_request(s, op, k, LEASE_QUEUE, conn_parallel_send);
 }
 
-/* The answer to lease_send(op); a refusal's code in *refused (0: none). */
-enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
+/* The answer to req_lease_send(op); a refusal's code in *refused (0: none). */
+enum al_status req_lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
 {
 	enum al_status st;
 
@@ -350,9 +349,9 @@ enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused)
 	return st;
 }
 
-enum al_status ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *consumers,
-				    uint32_t *messages, enum al_status (*meanwhile)(void *),
-				    void *arg)
+enum al_status req_ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *consumers,
+					uint32_t *messages, enum al_status (*meanwhile)(void *),
+					void *arg)
 {
 	struct queue_request r;
 	enum al_status st;
@@ -361,7 +360,7 @@ enum al_status ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *
 	*consumers = *messages = 0;
 	conn_refusal_clear(s->conn);
 	st = conn_send(s->conn, AMQP_QUEUE_DECLARE_METHOD,
-		       queue_request(s, &r, DECLARE_PASSIVE, queue));
+		       req_build(s, &r, DECLARE_PASSIVE, queue));
 	if (st == AL_OK && meanwhile)
 		st = meanwhile(arg);
 	if (st == AL_OK && (st = conn_expect(s->conn, r.ok, &m)) == AL_OK) {
@@ -372,12 +371,13 @@ enum al_status ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *
 			   queue);
 }
 
-enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers, uint32_t *messages)
+enum al_status req_ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
+			      uint32_t *messages)
 {
-	return ask_counts_meanwhile(s, queue, consumers, messages, NULL, NULL);
+	return req_ask_counts_meanwhile(s, queue, consumers, messages, NULL, NULL);
 }
 
-bool is_queue_answer(amqp_method_number_t id)
+bool req_is_queue_answer(amqp_method_number_t id)
 {
 	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
 	       id == AMQP_BASIC_GET_OK_METHOD;

@@ -175,7 +175,7 @@ struct sem {
 	const char *label; /* the name as the user gave it, for messages */
 	struct sem_opts opts;
 	bool slots_quorum; /* the slots are quorum queues (the marker is there) */
-	/* A lease of ours would be a quorum queue (see lease_type_quorum in
+	/* A lease of ours would be a quorum queue (see req_lease_type_quorum in
 	 * request.c): where the slots are quorum queues, and on brokers
 	 * that let anyone look at a queue (a look restarts a classic
 	 * queue's expiry). */

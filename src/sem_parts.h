@@ -71,70 +71,71 @@ struct step {
 };
 
 /* request.c */
-bool lease_type_quorum(const struct sem *s);
-void *queue_request(const struct sem *s, struct queue_request *r, enum queue_op op,
-		    const char *queue);
-const char *verb(enum queue_op op);
-enum al_status ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned tolerated,
-		       uint16_t *refused);
-enum al_status ask_ok(struct sem *s, enum queue_op op, const char *queue);
-enum al_status ask_each(struct sem *s, enum queue_op op, enum slot_kind kind, const unsigned *slot,
-			size_t n, unsigned accept, uint16_t *answer);
-enum al_status pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,
-			bool descending, unsigned *done);
-void *make_room(void *array, size_t len, size_t *cap, size_t size);
-enum al_status append(struct slot_list *l, unsigned slot);
-enum al_status slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind);
-enum al_status send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n);
-enum al_status await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,
+bool req_lease_type_quorum(const struct sem *s);
+void *req_build(const struct sem *s, struct queue_request *r, enum queue_op op, const char *queue);
+const char *req_verb(enum queue_op op);
+enum al_status req_ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned tolerated,
 			   uint16_t *refused);
-enum al_status run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
-			 size_t *done, uint16_t *refused);
-enum al_status step_refused(struct sem *s, unsigned slot, const struct step *step,
-			    enum al_status st);
-enum al_status lease_send(struct sem *s, enum queue_op op, unsigned k);
-enum al_status lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
+enum al_status req_ask_ok(struct sem *s, enum queue_op op, const char *queue);
+enum al_status req_ask_each(struct sem *s, enum queue_op op, enum slot_kind kind,
+			    const unsigned *slot, size_t n, unsigned accept, uint16_t *answer);
+enum al_status req_pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,
+			    bool descending, unsigned *done);
+void *req_make_room(void *array, size_t len, size_t *cap, size_t size);
+enum al_status req_append(struct slot_list *l, unsigned slot);
+enum al_status req_slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind);
+enum al_status req_send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n);
+enum al_status req_await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,
+			       uint16_t *refused);
+enum al_status req_run_steps(struct sem *s, unsigned slot, const struct step *step, size_t n,
+			     size_t *done, uint16_t *refused);
+enum al_status req_step_refused(struct sem *s, unsigned slot, const struct step *step,
+				enum al_status st);
+enum al_status req_lease_send(struct sem *s, enum queue_op op, unsigned k);
+enum al_status req_lease_answer(struct sem *s, enum queue_op op, uint16_t *refused);
 /* A passive declare's counts: consumers and messages waiting (0 and 0 if
  * there is no such queue or we may not look). */
-enum al_status ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
-			  uint32_t *messages);
-/* ask_counts, meanwhile(arg) called (if not NULL) once the question is
+enum al_status req_ask_counts(struct sem *s, const char *queue, uint32_t *consumers,
+			      uint32_t *messages);
+/* req_ask_counts, meanwhile(arg) called (if not NULL) once the question is
  * sent, before its answer is read. */
-enum al_status ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *consumers,
-				    uint32_t *messages, enum al_status (*meanwhile)(void *),
-				    void *arg);
+enum al_status req_ask_counts_meanwhile(struct sem *s, const char *queue, uint32_t *consumers,
+					uint32_t *messages, enum al_status (*meanwhile)(void *),
+					void *arg);
 /* Whether a method is the answer to a question about a queue (a
  * declare's or a read's), as a verification's answers are. */
-bool is_queue_answer(amqp_method_number_t id);
+bool req_is_queue_answer(amqp_method_number_t id);
 
 /* look.c */
-void trace_max(struct sem *s, unsigned max);
-void note_stuck(struct sem *s, unsigned slot);
-enum al_status probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder, bool *lease,
-			   bool *refused);
-enum al_status scan_above(struct sem *s, enum slot_kind kind, unsigned max,
-			  struct slot_list *found);
-void note_line(struct sem *s, const struct probe *line);
-enum al_status find_free(struct sem *s, unsigned *max, struct slot_list *free_list, bool leases);
+void look_trace_max(struct sem *s, unsigned max);
+void look_note_stuck(struct sem *s, unsigned slot);
+enum al_status look_probe_taken(struct sem *s, unsigned first, unsigned n, bool *holder,
+				bool *lease, bool *refused);
+enum al_status look_scan_above(struct sem *s, enum slot_kind kind, unsigned max,
+			       struct slot_list *found);
+void look_note_line(struct sem *s, const struct probe *line);
+enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
+			      bool leases);
 
 /* strays.c */
-enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept);
-enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
-			    struct slot_list *orphans);
-enum al_status delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
-			      uint16_t **answer);
+enum al_status strays_find(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept);
+enum al_status strays_find_holders(struct sem *s, unsigned max, struct slot_list *strays,
+				   struct slot_list *orphans);
+enum al_status strays_delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
+				     uint16_t **answer);
 
 /* admin.c */
-enum al_status count_slots(struct sem *s, struct census *cs);
-enum al_status lock_admin(struct sem *s, bool repair, bool *locked, bool *stray);
-enum al_status slot_type_of(struct sem *s, unsigned k, enum slot_type *type);
-enum al_status marked_type(struct sem *s, enum slot_type *type);
-enum al_status fill_holes(struct sem *s, const struct census *cs, unsigned upto, unsigned *filled);
-enum al_status set_marker(struct sem *s, bool quorum);
+enum al_status admin_count_slots(struct sem *s, struct census *cs);
+enum al_status admin_lock(struct sem *s, bool repair, bool *locked, bool *stray);
+enum al_status admin_slot_type_of(struct sem *s, unsigned k, enum slot_type *type);
+enum al_status admin_marked_type(struct sem *s, enum slot_type *type);
+enum al_status admin_fill_holes(struct sem *s, const struct census *cs, unsigned upto,
+				unsigned *filled);
+enum al_status admin_set_marker(struct sem *s, bool quorum);
 
 /* line.c */
 enum al_status line_ahead(struct sem *s, bool *ahead);
-void waiters_queue(const struct sem *s, char *buf);
+void line_waiters_queue(const struct sem *s, char *buf);
 /* Whether a line that takes messages is there to be asked how long it is
  * (a question to a line whose node is down may never be answered): one
  * that the last look did not find so is probed first. */
@@ -157,6 +158,6 @@ enum al_status claim_fresh(struct sem *s, unsigned k);
 
 /* holders.c: asks the holders of the slots in held that are not away
  * who they are, and waits a moment for their answers (out->holders). */
-enum al_status ask_holders(struct sem *s, struct sem_status *out);
+enum al_status holders_ask(struct sem *s, struct sem_status *out);
 
 #endif

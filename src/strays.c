@@ -12,15 +12,15 @@
  * the record and deleting the slots, a foreign client), less those a
  * holder holds: deleting one would end its job, and amqplock's own
  * repairs never end a job. *kept counts those left. */
-enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept)
+enum al_status strays_find(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept)
 {
-	enum al_status st = scan_above(s, SLOT_QUEUE, max, strays);
+	enum al_status st = look_scan_above(s, SLOT_QUEUE, max, strays);
 	bool holder, lease;
 	size_t i, n = 0;
 
 	*kept = 0;
 	for (i = 0; st == AL_OK && i < strays->len; i++) {
-		st = probe_taken(s, strays->slot[i], 1, &holder, &lease, NULL);
+		st = look_probe_taken(s, strays->slot[i], 1, &holder, &lease, NULL);
 		if (st == AL_OK && (holder || lease)) {
 			trace("stray slot queue %u above max %u is held; kept", strays->slot[i],
 			      max);
@@ -42,8 +42,8 @@ enum al_status find_strays(struct sem *s, unsigned max, struct slot_list *strays
  * holders' leases first would spare the broker those refusals, but a
  * probe of a lease being deleted can crash the connection: see
  * leases_of_free.) */
-enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *strays,
-			    struct slot_list *orphans)
+enum al_status strays_find_holders(struct sem *s, unsigned max, struct slot_list *strays,
+				   struct slot_list *orphans)
 {
 	struct slot_list found = {0};
 	enum al_status st = AL_OK;
@@ -57,21 +57,21 @@ enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *stray
 		st = probe_slots(s->conn, &s->name, HOLDER_QUEUE, 1, max, exists, NULL);
 		for (i = 0; st == AL_OK && i < max; i++)
 			if (exists[i])
-				st = append(&found, (unsigned)i + 1);
+				st = req_append(&found, (unsigned)i + 1);
 		free(exists);
 	}
 	if (st == AL_OK)
-		st = scan_above(s, HOLDER_QUEUE, max, &found);
+		st = look_scan_above(s, HOLDER_QUEUE, max, &found);
 	if (st == AL_OK && found.len > 0 && !(answer = calloc(found.len, sizeof(*answer))))
 		st = fail(AL_INTERNAL, "out of memory");
 	if (st == AL_OK)
-		st = ask_each(s, DECLARE_PASSIVE, HOLDER_QUEUE, found.slot, found.len,
-			      REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
+		st = req_ask_each(s, DECLARE_PASSIVE, HOLDER_QUEUE, found.slot, found.len,
+				  REFUSED_ACCESS | REFUSED_NOT_FOUND | REFUSED_LOCKED, answer);
 	for (i = 0; st == AL_OK && i < found.len; i++) {
 		if (answer[i] == 0)
-			st = append(strays, found.slot[i]);
+			st = req_append(strays, found.slot[i]);
 		else if (answer[i] != AMQP_NOT_FOUND && found.slot[i] > max && orphans)
-			st = append(orphans, found.slot[i]);
+			st = req_append(orphans, found.slot[i]);
 		if (answer[i] == AMQP_ACCESS_REFUSED)
 			trace("holder queue %u may not be looked at; taken as held", found.slot[i]);
 	}
@@ -80,11 +80,11 @@ enum al_status find_holders(struct sem *s, unsigned max, struct slot_list *stray
 	return st;
 }
 
-/* Deletes stray holder queues, each answer as ask_each gives it. A holder
+/* Deletes stray holder queues, each answer as req_ask_each gives it. A holder
  * that has taken the slot since the queue was found owns the queue now,
  * exclusively, and the broker refuses to delete it (405). */
-enum al_status delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
-			      uint16_t **answer)
+enum al_status strays_delete_holders(struct sem *s, const struct slot_list *strays, unsigned accept,
+				     uint16_t **answer)
 {
 	size_t i;
 
@@ -95,6 +95,6 @@ enum al_status delete_holders(struct sem *s, const struct slot_list *strays, uns
 		return fail(AL_INTERNAL, "out of memory");
 	for (i = 0; i < strays->len; i++)
 		trace("deleting stray holder queue %u (held by no connection)", strays->slot[i]);
-	return ask_each(s, DELETE_QUEUE, HOLDER_QUEUE, strays->slot, strays->len,
-			REFUSED_LOCKED | accept, *answer);
+	return req_ask_each(s, DELETE_QUEUE, HOLDER_QUEUE, strays->slot, strays->len,
+			    REFUSED_LOCKED | accept, *answer);
 }

@@ -13,7 +13,7 @@ static void valid_names(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		is_str(name_problem(good[i]), NULL, "name \"%s\" is valid", good[i]);
+		is_str(names_problem(good[i]), NULL, "name \"%s\" is valid", good[i]);
 }
 
 static void invalid_names(void)
@@ -25,12 +25,12 @@ static void invalid_names(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ok(name_problem(bad[i]) != NULL, "name #%zu is refused", i);
+		ok(names_problem(bad[i]) != NULL, "name #%zu is refused", i);
 	memset(long_name, 'n', sizeof(long_name) - 1);
 	long_name[sizeof(long_name) - 1] = '\0';
-	ok(name_problem(long_name) != NULL, "201-byte name is refused");
+	ok(names_problem(long_name) != NULL, "201-byte name is refused");
 	long_name[NAME_MAX_BYTES] = '\0';
-	is_str(name_problem(long_name), NULL, "200-byte name is valid");
+	is_str(names_problem(long_name), NULL, "200-byte name is valid");
 }
 
 static void prefixes(void)
@@ -38,12 +38,12 @@ static void prefixes(void)
 	char long_prefix[PREFIX_MAX_BYTES + 2];
 	struct sem_name sn;
 
-	is_str(prefix_problem(""), NULL, "empty prefix is valid");
-	is_str(prefix_problem("amqplock."), NULL, "default prefix is valid");
-	ok(prefix_problem("a b") != NULL, "prefix with a space is refused");
+	is_str(names_prefix_problem(""), NULL, "empty prefix is valid");
+	is_str(names_prefix_problem("amqplock."), NULL, "default prefix is valid");
+	ok(names_prefix_problem("a b") != NULL, "prefix with a space is refused");
 	memset(long_prefix, 'p', sizeof(long_prefix) - 1);
 	long_prefix[sizeof(long_prefix) - 1] = '\0';
-	ok(prefix_problem(long_prefix) != NULL, "41-byte prefix is refused");
+	ok(names_prefix_problem(long_prefix) != NULL, "41-byte prefix is refused");
 	ok(sem_name_init(&sn, "", "amq.x") != NULL, "amq. without prefix is refused");
 	ok(sem_name_init(&sn, "amq.", "x") != NULL, "amq. as prefix is refused");
 	is_str(sem_name_init(&sn, "amqplock.", "amq.x"), NULL, "amq. after a prefix is fine");

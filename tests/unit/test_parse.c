@@ -48,14 +48,14 @@ static void quoting(void)
 {
 	char buf[32];
 
-	is_str(quote_arg("jobs", buf, sizeof(buf)), "\"jobs\"", "plain text is quoted");
-	is_str(quote_arg("a\"b\\c", buf, sizeof(buf)), "\"a\\x22b\\x5cc\"",
+	is_str(parse_quote_arg("jobs", buf, sizeof(buf)), "\"jobs\"", "plain text is quoted");
+	is_str(parse_quote_arg("a\"b\\c", buf, sizeof(buf)), "\"a\\x22b\\x5cc\"",
 	       "quote and backslash are escaped");
-	is_str(quote_arg("\n\xff", buf, sizeof(buf)), "\"\\x0a\\xff\"",
+	is_str(parse_quote_arg("\n\xff", buf, sizeof(buf)), "\"\\x0a\\xff\"",
 	       "control and non-ASCII bytes are escaped");
-	is_str(quote_arg("0123456789012345678901234567890123456789", buf, 16), "\"012345...\"",
-	       "long text is cut short");
-	ok(strlen(quote_arg("\x01\x01\x01\x01\x01\x01\x01\x01", buf, 16)) < 16,
+	is_str(parse_quote_arg("0123456789012345678901234567890123456789", buf, 16),
+	       "\"012345...\"", "long text is cut short");
+	ok(strlen(parse_quote_arg("\x01\x01\x01\x01\x01\x01\x01\x01", buf, 16)) < 16,
 	   "escapes never overflow");
 }
 
