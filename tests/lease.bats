@@ -753,7 +753,7 @@ amqplock.$n-1-L true false" ]
 
 # --- at most N ---------------------------------------------------------------------
 
-# lease_hold DIR: one `hold -w 60` (--heartbeat 1 --grace 1 --lease 90) of
+# lease_hold DIR: one `hold -w 60` (--heartbeat 1 --grace 1 --lease 20) of
 # $n whose command enters crit.pl's critical section again and again for
 # 2-3 s, long enough for rabbitmqctl to find and close its connection. A
 # wait cut short by a broker away (69) is followed by a pause, so that the
@@ -762,7 +762,7 @@ amqplock.$n-1-L true false" ]
 lease_hold() {
     local rc=0 ran="$1/ran.$CLIENT"
     rm -f "$ran"
-    timeout -k 5 120 "$AMQPLOCK_BIN" --heartbeat 1 hold -w 60 --grace 1 --lease 90 "$n" -- \
+    timeout -k 5 120 "$AMQPLOCK_BIN" --heartbeat 1 hold -w 60 --grace 1 --lease 20 "$n" -- \
         bash -c ': >"$2"; end=$((SECONDS + 3)); while [ $SECONDS -lt $end ]; do perl "$0" "$1" || exit; done' \
         "$H/crit.pl" "$1" "$ran" || rc=$?
     if [ "$rc" -eq 69 ]; then
@@ -803,6 +803,9 @@ close_holders() {
 # restart.)
 @test "at most N with leases through close_connection of holders' and random connections and a stop_app/start_app: never more than 3 inside, no hold loses its slot" {
     al create "$n" 4
+    # (the long hold rides out the restart: L90; the loops' commands last
+    # 3 s, and one that ends while the broker is away leaves its lease
+    # to run out, which 20 s keeps short)
     CMD_UNTIL=1 cmd_hold long 300 hold "${L90[@]}" "$n"
     local long=$BG
     running_cmds long
