@@ -221,7 +221,7 @@ static void wait_deadlines(const struct hold_opts *o, struct deadline *wait_end,
  * connection (the slot's last quorum lease still being deleted, see
  * claim in claim.c), or a lease that left a probe or a declare unanswered
  * (a quorum queue without a leader; its slot now counts as held for a
- * while: see lease.stuck). Such losses are not counted as reconnects,
+ * while: see struct sem, stuck). Such losses are not counted as reconnects,
  * and the next try comes after a pause (0.1 s doubling to 1 s). But this
  * many in a row, none more than REFUSALS_APART from the last, is a
  * broker that cannot serve leases at all (a quorum queue with too few

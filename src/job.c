@@ -144,7 +144,7 @@ void hold_keeper_ready(void *arg, unsigned k)
 	if (o->events.command_env)
 		o->events.command_env(o->events.arg, k);
 	kp->ready = super_prepare(&kp->sv, &so) == AL_OK;
-	/* Not fatal here: start_command tries again, and says why it
+	/* Not fatal here: job_start tries again, and says why it
 	 * cannot. */
 	if (!kp->ready)
 		status_clear();

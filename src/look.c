@@ -136,7 +136,7 @@ enum al_status sem_paused(struct sem *s, bool *paused)
  * being asked again. */
 #define STUCK_FOR 10.0
 
-/* The index in lease.stuck of slot's current entry, or -1. */
+/* The index in s->stuck of slot's current entry, or -1. */
 static int stuck_index(const struct sem *s, unsigned slot)
 {
 	double now = now_seconds();

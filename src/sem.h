@@ -318,7 +318,7 @@ enum sem_take {
 
 /* One attempt to take a free slot: probes slots, holders and leases,
  * claims the lowest free slot by declaring its holder queue exclusive
- * (and, with s->lease.on, its lease), and checks that the slot still
+ * (and, with s->hold->lease.on, its lease), and checks that the slot still
  * exists. AL_BUSY if every slot is held. Without a lease the slot is held
  * as long as the connection lives. */
 enum al_status sem_acquire(struct sem *s, enum sem_take how, unsigned *slot, unsigned *max);

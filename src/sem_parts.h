@@ -48,7 +48,7 @@ enum queue_op {
 	DECLARE_CLASSIC,
 	DECLARE_EXCLUSIVE, /* holder queue or admin mutex */
 	DECLARE_PASSIVE,   /* does it exist? */
-	DECLARE_LEASE,     /* durable, x-expires, our token (s->lease) */
+	DECLARE_LEASE,     /* durable, x-expires, our token (s->hold->lease) */
 	/* basic.get without ack, answered get-empty (or get-ok): what
 	 * restarts a quorum queue's expiry, which a declare does not (see
 	 * renewal_steps). */
@@ -148,7 +148,7 @@ enum al_status line_up(struct sem *s, bool *up);
 #define NOTICE_EXPIRATION "1000"
 
 /* lease.c: ends a lease of slot handed to us that we cannot keep, by
- * its token (s->lease.token), which nobody else may use now: the holder
+ * its token (s->hold->lease.token), which nobody else may use now: the holder
  * queue declared first (asked for up to a second), unless another has it;
  * wakes the line if it ended the lease. */
 enum al_status sem_lease_let_go(struct sem *s, unsigned slot);
