@@ -219,7 +219,7 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 	char held[NAME_MAX_BYTES + 64];
 	enum al_status st;
 	unsigned races = 0, k;
-	bool ahead, looked_again = false;
+	bool ahead, again_damaged = false, again_missing = false;
 
 	*slot = 0;
 	s->hold->lease.stalled = false;
@@ -237,12 +237,15 @@ static enum al_status acquire(struct sem *s, enum sem_take how, bool look_only, 
 			 * between. Neither a record nor the pause marker: a
 			 * resume may have come between the two reads (it makes
 			 * the slot queue and the record, then takes the marker
-			 * off). Looked at again once before it counts as
-			 * damage, or as no semaphore. */
-			if ((st == AL_DAMAGED || st == AL_NOT_FOUND) && !looked_again) {
+			 * off). Each is looked at again once before it counts
+			 * as damage, or as no semaphore: a create that the
+			 * second look sees midway is seen whole by the third. */
+			if ((st == AL_DAMAGED && !again_damaged) ||
+			    (st == AL_NOT_FOUND && !again_missing)) {
 				trace("%s: %s; looking again", s->label, status_message());
 				status_clear();
-				looked_again = true;
+				again_damaged = again_damaged || st == AL_DAMAGED;
+				again_missing = again_missing || st == AL_NOT_FOUND;
 				continue;
 			}
 			break;
