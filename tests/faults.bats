@@ -684,14 +684,20 @@ every_command() {
         vm_memory_monitor:set_vm_memory_high_watermark(0.0000001), W.')
     # each waiter meets the alarm at its next look (at most 2 s apart)
     wait_until 10 grep -q 'resource alarm' "$T/w1.err" || fail "w1: $(cat "$T/w1.err")"
-    # the holder lets go under the alarm: its lease ends, the wake-up
-    # cannot be published, and it says which of the two failed
+    # the holder lets go under the alarm: its lease ends, and it says
+    # whether the wake-up, a publish it has confirmed, got through. The
+    # alarm blocks it on 3.10 and 4.0; RabbitMQ 4.3 now and then takes and
+    # confirms a fresh connection's first publish before it blocks (4 of
+    # 35 runs here): the holder then says only that the lease ended
     touch "$T/go"
     wait_exit "$h" 10
     [ "$rc" -eq 0 ] || fail "holder exited $rc: $(cat "$T/h.err")"
     ! grep -q 'could not end the lease' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
     grep -q 'ended the lease of slot 1' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
-    grep -q 'could not wake the first in line' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
+    # (the classic-lease path, 4.2.6 on, hangs up and publishes sooner)
+    if grep -q 'leased for .* (a quorum queue)' "$T/h.err"; then
+        grep -q 'could not wake the first in line' "$T/h.err" || fail "holder: $(cat "$T/h.err")"
+    fi
     # the short wait ends at its -w as a wait does, naming the alarm
     wait_exit "$w2" 20
     [ "$rc" -eq 1 ] || fail "w2 exited $rc: $(cat "$T/w2.err")"
