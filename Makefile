@@ -176,6 +176,8 @@ fmt-check:
 -include bench/bench.mk
 # A three-node RabbitMQ cluster on loopback and its suite: make check-cluster.
 -include tests/cluster/cluster.mk
+# Network partitions of a three-node cluster: make check-partitions, make partitions.
+-include tests/partition/partition.mk
 
 clean:
 	rm -rf build amqplock
