@@ -39,7 +39,7 @@ SRCS := $(PURE_SRCS) $(filter-out $(PURE_SRCS),$(sort $(wildcard src/*.c)))
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps check check-brokers unit demo mutants fmt fmt-check clean layers
+.PHONY: all deps check check-brokers unit demo mutants fmt fmt-check clean layers model
 all: amqplock
 
 amqplock: $(OBJS)
@@ -66,7 +66,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # missing. Does nothing when all are there. (libc6-dev: gcc only recommends
 # it, and install-deps.sh installs no recommends.)
 DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev libcurl4-openssl-dev rabbitmq-server jq clang-format bats \
-	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 psmisc
+	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 psmisc spin
 deps:
 	@tests/lib/install-deps.sh $(DEB_PKGS)
 
@@ -78,6 +78,12 @@ unit: $(UNIT_TESTS)
 layers: amqplock
 	tests/lib/layers.sh build
 
+# The holder's protocol under SPIN (model/run.sh): the configurations that
+# fit in full, each known-bad variant, and the one searched by bitstate.
+# make check runs the first two (tests/model.bats).
+model: deps
+	MODEL_ALL=1 model/run.sh
+
 check: deps
 	$(MAKE) amqplock unit
 	tests/run.sh
@@ -86,10 +92,10 @@ check: deps
 # and 4.3 (Debian sid), each in a minimal root (debootstrap) its nodes run
 # from through chroot; and a build inside the sid root (tests/lib/brokers.sh).
 # BROKER_RUNS="4.0 4.0-cluster" names some of its runs (default: all).
-# Without the layer check: it reads the objects, which no broker changes.
+# Without the layer check and the model: no broker changes what they read.
 check-brokers: deps
 	$(MAKE) amqplock unit
-	AMQPLOCK_TEST_SKIP="$(strip layers $(AMQPLOCK_TEST_SKIP))" tests/lib/brokers.sh $(BROKER_RUNS)
+	AMQPLOCK_TEST_SKIP="$(strip layers model $(AMQPLOCK_TEST_SKIP))" tests/lib/brokers.sh $(BROKER_RUNS)
 
 demo: deps
 	$(MAKE) amqplock

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# make model: SPIN explores model/hold.pml, the holder's protocol, and each
+# of its known-bad variants. The protocol must show no violation in any
+# configuration; every BUG_ variant must yield a counterexample, or the
+# model has lost its teeth. Prints a TAP line per run (states, depth, time)
+# and ends with "N passed, N failed"; exits non-zero on any failure.
+#
+#   model/run.sh [NAME...]   NAME: a configuration below (faults, adversary,
+#                            both) or a BUG_ variant; default: all of them
+#
+# Configurations of the protocol (FAULTS faults and ADV adversary acts per
+# run, at any step of any tick):
+#   faults      FAULTS=1 ADV=0   exhaustive (about 35 million states)
+#   adversary   FAULTS=0 ADV=1   exhaustive (about 15 million states)
+#   both        FAULTS=1 ADV=1   bitstate, only when named or for `make
+#                                model` (MODEL_ALL=1): too large to keep
+# A configuration is searched in full (compressed states, -DCOLLAPSE)
+# within MODEL_MEMORY MB (default 5000); one that does not fit is searched
+# again with a bitstate hash, and its coverage (hash factor) printed.
+# A counterexample's trail stays in MODEL_KEEP (if set) for `spin -t -p`.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+command -v spin >/dev/null || { echo "model/run.sh: spin is missing (make deps installs it)" >&2; exit 2; }
+CC=${CC:-cc}
+MEMORY=${MODEL_MEMORY:-5000}
+MODEL=$PWD/model/hold.pml
+
+declare -A CONFIG=(
+    [faults]="-DFAULTS=1 -DADV=0"
+    [adversary]="-DFAULTS=0 -DADV=1"
+    [both]="-DFAULTS=1 -DADV=1"
+)
+# Each variant in the configuration that shows its fault.
+declare -A BUG=(
+    [BUG_ADOPT_OFFER]="-DSAFE_ONLY -DFAULTS=1 -DADV=1"
+    [BUG_KEEPER_LATE]="-DSAFE_ONLY -DFAULTS=1 -DADV=0"
+    [BUG_LATE_CLAIM]="-DSAFE_ONLY -DFAULTS=1 -DADV=0"
+    [BUG_OFFERER_ENDS_LEASE]="-DSAFE_ONLY -DFAULTS=1 -DADV=0"
+    [BUG_NO_WAKE]="-DFAULTS=0 -DADV=0"
+    [BUG_ANY_ANSWER]="-DSAFE_ONLY -DFAULTS=1 -DADV=2"
+)
+ORDER=(faults adversary BUG_ADOPT_OFFER BUG_KEEPER_LATE BUG_LATE_CLAIM
+    BUG_OFFERER_ENDS_LEASE BUG_NO_WAKE BUG_ANY_ANSWER)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-model.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0 n=0
+
+# pan DIR DEFINES CFLAGS: pan built in DIR and run; its output in DIR/out
+pan() {
+    local dir=$1 defines=$2 cflags=$3
+    mkdir -p "$dir"
+    (
+        cd "$dir" || exit 2
+        # shellcheck disable=SC2086
+        spin -a $defines "$MODEL" >spin.out 2>&1 || { cat spin.out; exit 2; }
+        # shellcheck disable=SC2086
+        $CC -O2 -w -DSAFETY -DMEMLIM="$MEMORY" $cflags -o pan pan.c || exit 2
+        # (a bitstate search: a 2^31-bit hash, 256 MB)
+        case $cflags in *BITSTATE*) ./pan -m400000 -w31 >out 2>&1 ;; *) ./pan -m400000 >out 2>&1 ;; esac
+        exit 0
+    )
+}
+
+# field OUT: "S states, depth D, T s" from pan's report
+field() {
+    awk '/states, stored/ { s = $1 } /depth reached/ { d = $6; sub(",", "", d) }
+        /elapsed time/ { t = $4 } /hash factor/ { h = $3 }
+        END { printf "%s states, depth %s, %s s%s", s, d, t, (h ? ", hash factor " h : "") }' "$1"
+}
+
+result() {
+    n=$((n + 1))
+    if [ "$1" = ok ]; then
+        passed=$((passed + 1))
+        echo "ok $n - $2"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $2"
+    fi
+}
+
+protocol() {
+    local name=$1 dir=$work/$1 out how=exhaustive
+    pan "$dir" "${CONFIG[$name]}" "-DCOLLAPSE" || { result fail "$name: spin or cc failed"; return; }
+    out=$dir/out
+    if grep -qE 'pan: reached -DMEMLIM bound|max search depth too small' "$out"; then
+        how=bitstate
+        pan "$dir" "${CONFIG[$name]}" "-DBITSTATE" || { result fail "$name: spin or cc failed"; return; }
+    fi
+    if grep -q 'errors: 0' "$out" && ! grep -q 'assertion violated' "$out"; then
+        result ok "the protocol, $name (${CONFIG[$name]}): no violation, $how: $(field "$out")"
+    else
+        result fail "the protocol, $name (${CONFIG[$name]}): $(grep -m1 -E 'violated|error' "$out")"
+        keep "$dir" "$name"
+    fi
+}
+
+variant() {
+    local name=$1 dir=$work/$1 out
+    pan "$dir" "-D$name ${BUG[$name]}" "" || { result fail "$name: spin or cc failed"; return; }
+    out=$dir/out
+    if grep -q 'assertion violated' "$out"; then
+        result ok "$name: a counterexample, $(grep -m1 -o 'assertion violated ([a-z_]*[<=!(]*[a-z_]*' "$out")... ($(field "$out"))"
+    else
+        result fail "$name: no counterexample ($(field "$out")): the model no longer sees this bug"
+    fi
+}
+
+keep() {
+    [ -n "${MODEL_KEEP:-}" ] || return 0
+    mkdir -p "$MODEL_KEEP/$2" && cp "$1"/*.trail "$MODEL" "$MODEL_KEEP/$2/" 2>/dev/null
+    echo "# the trail is in $MODEL_KEEP/$2 (spin -t -p $(basename "$MODEL"))"
+}
+
+[ $# -gt 0 ] || set -- "${ORDER[@]}"
+[ -z "${MODEL_ALL:-}" ] || set -- "$@" both
+t0=$SECONDS
+for name in "$@"; do
+    if [ -n "${CONFIG[$name]:-}" ]; then
+        protocol "$name"
+    elif [ -n "${BUG[$name]:-}" ]; then
+        variant "$name"
+    else
+        result fail "$name: no such configuration or variant"
+    fi
+done
+echo "# model/run.sh took $((SECONDS - t0)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
