@@ -82,9 +82,11 @@ result() {
 
 protocol() {
     local name=$1 dir=$work/$1 out how=exhaustive
-    pan "$dir" "${CONFIG[$name]}" "-DCOLLAPSE" || { result fail "$name: spin or cc failed"; return; }
     out=$dir/out
-    if grep -qE 'pan: reached -DMEMLIM bound|max search depth too small' "$out"; then
+    if [ "$name" != both ]; then
+        pan "$dir" "${CONFIG[$name]}" "-DCOLLAPSE" || { result fail "$name: spin or cc failed"; return; }
+    fi
+    if [ "$name" = both ] || grep -qE 'pan: reached -DMEMLIM bound|max search depth too small' "$out"; then
         how=bitstate
         pan "$dir" "${CONFIG[$name]}" "-DBITSTATE" || { result fail "$name: spin or cc failed"; return; }
     fi
