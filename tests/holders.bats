@@ -91,23 +91,29 @@ ask() {
         >"$T/holdq.out" 2>&1 3>&- &
     local q=$!
     wait_until 10 grep -qx ready "$T/holdq.out" || fail "holdq: $(cat "$T/holdq.out")"
-    # (what the holder costs is measured against a status that asks
-    # nobody, just before: a busy machine slows both alike)
-    local t0 base took
+    # The wait for the holder's answer is a second however busy the
+    # machine: status takes at least that. What it adds is measured
+    # against a status that asks nobody, timed just before and just
+    # after (the faster of the two: a busy machine slows either).
+    local t0 base base2 took
     t0=$(now)
     run -0 al --json status --no-names "$n"
     assert_json '.held == [1] and .holders == [] and .free == [2]'
     base=$(since "$t0")
-    note "status --no-names took $base s"
     t0=$(now)
     run -0 al --json status "$n"
     assert_json '.held == [1] and .holders == [] and .free == [2]'
     took=$(since "$t0")
-    note "status with an unanswering holder took $took s"
-    # the unanswering holder costs status its second, and --no-names
-    # waits for nothing of it
-    at_least "$(awk -v a="$took" -v b="$base" 'BEGIN { printf "%.3f", a - b }')" 0.8
+    t0=$(now)
+    run -0 al --json status --no-names "$n"
+    base2=$(since "$t0")
+    base=$(awk -v a="$base" -v b="$base2" 'BEGIN { print (a < b ? a : b) }')
+    note "status with an unanswering holder took $took s, --no-names $base s"
+    # the unanswering holder costs status its second and no more, and
+    # --no-names waits for nothing of it
+    at_least "$took" 0.95
     at_most "$(awk -v a="$took" -v b="$base" 'BEGIN { printf "%.3f", a - b }')" 2
+    at_least "$(awk -v a="$took" -v b="$base" 'BEGIN { printf "%.3f", a - b }')" 0.5
     run -0 al status --no-names "$n"
     assert_line "slot 1: held, its holder unnamed (away, or no answer)"
     kill "$q"
