@@ -37,17 +37,20 @@ free_within() {
 # sleep_to SECS: sleeps until SECS after $t0.
 sleep_to() { sleep "$(awk -v a="$(since "$t0")" -v s="$1" 'BEGIN { d = s - a; print (d > 0 ? d : 0) }')"; }
 
-# busy_now: hold -n on $n is told busy (exit 1), and runs nothing.
+# busy_now [LOG]: hold -n on $n is told busy (exit 1), and runs nothing;
+# else the failure shows LOG, the stderr of the hold that kept the slot.
 busy_now() {
-    run -1 al hold -n "$n" -- touch "$T/ran"
+    run al hold -n "$n" -- touch "$T/ran"
+    [ "$status" -eq 1 ] ||
+        fail "hold -n exited $status, not 1 (busy), $(since "$t0") s in: $output${1:+; the holder: $(cat "$1")}"
     [ ! -e "$T/ran" ] || fail "a second command ran during the minimum"
 }
 
-# kept_until SECS WHAT: the slot of $n is still taken half a second before
-# SECS after $t0, and free within LATE after them, not before.
+# kept_until SECS WHAT [LOG]: the slot of $n is still taken half a second
+# before SECS after $t0, and free within LATE after them, not before.
 kept_until() {
     sleep_to "$(awk -v s="$1" 'BEGIN { print s - 0.5 }')"
-    busy_now
+    busy_now "${3:-}"
     free_within $(($1 + LATE))
     note "the slot was free again $took s after the hold began ($2)"
     at_least "$took" "$1"
@@ -133,8 +136,8 @@ kept_until() {
     sleep 1
     kill -KILL "$h"
     wait_until 5 ended "$(cat "$T/job.pid")" || fail "the job outlived amqplock's kill -9"
-    busy_now
-    kept_until 8 "--min-hold 8, killed at 1 s"
+    busy_now "$T/h.err"
+    kept_until 8 "--min-hold 8, killed at 1 s" "$T/h.err"
 }
 
 @test "a broker restart (stop_app/start_app) during the minimum does not end it" {
