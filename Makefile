@@ -80,7 +80,7 @@ layers: amqplock
 
 # The holder's protocol under SPIN (model/run.sh): the configurations that
 # fit in full, each known-bad variant, and the one searched by bitstate.
-# make check runs the first two (tests/model.bats).
+# make check runs the adversary's and the variants (tests/model.bats).
 model: deps
 	MODEL_ALL=1 model/run.sh
 

@@ -10,7 +10,8 @@
 #
 # Configurations of the protocol (FAULTS faults and ADV adversary acts per
 # run, at any step of any tick):
-#   faults      FAULTS=1 ADV=0   exhaustive (about 35 million states)
+#   faults      FAULTS=1 ADV=0   exhaustive (about 35 million states; not
+#                                in make check, which runs tests/model.bats)
 #   adversary   FAULTS=0 ADV=1   exhaustive (about 15 million states)
 #   both        FAULTS=1 ADV=1   bitstate, only when named or for `make
 #                                model` (MODEL_ALL=1): too large to keep

@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # The holder's protocol as a model (model/hold.pml) that SPIN explores in
-# full (model/run.sh): no violation of SAFE, FREE or SERVED under faults
-# and under an adversary of the holders' own login, and a counterexample
-# for each known-bad variant, or the model has lost its teeth. Needs no
+# full (model/run.sh): no violation of SAFE, FREE or SERVED under an
+# adversary of the holders' own login, and a counterexample for each
+# known-bad variant, or the model has lost its teeth. The search under
+# faults (35 million states, two minutes of a core) is `make model`'s:
+# in make check it made the whole run two minutes longer. Needs no
 # broker; needs spin (make deps).
 
 load lib/helper
@@ -13,10 +15,6 @@ model() {
     echo "$output"
     note "$(grep -m1 -E '^(not )?ok ' <<<"$output" | sed -E 's/^(not )?ok [0-9]+ - //')"
     [ "$status" -eq 0 ]
-}
-
-@test "the protocol under faults (a dropped connection, a broker restart, amqplock killed or stopped): no two commands on the slot, no holder queue left, no waiter passed over" {
-    model faults
 }
 
 @test "the protocol under an adversary of the holders' login (forged offers and answers, replays, notes taken, queues deleted, the slot removed): no violation" {
