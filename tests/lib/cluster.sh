@@ -49,6 +49,10 @@
 set -euo pipefail
 # shellcheck source=tests/lib/procs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
+# shellcheck source=tests/lib/nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nodes.sh"
+WHO=cluster.sh RUNNING_CTL_TIMEOUT=30
+node_label() { echo " (${NODE[$1]})"; }
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
 NODES=(1 2 3)
@@ -61,10 +65,8 @@ say() { [ -z "${CLUSTER_QUIET:-}" ] && echo "cluster.sh: $*" >&2 || true; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# Seconds since the epoch with a fraction, and deadline arithmetic.
+# Seconds since the epoch with a fraction (deadlines: nodes.sh).
 now() { echo "$EPOCHREALTIME"; }
-past() { awk -v t="$EPOCHREALTIME" -v e="$1" 'BEGIN { exit !(t >= e) }'; }
-deadline() { awk -v t="$EPOCHREALTIME" -v s="$1" 'BEGIN { printf "%.3f", t + s }'; }
 
 pick_base() {
     local base p ok
@@ -80,7 +82,6 @@ pick_base() {
     die "no free block of ports found in 26000-32719"
 }
 
-absdir() { (cd "$1" && pwd); }
 
 # load DIR: reads DIR/cluster.conf (written first thing by start) and sets
 # DIR, BASE, EPMD_PORT, and for each node N: PORT[N], DIST[N], NODE[N].
@@ -165,32 +166,6 @@ node_alive() {
             return 0
     done
     return 1
-}
-
-# running N: the number of running nodes that node N sees (0 if it does
-# not answer; what it said goes to DIR/nN/running.out).
-running() {
-    local out
-    out=$(CTL_TIMEOUT=${CTL_TIMEOUT:-30} ctl "$1" -q cluster_status --formatter json 2>&1) ||
-        { printf '%s\n' "$out" >"$DIR/n$1/running.out"; echo 0; return; }
-    printf '%s\n' "$out" >"$DIR/n$1/running.out"
-    jq -r '.running_nodes | length' <<<"$out" 2>/dev/null || echo 0
-}
-
-# wait_running N COUNT SECS: until node N sees COUNT running nodes; says
-# what it saw last if not.
-wait_running() {
-    local end
-    end=$(deadline "$3")
-    until [ "$(running "$1")" = "$2" ]; do
-        if past "$end"; then
-            echo "cluster.sh: node $1 (${NODE[$1]}) does not see $2 running nodes after $3 s; it said:" >&2
-            jq -c '{running_nodes, partitions, alarms}' "$DIR/n$1/running.out" >&2 2>/dev/null ||
-                head -c 2000 "$DIR/n$1/running.out" >&2
-            return 1
-        fi
-        sleep 0.5
-    done
 }
 
 # wait_up N SECS: node N accepts AMQP and has finished booting.

@@ -68,6 +68,10 @@
 set -euo pipefail
 # shellcheck source=tests/lib/procs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
+# shellcheck source=tests/lib/nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nodes.sh"
+WHO=netns-cluster.sh RUNNING_CTL_TIMEOUT=15
+node_label() { :; }
 
 RMQ_BIN=${RMQ_BIN:-/usr/lib/rabbitmq/bin}
 NODES=(1 2 3)
@@ -77,10 +81,7 @@ die() {
     exit 1
 }
 say() { [ -z "${CLUSTER_QUIET:-}" ] && echo "netns-cluster.sh: $*" >&2 || true; }
-past() { awk -v t="$EPOCHREALTIME" -v e="$1" 'BEGIN { exit !(t >= e) }'; }
-deadline() { awk -v t="$EPOCHREALTIME" -v s="$1" 'BEGIN { printf "%.3f", t + s }'; }
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-absdir() { (cd "$1" && pwd); }
 
 # load DIR: reads DIR/netns.conf (TAG NET HANDLING CLIENT_NODES...) and
 # sets DIR, TAG, NET (10.A.B), HANDLING, CNODE[C] (the node of client C),
@@ -182,29 +183,6 @@ own_pids() {
             [ -e "/run/netns/$n" ] && ip netns pids "$n" 2>/dev/null
         done <"$DIR/namespaces"
     } | sort -u | grep -vx -- "$$" || true
-}
-
-running() {
-    local out
-    out=$(CTL_TIMEOUT=${CTL_TIMEOUT:-15} ctl "$1" -q cluster_status --formatter json 2>&1) ||
-        { printf '%s\n' "$out" >"$DIR/n$1/running.out"; echo 0; return; }
-    printf '%s\n' "$out" >"$DIR/n$1/running.out"
-    jq -r '.running_nodes | length' <<<"$out" 2>/dev/null || echo 0
-}
-
-# wait_running N COUNT SECS
-wait_running() {
-    local end
-    end=$(deadline "$3")
-    until [ "$(running "$1")" = "$2" ]; do
-        if past "$end"; then
-            echo "netns-cluster.sh: node $1 does not see $2 running nodes after $3 s; it said:" >&2
-            jq -c '{running_nodes, partitions}' "$DIR/n$1/running.out" >&2 2>/dev/null ||
-                head -c 2000 "$DIR/n$1/running.out" >&2
-            return 1
-        fi
-        sleep 0.5
-    done
 }
 
 # wait_up N SECS: node N accepts AMQP and has finished booting.
