@@ -1,4 +1,5 @@
 # Sourced by tests/lib/helper.bash, tests/lib/broker.sh, tests/lib/cluster.sh,
+# tests/lib/netns-cluster.sh, tests/partition/run.sh,
 # tests/lib/roots.sh (for brokers.sh and deb-check.sh) and bench/run.sh:
 # whether processes have ended, and waiting for them to, the same way
 # everywhere.

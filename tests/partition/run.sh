@@ -37,6 +37,8 @@ case "$MODE" in short | long) ;; *) echo "usage: tests/partition/run.sh [short|l
 
 TOP=$PWD
 NC=$TOP/tests/lib/netns-cluster.sh
+# shellcheck source=tests/lib/procs.sh
+. "$TOP/tests/lib/procs.sh"
 AL=${AMQPLOCK_BIN:-$TOP/amqplock}
 STAMP=$TOP/build/stamp
 # The nodes' data on a tmpfs when there is one (quorum queues fsync).
@@ -74,21 +76,11 @@ stop_workload() {
     # A loop ends after its hold: -w 10 and a 0.3 s job, or an away holder's
     # lease.
     local groups=("${pids[@]/#/-}")
-    wait_pids 20 "${pids[@]}" || {
+    wait_ended 20 "${pids[@]}" || {
         kill -TERM -- "${groups[@]}" 2>/dev/null
-        wait_pids 5 "${pids[@]}" || kill -KILL -- "${groups[@]}" 2>/dev/null
+        wait_ended 5 "${pids[@]}" || kill -KILL -- "${groups[@]}" 2>/dev/null
     }
     rm -f "$work/loops"
-}
-wait_pids() {
-    local end=$((SECONDS + $1)) p
-    shift
-    for p in "$@"; do
-        while kill -0 "$p" 2>/dev/null; do
-            [ "$SECONDS" -lt "$end" ] || return 1
-            sleep 0.2
-        done
-    done
 }
 
 keep_dir=
