@@ -15,7 +15,10 @@
 # With AMQPLOCK_RELAY_STALL=TEXT in the environment, the first connection
 # whose client sends TEXT gets nothing more from the broker (what the broker
 # sends it is dropped); the client's requests still go through. Later
-# connections are relayed as usual.
+# connections are relayed as usual. TEXT may hold bytes as \xNN (a frame's
+# class and method ids, say). The moment the stall begins is written to
+# stderr as "stalled at SECONDS" (since the epoch, as bash's
+# EPOCHREALTIME) for a test to time what follows.
 #
 # With AMQPLOCK_RELAY_HOLD="TEXT SECONDS", the first connection whose client
 # sends TEXT gets what the broker sends it SECONDS late: held back from
@@ -51,6 +54,7 @@ $SIG{TERM} = sub { $done = 1 } if defined $counts;
 my $sel = IO::Select->new($l);
 my (%peer, %pending, %client, %stalled, %held, %heldbuf, @cut);
 my $stall = $ENV{AMQPLOCK_RELAY_STALL};
+$stall =~ s/\\x([0-9a-fA-F]{2})/chr(hex($1))/ge if defined $stall;
 my ($hold, $hold_for) = split ' ', ($ENV{AMQPLOCK_RELAY_HOLD} // '');
 use Time::HiRes qw(time);
 # Passes on what was held back for a connection whose time has come.
@@ -147,6 +151,7 @@ until ($done) {
         if (defined $stall && exists $client{$s} && index($buf, $stall) >= 0) {
             $stalled{$o} = 1;
             undef $stall;
+            printf STDERR "stalled at %.6f\n", time;
         }
         if (defined $hold && exists $client{$s} && index($buf, $hold) >= 0) {
             $held{$o} = [$s, time + $hold_for];
