@@ -25,6 +25,15 @@
 #   netns-cluster.sh handling DIR MODE  set cluster_partition_handling on the
 #                                   running nodes (read by RabbitMQ when it
 #                                   next sees a node go down)
+#   netns-cluster.sh partitioned DIR  the partitions the nodes report, a line
+#                                   "N: NODE..." per node that reports some
+#                                   (N: ? for one that does not answer);
+#                                   nothing when the cluster is whole
+#   netns-cluster.sh mend DIR       RabbitMQ's remedy for a partition it
+#                                   reports: restart (stop_app, start_app) the
+#                                   nodes outside the largest side, then wait
+#                                   until node 1 sees 3 running nodes and no
+#                                   node reports a partition
 #   netns-cluster.sh exec DIR NAME CMD...  CMD in namespace NAME (n1-n3, c1-cK,
 #                                   hub), with AMQPLOCK_CLUSTER_OWNER=DIR
 #
@@ -432,8 +441,48 @@ handling() {
     sed -i "s/^\([^ ]* [^ ]* \)[a-z_]*/\1$1/" "$DIR/netns.conf"
 }
 
+# partitioned: see the header. RabbitMQ records a partition when two nodes
+# meet again that each took the other for down; with Mnesia (3.x) their
+# metadata then stays apart until a node restarts. pause_minority acts only
+# when a node sees the others go down while they still are: a partition
+# seen only once it had healed (a one-way cut can do that) stays.
+partitioned() {
+    local n out
+    for n in "${NODES[@]}"; do
+        out=$(CTL_TIMEOUT=30 ctl "$n" -q cluster_status --formatter json 2>/dev/null) ||
+            { echo "$n: ?"; continue; }
+        jq -r --arg n "$n" --arg me "$(node_name "$n")" \
+            '.partitions // {} | .[$me] // [] | select(length > 0) | "\($n): \(join(" "))"' <<<"$out"
+    done
+}
+
+# mend: the nodes that more than one other node reports as apart (or, when
+# none is, every node apart from node 1's side) restart their app, and so
+# take the metadata of the side they join.
+mend() {
+    local report losers="" n m count
+    report=$(partitioned)
+    [ -n "$report" ] || return 0
+    for n in "${NODES[@]}"; do
+        count=$(grep -c "[ :]$(node_name "$n")\( \|$\)" <<<"$report" || true)
+        [ "$count" -ge 2 ] && losers+=" $n"
+    done
+    if [ -z "$losers" ]; then
+        for m in $(sed -n 's/^1: //p' <<<"$report"); do losers+=" ${m##*.}"; done
+    fi
+    [ -n "$losers" ] || die "cannot tell which nodes to restart from: $report"
+    say "restarting node(s)$losers to mend the partition ($(tr '\n' ';' <<<"$report"))"
+    for n in $losers; do
+        CTL_TIMEOUT=120 ctl "$n" -q stop_app >/dev/null 2>&1 || die "node $n: stop_app failed"
+        CTL_TIMEOUT=120 ctl "$n" -q start_app >/dev/null 2>&1 || die "node $n: start_app failed"
+    done
+    wait_running 1 3 60 || die "node 1 does not see 3 running nodes after the mend"
+    report=$(partitioned)
+    [ -z "$report" ] || die "still partitioned after restarting node(s)$losers: $report"
+}
+
 cmd=${1:-}
-[ $# -ge 2 ] || die "usage: netns-cluster.sh start|stop|running|wait-running|ctl|handling|exec|isolate|isolate-oneway|cut-client|link|flap|slow|heal DIR ..."
+[ $# -ge 2 ] || die "usage: netns-cluster.sh start|stop|running|wait-running|ctl|handling|partitioned|mend|exec|isolate|isolate-oneway|cut-client|link|flap|slow|heal DIR ..."
 case "$cmd" in
 start) start "$2" "${3:-}" "${4:-}" ;;
 stop) stop "$2" ;;
@@ -445,6 +494,8 @@ stop) stop "$2" ;;
     wait-running) check_node "${1:?node}" && wait_running "$1" "${2:?count}" "${3:?secs}" ;;
     ctl) check_node "${1:?node}" && { n=$1 && shift && ctl "$n" "$@"; } ;;
     handling) handling "${1:?pause_minority or ignore}" ;;
+    partitioned) partitioned ;;
+    mend) mend ;;
     exec) { name=${1:?name} && shift && in_ns "$name" "$@"; } ;;
     isolate) isolate "${1:?node}" ;;
     isolate-oneway) isolate "${1:?node}" oneway ;;

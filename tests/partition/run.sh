@@ -14,8 +14,11 @@
 # docs/operators.md recommends) each scenario must show no overlap, no slot
 # taken twice, and some job of every client run; slots empty for more than
 # 60 s after a heal are reported, not failed (RabbitMQ 3.10 can leave a
-# lease without members across a heal, see judge). With `ignore` the promise is expected to break:
-# that run is recorded (its overlaps printed as "# " lines) and never fails.
+# lease without members across a heal, see judge). A scenario after whose
+# heal RabbitMQ still reports a partition (pause_minority did not act: see
+# mend_split) is skipped with its figures, and the cluster mended before
+# the next. With `ignore` the promise is expected to break: that run is
+# recorded (its overlaps printed as "# " lines) and never fails.
 #
 # short (CI, make check-partitions): one cluster, 15 s cuts; then the same
 # cluster switched to `ignore` for one cut of node 3. long (make
@@ -88,7 +91,10 @@ keep() {
     [ -n "$keep_dir" ] && return 0
     keep_dir=${PARTITION_KEEP:-$(mktemp -d "${TMPDIR:-/tmp}/amqplock-partition-keep.XXXXXX")}
     mkdir -p "$keep_dir"
-    cp -r "$hist" "$work"/*.check "$work"/*.rc "$work/pause_minority" "$work/ignore" "$keep_dir/" \
+    # (each run's history is in its directory, $work/HANDLING/history;
+    # $hist itself is the run under way, empty between runs)
+    [ -s "$hist" ] && cp "$hist" "$keep_dir/"
+    cp -r "$work"/*.check "$work"/*.rc "$work/pause_minority" "$work/ignore" "$keep_dir/" \
         2>/dev/null || true
     local d
     for d in "$work"/cluster*/n[123]; do
@@ -209,12 +215,36 @@ scenario() {
     if [ "$(cut -d' ' -f3 "$AMQPLOCK_TEST_NETNS_DIR/netns.conf")" != ignore ]; then
         CLUSTER_QUIET=1 "$NC" wait-running "$AMQPLOCK_TEST_NETNS_DIR" 1 3 60 ||
             note "$name: node 1 does not see 3 running nodes 60 s after the heal"
+        mend_split "$name"
     fi
     mark end "$name"
     SCEN_SECS[$name]=$((SECONDS - t0))
     SCEN_WHAT[$name]="$*, $cut s"
 }
-declare -A SCEN_SECS SCEN_WHAT
+declare -A SCEN_SECS SCEN_WHAT SCEN_SPLIT
+
+# mend_split NAME: if a node reports a partition after scenario NAME's heal,
+# RabbitMQ has left the cluster split (netns-cluster.sh, partitioned: with
+# Mnesia, pause_minority does nothing about a partition seen only once it
+# had healed), and each side has handed out slots on its own since. The
+# scenario is then not judged (judge), and the suite does what RabbitMQ's
+# partitions guide tells an operator to do, restart the nodes of the
+# smaller side, so that the next scenario starts on a whole cluster.
+mend_split() {
+    local split
+    # (a node that does not answer, "N: ?", is not a split by itself)
+    split=$("$NC" partitioned "$AMQPLOCK_TEST_NETNS_DIR" 2>/dev/null | grep -v ': ?$' | paste -sd ';')
+    [ -n "$split" ] || return 0
+    SCEN_SPLIT[$1]=$split
+    mark split "$1"
+    note "$1: RabbitMQ reports the cluster partitioned after the heal ($split); restarting the smaller side"
+    if CLUSTER_QUIET= "$NC" mend "$AMQPLOCK_TEST_NETNS_DIR" 2>"$work/mend.err"; then
+        note "$1: $(tail -n 1 "$work/mend.err" | sed 's/^netns-cluster.sh: //'); whole again"
+    else
+        note "$1: the mend failed: $(tail -n 3 "$work/mend.err" | paste -sd ' ')"
+    fi
+    mark mended "$1"
+}
 
 # judge CHECK_FILE NAME HANDLING: one TAP line for scenario NAME.
 judge() {
@@ -247,6 +277,10 @@ judge() {
     if [ "$handling" = ignore ]; then
         # Expected to break: recorded, never failed.
         ok "$handling, $name (${SCEN_WHAT[$name]}): recorded, not judged: $overlaps overlaps, $doubles slots taken twice"
+    elif [ -n "${SCEN_SPLIT[$name]:-}" ]; then
+        # RabbitMQ's metadata was split: nothing a client does can hold the
+        # promise then (docs/operators.md, Clusters). Recorded, and skipped.
+        ok "$title # skip RabbitMQ left the cluster partitioned after the heal (${SCEN_SPLIT[$name]}): $overlaps overlaps, $doubles slots taken twice until the suite restarted the smaller side"
     else
         if [ -n "$stuck" ]; then
             note "$name: slots empty for more than $BLOCK_BOUND s after the heal (a lease left without members):"
