@@ -25,10 +25,11 @@
 #   netns-cluster.sh handling DIR MODE  set cluster_partition_handling on the
 #                                   running nodes (read by RabbitMQ when it
 #                                   next sees a node go down)
-#   netns-cluster.sh partitioned DIR  the partitions the nodes report, a line
-#                                   "N: NODE..." per node that reports some
-#                                   (N: ? for one that does not answer);
-#                                   nothing when the cluster is whole
+#   netns-cluster.sh partitioned DIR  the partitions the nodes report, as
+#                                   node 1 knows them: a line "N: NODE..."
+#                                   per node that reports some ("1: ?" if
+#                                   node 1 does not answer); nothing when
+#                                   the cluster is whole
 #   netns-cluster.sh mend DIR       RabbitMQ's remedy for a partition it
 #                                   reports: restart (stop_app, start_app) the
 #                                   nodes outside the largest side, then wait
@@ -445,20 +446,22 @@ handling() {
 # meet again that each took the other for down; with Mnesia (3.x) their
 # metadata then stays apart until a node restarts. pause_minority acts only
 # when a node sees the others go down while they still are: a partition
-# seen only once it had healed (a one-way cut can do that) stays.
+# seen only once it had healed (a one-way cut can do that) stays. Node 1
+# is asked alone (one rabbitmqctl, not three: each costs a second or two of
+# CPU): its cluster_status lists what each node on its side reports, and
+# whichever side it is on, some node of that side reports the other.
 partitioned() {
-    local n out
-    for n in "${NODES[@]}"; do
-        out=$(CTL_TIMEOUT=30 ctl "$n" -q cluster_status --formatter json 2>/dev/null) ||
-            { echo "$n: ?"; continue; }
-        jq -r --arg n "$n" --arg me "$(node_name "$n")" \
-            '.partitions // {} | .[$me] // [] | select(length > 0) | "\($n): \(join(" "))"' <<<"$out"
-    done
+    local out
+    out=$(CTL_TIMEOUT=30 ctl 1 -q cluster_status --formatter json 2>/dev/null) ||
+        { echo "1: ?"; return; }
+    jq -r '.partitions // {} | to_entries[] | select(.value | length > 0)
+        | "\(.key | sub(".*\\."; "")): \(.value | join(" "))"' <<<"$out"
 }
 
-# mend: the nodes that more than one other node reports as apart (or, when
-# none is, every node apart from node 1's side) restart their app, and so
-# take the metadata of the side they join.
+# mend: restarts the app of the nodes apart from the larger side, and so
+# has them take that side's metadata: the nodes that two others report
+# apart; else a node that reports both others apart (it alone, on node 1's
+# view, is the other side); else those that node 1 reports.
 mend() {
     local report losers="" n m count
     report=$(partitioned)
@@ -467,6 +470,9 @@ mend() {
         count=$(grep -c "[ :]$(node_name "$n")\( \|$\)" <<<"$report" || true)
         [ "$count" -ge 2 ] && losers+=" $n"
     done
+    if [ -z "$losers" ]; then
+        losers=$(awk 'NF >= 3 { sub(":", "", $1); printf " %s", $1 }' <<<"$report")
+    fi
     if [ -z "$losers" ]; then
         for m in $(sed -n 's/^1: //p' <<<"$report"); do losers+=" ${m##*.}"; done
     fi

@@ -232,7 +232,7 @@ declare -A SCEN_SECS SCEN_WHAT SCEN_SPLIT
 # smaller side, so that the next scenario starts on a whole cluster.
 mend_split() {
     local split
-    # (a node that does not answer, "N: ?", is not a split by itself)
+    # (node 1 not answering, "1: ?", is not a split by itself)
     split=$("$NC" partitioned "$AMQPLOCK_TEST_NETNS_DIR" 2>/dev/null | grep -v ': ?$' | paste -sd ';')
     [ -n "$split" ] || return 0
     SCEN_SPLIT[$1]=$split
