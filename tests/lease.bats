@@ -836,6 +836,9 @@ close_holders() {
     finish_contention 90
     note "$held connections of holds running their command closed, and $closed at random; stop_app/start_app after $before turns, back in $restart s; the first turn after it $(awk -v b="$back" '$1 > b { printf "%.1f", $1 - b; exit }' "$d/log") s after it was back; the longest time without a turn $(awk 'NR > 1 && $1 - p > m { m = $1 - p } { p = $1 } END { printf "%.1f", m }' "$d/log") s"
     note "hold exits: $(exit_counts "$d"); reconnections: $(grep -c '^amqplock: reconnected' "$d/err" || true)"
+    # (the bound of 3 stands on the long hold keeping its slot: what it
+    # went through, for a breach to be read)
+    note "the long hold: $(grep -o '"event":"[a-z_]*"' "$T/long.err" | sort | uniq -c | tr -s ' \n' ' ')"
     check_contention "$d" 100 3
     # a hold that held its slot through it all exits 0; one that was still
     # waiting may have lost its wait with its connection (69); none lost a
