@@ -320,8 +320,8 @@ static enum al_status keep_slot_type(struct sem *s, const struct census *cs)
 
 /* Makes again the slot queues missing at or below `upto`: each run of
  * them in one pipeline, ascending, and slot 1 last, so that readers, who
- * read the record only when slot 1 is missing (look_find_free), see max whole
- * until the last hole is made. */
+ * read the record when slot 1 is missing (or another slot of their first
+ * window: look_find_free), see max whole until the last hole is made. */
 enum al_status admin_fill_holes(struct sem *s, const struct census *cs, unsigned upto,
 				unsigned *filled)
 {

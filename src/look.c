@@ -61,18 +61,23 @@ static enum al_status narrow(struct sem *s, unsigned lo, unsigned hi, unsigned *
 	return AL_OK;
 }
 
-/* max from the answers for slots 1..FIRST_WINDOW: if they all exist,
- * probes 2, 4, 8 ... times as far in one round trip, then narrows. */
-static enum al_status max_after_window(struct sem *s, const struct probe *window, unsigned *max)
+/* max from the answers for slots 1..width: if they all exist, probes
+ * the slots up to twice as far one by one, and 4, 8 ... times as far, in
+ * one round trip (a semaphore a little larger than the window is then
+ * answered), then narrows. */
+static enum al_status max_after_window(struct sem *s, const struct probe *window, unsigned width,
+				       unsigned *max)
 {
-	struct probe p[16];
+	struct probe p[FIRST_WINDOW + 16];
 	unsigned lo = 0, hi = SLOTS_MAX + 1, k, n = 0;
 	enum al_status st;
 
-	bracket(window, FIRST_WINDOW, &lo, &hi);
-	if (hi <= FIRST_WINDOW)
+	bracket(window, width, &lo, &hi);
+	if (hi <= width)
 		return narrow(s, lo, hi, max);
-	for (k = 2 * FIRST_WINDOW; k < SLOTS_MAX; k *= 2)
+	for (k = width + 1; k < 2 * width; k++)
+		p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = k};
+	for (k = 2 * width; k < SLOTS_MAX; k *= 2)
 		p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = k};
 	p[n++] = (struct probe){.kind = SLOT_QUEUE, .slot = SLOTS_MAX};
 	if ((st = probe_queues(s->conn, &s->name, p, n)) != AL_OK)
@@ -107,7 +112,7 @@ enum al_status sem_max(struct sem *s, unsigned *max)
 	for (i = 0; i < FIRST_WINDOW; i++)
 		window[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
 	if ((st = probe_queues(s->conn, &s->name, window, FIRST_WINDOW)) != AL_OK ||
-	    (st = max_after_window(s, window, max)) != AL_OK)
+	    (st = max_after_window(s, window, FIRST_WINDOW, max)) != AL_OK)
 		return st;
 	/* The slot queues' max is the record's unless some have gone. With
 	 * slot 1 gone (or not made yet: a create makes it last), the record
@@ -294,59 +299,65 @@ void look_note_line(struct sem *s, const struct probe *line)
 	s->line = line->refused ? LINE_DOWN : line->exists ? LINE_UP : LINE_ABSENT;
 }
 
-/* Max and the free slots, lowest first, from the first look at a
- * semaphore: slots and holders 1..FIRST_WINDOW, the quorum marker and the
- * line (s->line) in one round trip, the leases of the slots without a
- * holder in another. */
+/* Max and the free slots, lowest first, from a look at a semaphore:
+ * slots and holders 1..w, the quorum marker and the line (s->line) in one
+ * round trip, the leases of the slots without a holder in another. w is
+ * FIRST_LOOK at the first look, then one past the max seen (at most
+ * FIRST_WINDOW), so that a waiter that looks again finds max in that
+ * one round trip. */
 enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
 			      bool leases)
 {
 	struct probe p[2 * FIRST_WINDOW + 2];
 	bool taken[FIRST_WINDOW], holes;
 	enum al_status st;
-	unsigned i, n, recorded = 0;
+	unsigned i, n, w, contiguous, recorded = 0;
 
+	w = s->max_seen >= FIRST_WINDOW ? FIRST_WINDOW
+	    : s->max_seen >= FIRST_LOOK ? s->max_seen + 1
+					: FIRST_LOOK;
 	free_list->len = 0;
-	for (i = 0; i < FIRST_WINDOW; i++) {
+	for (i = 0; i < w; i++) {
 		p[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
-		p[FIRST_WINDOW + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
+		p[w + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
 	}
-	p[2 * FIRST_WINDOW] = (struct probe){.kind = QUORUM_MARKER_QUEUE, .slot = 1};
-	p[2 * FIRST_WINDOW + 1] = (struct probe){.kind = WAITERS_QUEUE, .slot = 1};
-	if ((st = probe_queues(s->conn, &s->name, p, 2 * FIRST_WINDOW + 2)) != AL_OK ||
-	    (st = max_after_window(s, p, max)) != AL_OK)
+	p[2 * w] = (struct probe){.kind = QUORUM_MARKER_QUEUE, .slot = 1};
+	p[2 * w + 1] = (struct probe){.kind = WAITERS_QUEUE, .slot = 1};
+	if ((st = probe_queues(s->conn, &s->name, p, 2 * (size_t)w + 2)) != AL_OK ||
+	    (st = max_after_window(s, p, w, max)) != AL_OK)
 		return st;
-	s->slots_quorum = p[2 * FIRST_WINDOW].exists;
+	s->slots_quorum = p[2 * w].exists;
 	s->lease_quorum = req_lease_type_quorum(s);
-	look_note_line(s, &p[2 * FIRST_WINDOW + 1]);
+	look_note_line(s, &p[2 * w + 1]);
 	/* A slot queue gone behind amqplock's back (an expires policy took
-	 * an idle slot) leaves a hole: within the first window a client
-	 * looks past it to the slots above, and takes none of the holes. */
-	for (i = FIRST_WINDOW; *max < FIRST_WINDOW && i > *max; i--)
+	 * an idle slot) leaves a hole: a client looks past it to the slots
+	 * above, and takes none of the holes. Within the window it sees
+	 * them; a hole there, or slot 1 missing (a hole, or a create
+	 * stopped halfway: it makes slot 1 last, docs/design.md), sends it
+	 * to the record for how many slots there are, and the slots past
+	 * the window are looked at as well before one is called free. */
+	contiguous = *max;
+	for (i = w; *max < w && i > *max; i--)
 		if (p[i - 1].exists)
 			*max = i;
-	/* Slot 1 missing: a hole, or a create stopped halfway (it makes
-	 * slot 1 last, docs/design.md). Then, and only then, the record
-	 * says how many slots there are, and the slots past the window are
-	 * looked at as well before one is called free. */
-	holes = !p[0].exists && *max > 0;
+	holes = *max > contiguous || (!p[0].exists && *max > 0);
 	if (holes && (st = record_read(s->conn, &s->name, *max, &recorded)) != AL_OK)
 		return st;
 	if (holes && recorded > *max) {
-		trace("slot 1 of %s is missing; its record says %u slots", s->label, recorded);
+		trace("%s has a hole; its record says %u slots", s->label, recorded);
 		*max = recorded;
 	}
 	s->max_seen = *max;
-	n = *max < FIRST_WINDOW ? *max : FIRST_WINDOW;
+	n = *max < w ? *max : w;
 	for (i = 0; i < n; i++)
-		taken[i] = p[FIRST_WINDOW + i].exists || !p[i].exists;
+		taken[i] = p[w + i].exists || !p[i].exists;
 	if (leases && (st = leases_of_free(s, 1, n, taken, NULL, NULL)) != AL_OK)
 		return st;
 	for (i = 0; st == AL_OK && i < n; i++)
 		if (!taken[i])
 			st = req_append(free_list, i + 1);
 	if (st == AL_OK && free_list->len == 0)
-		st = free_slots(s, FIRST_WINDOW + 1, *max, holes, free_list);
+		st = free_slots(s, w + 1, *max, holes, free_list);
 	return st;
 }
 

@@ -268,6 +268,16 @@ teardown() {
     run -0 --separate-stderr al check "$n"
 }
 
+@test "a hole among the first slots sends a hold to the record: with slot 3 of 10 gone and the others but 10 held, it takes slot 10" {
+    al create "$n" 10
+    damage --delete "amqplock.$n-3-A"
+    local k qs=()
+    for k in 1 2 4 5 6 7 8 9; do qs+=("amqplock.$n-$k-B"); done
+    hold_queues "${qs[@]}"
+    run -0 --separate-stderr al hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    assert_output 10
+}
+
 @test "stray slot queues above the record, past a gap: reported, and deleted by --repair, highest first" {
     al create "$n" 2
     damage --shared "amqplock.$n-4-A" "amqplock.$n-5-A"

@@ -34,7 +34,8 @@ no-admin-mutex|src/admin.c|s/(\nenum al_status admin_lock\(struct sem \*s, bool 
 looked-at-lease-kept|src/request.c|s/return s->slots_quorum \x7c\x7c s->conn->version < LOOKS_NEED_PERMISSION;/return s->slots_quorum;/|permissions.bats|^someone looking at a dead holder
 create-slot-1-first|src/admin.c|s/if \(st == AL_OK && n > 1 && \(st = declare_slots\(s, 2, n - 1\)\) == AL_OK\)/if (st == AL_OK \&\& (st = declare_slots(s, 1, 1)) == AL_OK \&\& n > 1 \&\& (st = declare_slots(s, 2, n - 1)) == AL_OK)/|admin.bats|killed while making its slot queues
 create-record-1-first|src/admin.c|s/st = record_write\(s->conn, &s->name, written < 2 \? 2 : written \+ 1, n\);/st = record_write(s->conn, \&s->name, 1, n);/|admin.bats|killed while writing its size record
-holes-unread|src/look.c|s/holes = !p\[0\].exists && \*max > 0;/holes = false;/|admin.bats|killed while making its slot queues
+holes-unread|src/look.c|s/holes = \*max > contiguous \x7c\x7c \(!p\[0\].exists && \*max > 0\);/holes = false;/|admin.bats|killed while making its slot queues
+hole-in-window-unread|src/look.c|s/holes = \*max > contiguous \x7c\x7c /holes = /|check.bats|^a hole among the first slots
 record-ignored|src/admin.c|s/cs->max = cs->recorded \? cs->recorded : top;/cs->max = top;/|check.bats|idle top slots
 held-stray-swept|src/strays.c|s/if \(st == AL_OK && \(holder \x7c\x7c lease\)\) \{/if (0) {/|admin.bats|that a holder holds
 holes-not-filled|src/admin.c|s/\tif \(\(st = admin_fill_holes\(s, &cs, keep, &out->filled\)\) != AL_OK \x7c\x7c/\tif (/|check.bats|idle slot below a live holder
