@@ -238,7 +238,7 @@ mend_split() {
     SCEN_SPLIT[$1]=$split
     mark split "$1"
     note "$1: RabbitMQ reports the cluster partitioned after the heal ($split); restarting the smaller side"
-    if CLUSTER_QUIET= "$NC" mend "$AMQPLOCK_TEST_NETNS_DIR" 2>"$work/mend.err"; then
+    if CLUSTER_QUIET='' "$NC" mend "$AMQPLOCK_TEST_NETNS_DIR" 2>"$work/mend.err"; then
         note "$1: $(tail -n 1 "$work/mend.err" | sed 's/^netns-cluster.sh: //'); whole again"
     else
         note "$1: the mend failed: $(tail -n 3 "$work/mend.err" | paste -sd ' ')"
