@@ -300,35 +300,37 @@ void look_note_line(struct sem *s, const struct probe *line)
 }
 
 /* Max and the free slots, lowest first, from a look at a semaphore:
- * slots and holders 1..w, the quorum marker and the line (s->line) in one
- * round trip, the leases of the slots without a holder in another. w is
- * FIRST_LOOK at the first look, then one past the max seen (at most
- * FIRST_WINDOW), so that a waiter that looks again finds max in that
- * one round trip. */
+ * holder queues 1..w and slot queues 1..w+1 (one past, so that a hole at
+ * w is told from the end), the quorum marker and the line (s->line) in
+ * one round trip, the leases of the slots without a holder in another. w
+ * is FIRST_LOOK at the first look, then the max seen (at most
+ * FIRST_WINDOW), so that a waiter that looks again finds max in that one
+ * round trip. */
 enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
 			      bool leases)
 {
-	struct probe p[2 * FIRST_WINDOW + 2];
+	struct probe p[2 * FIRST_WINDOW + 3];
 	bool taken[FIRST_WINDOW], holes;
 	enum al_status st;
-	unsigned i, n, w, contiguous, recorded = 0;
+	unsigned i, n, w, a, contiguous, recorded = 0;
 
-	w = s->max_seen >= FIRST_WINDOW ? FIRST_WINDOW
-	    : s->max_seen >= FIRST_LOOK ? s->max_seen + 1
-					: FIRST_LOOK;
+	w = s->max_seen < FIRST_LOOK     ? FIRST_LOOK
+	    : s->max_seen > FIRST_WINDOW ? FIRST_WINDOW
+					 : s->max_seen;
+	a = w + 1;
 	free_list->len = 0;
-	for (i = 0; i < w; i++) {
+	for (i = 0; i < a; i++)
 		p[i] = (struct probe){.kind = SLOT_QUEUE, .slot = i + 1};
-		p[w + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
-	}
-	p[2 * w] = (struct probe){.kind = QUORUM_MARKER_QUEUE, .slot = 1};
-	p[2 * w + 1] = (struct probe){.kind = WAITERS_QUEUE, .slot = 1};
-	if ((st = probe_queues(s->conn, &s->name, p, 2 * (size_t)w + 2)) != AL_OK ||
-	    (st = max_after_window(s, p, w, max)) != AL_OK)
+	for (i = 0; i < w; i++)
+		p[a + i] = (struct probe){.kind = HOLDER_QUEUE, .slot = i + 1};
+	p[a + w] = (struct probe){.kind = QUORUM_MARKER_QUEUE, .slot = 1};
+	p[a + w + 1] = (struct probe){.kind = WAITERS_QUEUE, .slot = 1};
+	if ((st = probe_queues(s->conn, &s->name, p, (size_t)a + w + 2)) != AL_OK ||
+	    (st = max_after_window(s, p, a, max)) != AL_OK)
 		return st;
-	s->slots_quorum = p[2 * w].exists;
+	s->slots_quorum = p[a + w].exists;
 	s->lease_quorum = req_lease_type_quorum(s);
-	look_note_line(s, &p[2 * w + 1]);
+	look_note_line(s, &p[a + w + 1]);
 	/* A slot queue gone behind amqplock's back (an expires policy took
 	 * an idle slot) leaves a hole: a client looks past it to the slots
 	 * above, and takes none of the holes. Within the window it sees
@@ -337,7 +339,7 @@ enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *fr
 	 * to the record for how many slots there are, and the slots past
 	 * the window are looked at as well before one is called free. */
 	contiguous = *max;
-	for (i = w; *max < w && i > *max; i--)
+	for (i = a; *max < a && i > *max; i--)
 		if (p[i - 1].exists)
 			*max = i;
 	holes = *max > contiguous || (!p[0].exists && *max > 0);
@@ -350,7 +352,7 @@ enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *fr
 	s->max_seen = *max;
 	n = *max < w ? *max : w;
 	for (i = 0; i < n; i++)
-		taken[i] = p[w + i].exists || !p[i].exists;
+		taken[i] = p[a + i].exists || !p[i].exists;
 	if (leases && (st = leases_of_free(s, 1, n, taken, NULL, NULL)) != AL_OK)
 		return st;
 	for (i = 0; st == AL_OK && i < n; i++)

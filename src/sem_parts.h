@@ -20,12 +20,13 @@
  * that double, up to the largest. */
 #define FIRST_WINDOW   16u
 #define LARGEST_WINDOW 1024u
-/* A client's first look probes the slot and holder queues of this many
- * slots (later looks, one past the max it saw, up to FIRST_WINDOW): most
- * semaphores have no more, and each probe is two frames each way (make
- * bench: 91 frames to the broker for an uncontended hold of a 1-slot
- * semaphore with 16, 43 with 4). A larger semaphore costs the first look
- * one more round trip to find its max (max_after_window), two past 8. */
+/* A client's first look probes the holder queues of this many slots and
+ * the slot queues of one more (later looks, of the max it saw, up to
+ * FIRST_WINDOW): most semaphores have no more, and each probe is two
+ * frames each way (make bench: 91 frames to the broker for an
+ * uncontended hold of a 1-slot semaphore with 16, 43 with 4, before the
+ * probe one past added 2). A larger semaphore costs the first look one or
+ * two more round trips to find its max (max_after_window). */
 #define FIRST_LOOK 4u
 
 /* A semaphore's size as administrators see it, under their mutex. */

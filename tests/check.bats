@@ -268,14 +268,21 @@ teardown() {
     run -0 --separate-stderr al check "$n"
 }
 
-@test "a hole among the first slots sends a hold to the record: with slot 3 of 10 gone and the others but 10 held, it takes slot 10" {
-    al create "$n" 10
-    damage --delete "amqplock.$n-3-A"
-    local k qs=()
-    for k in 1 2 4 5 6 7 8 9; do qs+=("amqplock.$n-$k-B"); done
+# hole_below_top K: a 10-slot semaphore with slot K's queue gone and every
+# other slot but 10 held: hold -n takes slot 10.
+hole_below_top() {
+    local sem=$n-$1 k qs=()
+    al create "$sem" 10
+    damage --delete "amqplock.$sem-$1-A"
+    for k in 1 2 3 4 5 6 7 8 9; do [ "$k" = "$1" ] || qs+=("amqplock.$sem-$k-B"); done
     hold_queues "${qs[@]}"
-    run -0 --separate-stderr al hold -n "$n" -- sh -c 'echo "$AMQPLOCK_SLOT"'
+    run -0 --separate-stderr al hold -n "$sem" -- sh -c 'echo "$AMQPLOCK_SLOT"'
     assert_output 10
+}
+
+@test "a hole among the first slots sends a hold to the record: with slot 3, or slot 4, of 10 gone and the others but 10 held, it takes slot 10" {
+    hole_below_top 3
+    hole_below_top 4
 }
 
 @test "stray slot queues above the record, past a gap: reported, and deleted by --repair, highest first" {
