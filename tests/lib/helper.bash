@@ -106,6 +106,19 @@ al() {
 now() { echo "$EPOCHREALTIME"; }
 # seconds since $1, e.g. 1.234
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }'; }
+# started PID: when PID began (seconds since the epoch, to 10 ms): its
+# start in /proc/PID/stat, in clock ticks since boot, set against
+# /proc/uptime now. With written, the span a process itself saw, free of
+# the time a busy machine takes to start it and to tell the test it ended.
+started() {
+    local stat up now=$EPOCHREALTIME
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+    read -r up _ </proc/uptime
+    awk -v s="${stat##*) }" -v up="$up" -v now="$now" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { split(s, f, " "); printf "%.3f\n", now - up + f[20] / hz }'
+}
+# written FILE: when FILE was last written (seconds since the epoch).
+written() { stat -c %.3Y "$1"; }
 # at_least X Y / at_most X Y: numeric comparisons of seconds
 at_least() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x >= y) }' || fail "$1 s is less than $2 s"; }
 at_most() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x <= y) }' || fail "$1 s is more than $2 s"; }
