@@ -28,7 +28,7 @@ LATE=7
 # time it took, from $t0, in $took.
 free_within() {
     local left
-    left=$(awk -v a="$(since "$t0")" -v s="$1" 'BEGIN { d = s - a; print (d > 0 ? d : 0) }')
+    left=$(awk -v a="$(since "$t0")" -v s="$1" 'BEGIN { d = s - a; printf "%.3f", (d > 0 ? d : 0) }')
     wait_until "$left" al hold -n "$n" -- true 2>/dev/null ||
         fail "slot still taken $(since "$t0") s after the start: $(al status --no-names "$n")"
     took=$(since "$t0")

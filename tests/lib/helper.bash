@@ -44,7 +44,12 @@ KEEPER=amqp-keeper
 
 # state PID: the one-letter state of PID's leader (R, S, T, Z, ...) as
 # /proc/PID/stat shows it, empty if gone.
-state() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+state() {
+    local stat
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 0
+    stat=${stat##*) }
+    echo "${stat%% *}"
+}
 
 # A semaphore name no other test uses.
 unique_name() {
@@ -252,12 +257,14 @@ stop_bg() {
 # wait_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or SECS
 # have passed (1).
 wait_until() {
-    local end
-    end=$(awk -v t="$EPOCHREALTIME" -v s="$1" 'BEGIN { printf "%.3f", t + s }')
+    local secs=$1 frac=000000 end
+    [[ $secs == *.* ]] && frac=${secs#*.}000000
+    secs=${secs%%.*}
+    end=$((${EPOCHREALTIME/./} + 10#${secs:-0} * 1000000 + 10#${frac:0:6}))
     shift
     until "$@"; do
-        awk -v t="$EPOCHREALTIME" -v e="$end" 'BEGIN { exit !(t >= e) }' && return 1
-        sleep 0.05
+        ((${EPOCHREALTIME/./} < end)) || return 1
+        nap 0.05
     done
 }
 
