@@ -871,15 +871,28 @@ close_holders() {
     wait_until 10 test -e "$T/h.cmd.ready" || fail "CMD did not start: $(cat "$T/h.err")"
     rmqctl close_all_connections "lease suite" >/dev/null
     wait_until 15 grep -q '"event":"reconnected"' "$T/h.err" || fail "not back: $(cat "$T/h.err")"
+    # (the re-attach declared the holder queue before the hold said so)
+    local back late
+    back=$(written "$T/h.err")
     wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
         fail "holder queue not back: $(al --json status --no-names "$n")"
-    # the new connection says which slot it holds
-    rmqctl -q list_connections client_properties | grep -qF "amqplock hold $n (slot 1, on " ||
-        fail "connections: $(rmqctl -q list_connections client_properties)"
     rmqctl delete_queue "amqplock.$n-1-B" >/dev/null
+    # The hold takes a holder queue gone within 15 s of its re-attach for
+    # RabbitMQ's late clean-up (lease.c, HOLDER_SETTLE), and later for a
+    # loss. rabbitmqctl's own start (an Erlang VM) has taken 15 s under a
+    # saturated CI: then this case cannot be made here.
+    late=$(since "$back")
+    if awk -v l="$late" 'BEGIN { exit !(l >= 14) }'; then
+        touch "$T/go"
+        skip "rabbitmqctl deleted the holder queue $late s after the re-attach, past the 15 s"
+    fi
+    note "the holder queue deleted $late s after the re-attach"
     # the next verification finds it gone and declares it again
     wait_until 10 eval '[ "$(al --json status --no-names "$n" | jq -c "[.held, .away]")" = "[[1],[]]" ]' ||
         fail "holder queue not declared again: $(al --json status --no-names "$n"); $(cat "$T/h.err")"
+    # the new connection says which slot it holds
+    rmqctl -q list_connections client_properties | grep -qF "amqplock hold $n (slot 1, on " ||
+        fail "connections: $(rmqctl -q list_connections client_properties)"
     sleep 1.5
     running "$h" || fail "the hold ended: $(cat "$T/h.err")"
     ! grep -q '"event":"lost"\|lost slot' "$T/h.err" || fail "lost: $(cat "$T/h.err")"
