@@ -681,10 +681,20 @@ every_command() {
     # lasts until w2 has given up)
     bg w2 -v hold -w 15 "$n" -- touch "$T/ran2"
     w2=$BG
+    local w2_start raised
+    w2_start=$(started "$w2")
     in_line w2
     # the old watermark kept, the alarm raised: one rabbitmqctl
     RESTORE_WATERMARK=$(rmqctl -q eval 'W = vm_memory_monitor:get_vm_memory_high_watermark(),
         vm_memory_monitor:set_vm_memory_high_watermark(0.0000001), W.')
+    # (w2 must meet the alarm before its -w is up; rabbitmqctl's start, an
+    # Erlang VM, has taken 15 s under a saturated CI: then this case
+    # cannot be made here)
+    raised=$(since "$w2_start")
+    if awk -v r="$raised" 'BEGIN { exit !(r >= 12.5) }'; then
+        touch "$T/go"
+        skip "the alarm came $raised s after w2 started, too late for its -w 15"
+    fi
     # each waiter meets the alarm at its next look (at most 2 s apart)
     wait_until 10 grep -q 'resource alarm' "$T/w1.err" || fail "w1: $(cat "$T/w1.err")"
     # the holder lets go under the alarm: its lease ends, and it says
