@@ -413,6 +413,9 @@ old_amqplock() {
     waiter w
     touch "$T/go"
     wait_until 10 grep -q "offering its lease" "$T/r.err" || fail "no offer: $(cat "$T/r.err")"
+    # (killed once w has asked: killed before, its holder queue gone, w's
+    # ask comes back unrouted, which "an offer left in an empty line" tests)
+    wait_until 10 grep -q "asking its holder for the lease" "$T/w.err" || fail "no ask: $(cat "$T/w.err")"
     kill -KILL "${PID[r]}"
     finish w
     grep -q "slot 1 offered, not handed over" "$T/w.err" || fail "$(cat "$T/w.err")"
