@@ -227,7 +227,7 @@ teardown() { test_cleanup; }
     [ "$rc" -eq 0 ] || fail "hold exited $rc: $(cat "$T/w.err")"
     [ "$(cat "$T/w.out")" = 1 ]
     local took
-    took=$(awk -v a="$t0" -v b="$(cat "$T/got")" 'BEGIN { printf "%.3f", b - a }')
+    took=$(seconds_between "$t0" "$(cat "$T/got")")
     at_most "$took" 1.5
     wait_exit "$a" 5
     [ "$rc" -eq 0 ]
@@ -249,7 +249,7 @@ teardown() { test_cleanup; }
     wait_exit "$w" 15
     # (from the hold's start to its last word, as the hold saw them)
     local took
-    took=$(awk -v a="$t0" -v b="$(written "$T/w.err")" 'BEGIN { printf "%.3f", b - a }')
+    took=$(seconds_between "$t0" "$(written "$T/w.err")")
     kill -KILL "$proxy"
     note "hold -w 3 gave up $took s after it started (the relay fell silent at 1 s)"
     at_most "$took" 4
@@ -301,7 +301,7 @@ teardown() { test_cleanup; }
     wait_exit "$w" 15
     # (from the wait's start to its last word, as the wait saw them)
     local took
-    took=$(awk -v a="$t0" -v b="$(written "$T/w.err")" 'BEGIN { printf "%.3f", b - a }')
+    took=$(seconds_between "$t0" "$(written "$T/w.err")")
     kill -KILL "$proxy"
     kill -KILL "$a"
     note "wait -w 2 gave up $took s after it started (the relay fell silent at 0.5 s)"
@@ -593,7 +593,7 @@ woken_by_release() {
         at_most "$(since "$t0")" 3 # give up
     done
     # the status call that saw the slot free started within the second
-    at_most "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" 1.0
+    at_most "$(seconds_between "$t0" "$t1")" 1.0
     # no CMD runs without its slot
     no_marker "$m" || fail "grandchild still runs with the slot free"
     no_marker "$((m + 1))" || fail "CMD still runs with the slot free"

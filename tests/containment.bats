@@ -31,8 +31,6 @@ teardown() {
 # no_queue NAME: the broker has no queue NAME
 no_queue() { [ -z "$(queues_like "$1")" ]; }
 
-# field PID N: field N of /proc/PID/stat (4 ppid, 5 pgrp, 6 session)
-field() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f$(($2 - 2)); }
 # states PID...: "pid:state ..." for a message
 states() {
     local p
@@ -271,14 +269,14 @@ ctrl_z_ticker() {
     keeper=$(pgrep -P "$h")
     [ "$(wc -w <<<"$keeper")" -eq 1 ] || fail "amqplock's children: $keeper"
     [ "$(cat "/proc/$keeper/comm")" = "$KEEPER" ]
-    [ "$(field "$keeper" 5)" -eq "$keeper" ] || fail "the keeper is in group $(field "$keeper" 5)"
-    [ "$(field "$keeper" 6)" -eq "$(field "$h" 6)" ] || fail "the keeper left amqplock's session"
+    [ "$(proc_field "$keeper" 5)" -eq "$keeper" ] || fail "the keeper is in group $(proc_field "$keeper" 5)"
+    [ "$(proc_field "$keeper" 6)" -eq "$(proc_field "$h" 6)" ] || fail "the keeper left amqplock's session"
     cmd=$(cat "$d/pid.main")
-    [ "$(field "$cmd" 4)" -eq "$keeper" ] || fail "CMD's parent is $(field "$cmd" 4), not the keeper"
-    [ "$(field "$cmd" 5)" -eq "$cmd" ] || fail "CMD is in group $(field "$cmd" 5)"
-    [ "$(field "$(cat "$d/pid.child")" 5)" -eq "$cmd" ]
+    [ "$(proc_field "$cmd" 4)" -eq "$keeper" ] || fail "CMD's parent is $(proc_field "$cmd" 4), not the keeper"
+    [ "$(proc_field "$cmd" 5)" -eq "$cmd" ] || fail "CMD is in group $(proc_field "$cmd" 5)"
+    [ "$(proc_field "$(cat "$d/pid.child")" 5)" -eq "$cmd" ]
     daemon=$(cat "$d/pid.daemon")
-    [ "$(field "$daemon" 6)" -eq "$daemon" ] || fail "the daemon is not in a session of its own"
+    [ "$(proc_field "$daemon" 6)" -eq "$daemon" ] || fail "the daemon is not in a session of its own"
     # TERM to amqplock reaches every process of CMD, the daemon too
     kill -TERM "$h"
     wait_exit "$h" 10
@@ -496,7 +494,7 @@ ctrl_z_ticker() {
     local h=$BG daemon=$DAEMON keeper
     keeper=$(pgrep -P "$h" -x "$KEEPER")
     # CMD is gone; the keeper adopted the daemon
-    [ "$(field "$daemon" 4)" -eq "$keeper" ] || fail "the daemon's parent is $(field "$daemon" 4)"
+    [ "$(proc_field "$daemon" 4)" -eq "$keeper" ] || fail "the daemon's parent is $(proc_field "$daemon" 4)"
     sleep 1.5
     running "$h" || fail "hold ended: $(cat "$T/h.err")"
     slot_held "$n" 1
@@ -560,7 +558,7 @@ ctrl_z_ticker() {
     job=$(marker_pids "$m")
     local cmd
     cmd=$(pgrep -P "$(pgrep -P "$h" -x "$KEEPER")")
-    [ "$(field "$job" 5)" -ne "$cmd" ] || fail "the job stayed in CMD's group"
+    [ "$(proc_field "$job" 5)" -ne "$cmd" ] || fail "the job stayed in CMD's group"
     kill9_then_free "$h" 1 "$job"
     note "kill -9: the job gone within $GONE_IN s, the slot free $FREE_IN s after"
 

@@ -99,7 +99,7 @@ kept_until() {
     wait_exit "$w" $((5 + LATE + 10))
     [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
     local started
-    started=$(awk -v a="$t0" -v b="$(cat "$T/w.ran")" 'BEGIN { printf "%.3f", b - a }')
+    started=$(seconds_between "$t0" "$(cat "$T/w.ran")")
     note "the waiter ran $started s after the hold began (--min-hold 5, a 1 s job)"
     at_least "$started" 5
 }

@@ -391,7 +391,7 @@ timed() {
         t0=$EPOCHREALTIME
         rc=0
         timeout 30 "$AMQPLOCK_BIN" "$@" >"$T/$tag.out" 2>"$T/$tag.err" </dev/null || rc=$?
-        echo "$rc $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')" >"$T/$tag.rc"
+        echo "$rc $(since "$t0")" >"$T/$tag.rc"
     ) 3>&- &
     BG=$!
     PIDS+=("$BG")
@@ -522,7 +522,7 @@ every_command() {
             t0=$EPOCHREALTIME
             rc=0
             timeout 20 "$AMQPLOCK_BIN" --url "$url" --connect-timeout 1 $c 2>"$T/every$i.err" || rc=$?
-            echo "$rc $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')" >"$T/every$i.rc"
+            echo "$rc $(since "$t0")" >"$T/every$i.rc"
         ) 3>&- &
         ps+=("$!")
     done

@@ -673,7 +673,7 @@ bad_login_commands() {
         h=$BG
         wait_until 10 test -s "$T/cmd.pid" || fail "CMD did not start: $(cat "$T/h.err")"
         cmd=$(cat "$T/cmd.pid")
-        keeper=$(sed 's/.*) //' "/proc/$cmd/stat" | cut -d' ' -f2)
+        keeper=$(proc_field "$cmd" 4)
         [ "$(cat "/proc/$keeper/comm")" = "$KEEPER" ] || fail "CMD's parent is not the keeper"
         for p in "$h" "$keeper"; do
             tr '\0' '\n' <"/proc/$p/environ" >"$T/environ"

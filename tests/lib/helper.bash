@@ -44,12 +44,7 @@ KEEPER=amqp-keeper
 
 # state PID: the one-letter state of PID's leader (R, S, T, Z, ...) as
 # /proc/PID/stat shows it, empty if gone.
-state() {
-    local stat
-    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 0
-    stat=${stat##*) }
-    echo "${stat%% *}"
-}
+state() { proc_field "$1" 3; }
 
 # A semaphore name no other test uses.
 unique_name() {
@@ -109,17 +104,19 @@ al() {
 }
 
 now() { echo "$EPOCHREALTIME"; }
-# seconds since $1, e.g. 1.234
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f\n", b - a }'; }
+# seconds_between A B: B - A in seconds, e.g. 1.234 (A and B as now prints
+# them); since A: from A to now.
+seconds_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
+since() { seconds_between "$1" "$EPOCHREALTIME"; }
 # started PID: when PID began (seconds since the epoch, to 10 ms): its
 # start in /proc/PID/stat, in clock ticks since boot, set against
 # /proc/uptime now. With written, the span a process itself saw, free of
 # the time a busy machine takes to start it and to tell the test it ended.
 started() {
-    local stat up now=$EPOCHREALTIME
-    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+    local up now=$EPOCHREALTIME
+    proc_stat "$1" || return 1
     read -r up _ </proc/uptime
-    awk -v s="${stat##*) }" -v up="$up" -v now="$now" -v hz="$(getconf CLK_TCK)" \
+    awk -v s="$PROC_STAT" -v up="$up" -v now="$now" -v hz="$(getconf CLK_TCK)" \
         'BEGIN { split(s, f, " "); printf "%.3f\n", now - up + f[20] / hz }'
 }
 # written FILE: when FILE was last written (seconds since the epoch).

@@ -4,13 +4,28 @@
 # whether processes have ended, and waiting for them to, the same way
 # everywhere.
 
+# proc_stat PID: PROC_STAT set to /proc/PID/stat from field 3 (the
+# state) on, past the command's name, which may hold spaces and ")"; 1 if
+# there is no PID. One read, no process started.
+proc_stat() {
+    { read -r PROC_STAT <"/proc/$1/stat"; } 2>/dev/null || return 1
+    PROC_STAT=${PROC_STAT##*) }
+}
+
+# proc_field PID N: field N of /proc/PID/stat (3 state, 4 ppid, 5 pgrp,
+# 6 session, 22 start time), empty if there is no PID.
+proc_field() {
+    local f
+    proc_stat "$1" || return 0
+    read -ra f <<<"$PROC_STAT"
+    echo "${f[$2 - 3]}"
+}
+
 # ended PID: the process has ended: no such process, or only a zombie
 # (ended, not yet reaped).
 ended() {
-    local stat
-    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 0
-    stat=${stat##*) }
-    [ -z "$stat" ] || [ "${stat%% *}" = Z ]
+    proc_stat "$1" || return 0
+    [ -z "$PROC_STAT" ] || [ "${PROC_STAT%% *}" = Z ]
 }
 
 # running PID: not ended
