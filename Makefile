@@ -78,9 +78,10 @@ unit: $(UNIT_TESTS)
 layers: amqplock
 	tests/lib/layers.sh build
 
-# The holder's protocol under SPIN (model/run.sh): the configurations that
-# fit in full, each known-bad variant, and the one searched by bitstate.
-# make check runs the adversary's and the variants (tests/model.bats).
+# The holder's protocol and the N-slot line under SPIN (model/run.sh): the
+# configurations that fit in full, each known-bad variant, each point a
+# run must reach, and the one searched by bitstate. make check runs those
+# with an adversary, the variants and the points (tests/model.bats).
 model: deps
 	MODEL_ALL=1 model/run.sh
 

@@ -2,10 +2,12 @@
 # The holder's protocol as a model (model/hold.pml) that SPIN explores in
 # full (model/run.sh): no violation of SAFE, FREE or SERVED under an
 # adversary of the holders' own login, and a counterexample for each
-# known-bad variant, or the model has lost its teeth. The search under
-# faults (35 million states, two minutes of a core) is `make model`'s:
-# in make check it made the whole run two minutes longer. Needs no
-# broker; needs spin (make deps).
+# known-bad variant, or the model has lost its teeth. The same for the
+# line designed for hand-overs at every slot count (model/line.pml: SAFE,
+# KEPT, SERVED, ORDER), with the runs it must reach. The searches under
+# faults alone (35 and 21 million states, three minutes of a core) are
+# `make model`'s: in make check they would make the whole run minutes
+# longer. Needs no broker; needs spin (make deps).
 
 load lib/helper
 
@@ -43,4 +45,31 @@ model() {
 
 @test "an asker that takes any answer for its offer (BUG_ANY_ANSWER) runs beside an away holder: SPIN finds it" {
     model BUG_ANY_ANSWER
+}
+
+@test "the line for N slots under kills and an adversary of the holders' login: no two commands on a slot, no place lost, served in arrival order" {
+    model line-both
+}
+
+@test "a line read with auto-ack (BUG_ACK_AT_GET) loses a waiter's place when its releaser dies: SPIN finds it" {
+    model BUG_ACK_AT_GET
+}
+
+@test "a releaser that stops at a gone waiter's entry (BUG_SINGLE_OFFER) leaves a slot free while others wait: SPIN finds it" {
+    model BUG_SINGLE_OFFER
+}
+
+@test "a wake that acknowledges the entry (BUG_WAKE_ACKS) loses the woken waiter's place: SPIN finds it" {
+    model BUG_WAKE_ACKS
+}
+
+@test "a newcomer that takes a free slot without counting the line (BUG_SKIP_COUNT) passes a waiter: SPIN finds it" {
+    model BUG_SKIP_COUNT
+}
+
+@test "the line model reaches hand-overs, two at once, gone entries, adoptions, wakes and newcomers joining beside a free slot" {
+    local p
+    for p in REACH_HANDOVER REACH_TWO_AT_ONCE REACH_GONE_ENTRY REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE; do
+        model "$p"
+    done
 }
