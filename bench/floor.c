@@ -22,6 +22,20 @@
  *                               median and the 10th and 90th percentiles in ms
  *                               (the broker's floor of a clean hand-off), and
  *                               the median time until the wake-up came
+ *   floor pass sac|get [N]      N (default 60) hand-overs of one slot's lease
+ *                               between two connections of this process, from
+ *                               the releaser's first request to the adopter's
+ *                               last reply: "sac" as src/ hands over today
+ *                               (an offer through the single-active-consumer
+ *                               line #waiters, the ask into -B, the answer
+ *                               through the line), "get" as docs/design.md's
+ *                               "A line for N slots" would (the oldest entry
+ *                               of #line taken with basic.get, the offer and
+ *                               the answer into the waiter's own queue, the
+ *                               entry acknowledged). The adopter declares -L
+ *                               with the lease's token, -A and -B, as an
+ *                               adoption does. Prints the median and the
+ *                               10th and 90th percentiles in ms
  *
  * Same library, headers and login parameters (frame max 128 KiB, heartbeat
  * 5 s, vhost "/" for a URL without one) as amqplock; no TLS. Exit 0 on
@@ -257,6 +271,129 @@ static void handoff(long n)
 	free(woken);
 }
 
+static void publish(amqp_connection_state_t c, const char *queue, int mandatory, const char *body)
+{
+	amqp_basic_properties_t p = {._flags = AMQP_BASIC_EXPIRATION_FLAG,
+				     .expiration = amqp_cstring_bytes("1000")};
+
+	if (amqp_basic_publish(c, 1, amqp_empty_bytes, amqp_cstring_bytes(queue), mandatory, 0, &p,
+			       amqp_cstring_bytes(body)) != AMQP_STATUS_OK)
+		die("cannot publish", NULL);
+}
+
+/* The next delivery on c, acknowledged if ack. */
+static void delivery(amqp_connection_state_t c, int ack)
+{
+	struct timeval tv = {5, 0};
+	amqp_envelope_t env;
+
+	if (amqp_consume_message(c, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL)
+		die("no delivery", NULL);
+	if (ack)
+		amqp_basic_ack(c, env.channel, env.delivery_tag, 0);
+	amqp_destroy_envelope(&env);
+}
+
+static void consume(amqp_connection_state_t c, const char *queue, amqp_table_t args)
+{
+	amqp_basic_consume(c, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 0, 0, args);
+	check(c, "basic.consume");
+}
+
+/* floor pass sac|get N: see the head of this file */
+static void pass(int get, long n)
+{
+	amqp_table_entry_t sac = {amqp_cstring_bytes("x-single-active-consumer"),
+				  {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}};
+	amqp_table_t line_args = {1, &sac};
+	amqp_connection_state_t r = open_connection(), w = open_connection();
+	char base[64], name[128], line[128], wq[128] = "";
+	double *ms = calloc((size_t)n, sizeof(*ms));
+	double start;
+	long i;
+
+	if (!ms)
+		die("out of memory", NULL);
+	snprintf(base, sizeof(base), "amqplock.floor-%ld", (long)getpid());
+	snprintf(line, sizeof(line), "%s#%s", base, get ? "line" : "waiters");
+	snprintf(name, sizeof(name), "%s-1-A", base);
+	amqp_queue_declare(r, 1, amqp_cstring_bytes(name), 0, 1, 0, 0, amqp_empty_table);
+	check(r, "queue.declare");
+	amqp_queue_declare(w, 1, amqp_cstring_bytes(line), 0, get, 0, !get,
+			   get ? amqp_empty_table : line_args);
+	check(w, "queue.declare");
+	amqp_basic_qos(w, 1, 0, 1, 0);
+	check(w, "basic.qos");
+	if (get) {
+		amqp_queue_declare_ok_t *ok =
+			amqp_queue_declare(w, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
+
+		check(w, "queue.declare");
+		snprintf(wq, sizeof(wq), "%.*s", (int)ok->queue.len, (char *)ok->queue.bytes);
+		consume(w, wq, amqp_empty_table);
+	} else {
+		consume(w, line, amqp_empty_table);
+	}
+	for (i = 0; i < n; i++) {
+		amqp_message_t entry;
+		uint64_t tag = 0;
+
+		claim(r, base, 1000 + i);
+		snprintf(name, sizeof(name), "%s-1-B", base);
+		consume(r, name, amqp_empty_table);
+		if (get) {
+			/* the waiter's place, taken while it waits (in #line once
+			 * a passive declare behind it is answered) */
+			publish(w, line, 0, wq);
+			amqp_queue_declare(w, 1, amqp_cstring_bytes(line), 1, 0, 0, 0,
+					   amqp_empty_table);
+			check(w, "queue.declare");
+		}
+		start = now_ms();
+		if (get) {
+			amqp_rpc_reply_t rr = amqp_basic_get(r, 1, amqp_cstring_bytes(line), 0);
+
+			if (rr.reply_type != AMQP_RESPONSE_NORMAL ||
+			    rr.reply.id != AMQP_BASIC_GET_OK_METHOD)
+				die("basic.get", "no entry");
+			tag = ((amqp_basic_get_ok_t *)rr.reply.decoded)->delivery_tag;
+			if (amqp_read_message(r, 1, &entry, 0).reply_type != AMQP_RESPONSE_NORMAL)
+				die("basic.get", "no body");
+			amqp_destroy_message(&entry);
+			publish(r, wq, 1, "offer");
+		} else {
+			publish(r, line, 0, "offer");
+		}
+		delivery(w, 1); /* the offer */
+		publish(w, name, 1, "ask");
+		delivery(r, 1); /* the ask */
+		if (get)
+			amqp_basic_ack(r, 1, tag, 0);
+		delete (r, 1, name);
+		publish(r, get ? wq : line, 0, "answer");
+		delivery(w, 1); /* the answer */
+		claim(w, base, 1000 + i);
+		ms[i] = now_ms() - start;
+		await(r, AMQP_QUEUE_DELETE_OK_METHOD, 1);
+		/* The adopter lets go quietly; the releaser takes the slot again. */
+		snprintf(name, sizeof(name), "%s-1-L", base);
+		amqp_queue_delete(w, 1, amqp_cstring_bytes(name), 0, 0);
+		check(w, "queue.delete");
+		snprintf(name, sizeof(name), "%s-1-B", base);
+		amqp_queue_delete(w, 1, amqp_cstring_bytes(name), 0, 0);
+		check(w, "queue.delete");
+	}
+	amqp_queue_delete(w, 1, amqp_cstring_bytes(line), 0, 0);
+	snprintf(name, sizeof(name), "%s-1-A", base);
+	amqp_queue_delete(r, 1, amqp_cstring_bytes(name), 0, 0);
+	close_connection(r);
+	close_connection(w);
+	qsort(ms, (size_t)n, sizeof(*ms), by_value);
+	printf("pass %s n %ld p50 %.3f p10 %.3f p90 %.3f\n", get ? "get" : "sac", n, ms[n / 2],
+	       ms[n / 10], ms[n * 9 / 10]);
+	free(ms);
+}
+
 static void many(amqp_connection_state_t c, const char *prefix, long n, int declare)
 {
 	char name[256];
@@ -306,6 +443,16 @@ int main(int argc, char **argv)
 		handoff(n);
 		return 0;
 	}
-	fprintf(stderr, "usage: floor [declare1000|delete1000 PREFIX [N] | handoff [N]]\n");
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "pass") &&
+	    (!strcmp(argv[2], "sac") || !strcmp(argv[2], "get"))) {
+		long n = argc == 4 ? strtol(argv[3], NULL, 10) : 60;
+
+		if (n < 1 || n > 100000)
+			die("bad N", NULL);
+		pass(!strcmp(argv[2], "get"), n);
+		return 0;
+	}
+	fprintf(stderr, "usage: floor [declare1000|delete1000 PREFIX [N] | handoff [N] | pass "
+			"sac|get [N]]\n");
 	return 1;
 }

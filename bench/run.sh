@@ -303,6 +303,11 @@ step "$WORK/m6clean.txt" perl "$B/handoff.pl" clean "$AL" bench-handoff "$HANDOF
     "$HANDOFF_WAITERS" "$WORK"
 log "6: the broker's floor of a clean hand-off (bench/floor handoff)"
 step "$WORK/m6floor.txt" "$B/floor" handoff 60
+log "6: the queue work of a lease passed over, today's line against #line (bench/floor pass)"
+# Taking turns, 3 runs of 100 each, so that noise hits both
+# shellcheck disable=SC2016 # $1 is the inner shell's
+step "$WORK/m6pass.txt" sh -c 'for i in 1 2 3; do "$1" pass sac 100 && "$1" pass get 100 || exit 1; done' \
+    sh "$B/floor"
 log "6: hand-off after kill -9 of the holder, $KILL_WAITERS waiters"
 step "$WORK/m6kill.txt" perl "$B/handoff.pl" kill "$AL" bench-handoff 1 "$KILL_WAITERS" "$WORK"
 
@@ -392,6 +397,17 @@ read -r _ hc_n _ hc_p50 _ hc_p99 _ hc_min _ hc_max _ hc_over <"$WORK/m6clean.txt
 read -r _ hk_n _ hk_p50 _ hk_p99 _ hk_min _ hk_max _ hk_over <"$WORK/m6kill.txt"
 # floor handoff: handoff n N p50 MS p10 MS p90 MS woken p50 MS
 read -r _ _ hf_n _ hf_p50 _ hf_p10 _ hf_p90 _ _ hf_woken <"$WORK/m6floor.txt"
+# floor pass: "pass sac|get n N p50 MS p10 MS p90 MS", 3 runs each: the
+# median of each figure over the runs
+pass_fig() {
+    if [ "$2" = 4 ]; then
+        awk -v mode="$1" '$2 == mode { n += $4 } END { print n }' "$WORK/m6pass.txt"
+    else
+        awk -v mode="$1" -v f="$2" '$2 == mode { print $f }' "$WORK/m6pass.txt" | sort -n | sed -n 2p
+    fi
+}
+ps_p50=$(pass_fig sac 6) ps_p10=$(pass_fig sac 8) ps_p90=$(pass_fig sac 10) ps_n=$(pass_fig sac 4)
+pg_p50=$(pass_fig get 6) pg_p10=$(pass_fig get 8) pg_p90=$(pass_fig get 10) pg_n=$(pass_fig get 4)
 # lease.pl: "n N p50 MS max MS"; "frames_per_min F"
 read -r _ rc_n _ rc_p50 _ rc_max <"$WORK/m8reclaim.txt"
 read -r _ frames_min <"$WORK/m8rate.txt"
@@ -480,6 +496,11 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
     row 6 '(the same queue work alone, `bench/floor handoff`: the broker'"'"'s floor)' \
         "$(fmt "$hf_p50")" "$(fmt "$hf_p10")–$(fmt "$hf_p90")" "$hf_n" \
         "woken after $(fmt "$hf_woken")" "" ""
+    row 6 '(a lease passed over, `bench/floor pass sac`: offer and answer through `#waiters`)' \
+        "$(fmt "$ps_p50")" "$(fmt "$ps_p10")–$(fmt "$ps_p90")" "$ps_n" "" "" ""
+    row 6 '(the same through `#line`, `bench/floor pass get`: the entry taken with basic.get)' \
+        "$(fmt "$pg_p50")" "$(fmt "$pg_p10")–$(fmt "$pg_p90")" "$pg_n" \
+        "get/sac $(ratio "$pg_p50" "$ps_p50")" "" ""
     row 6 "hand-off after kill -9 of the holder, p50 ($KILL_WAITERS waiters)" \
         "$(fmt "$hk_p50")" "min–max $(fmt "$hk_min")–$(fmt "$hk_max")" "$hk_n" "" "" ""
     row 6 "hand-off after kill -9 of the holder, p99" "$(fmt "$hk_p99")" "" "$hk_n" "" "" ""
@@ -560,7 +581,13 @@ elapsed=$((SECONDS - START))
     echo "  amqplock's requests (lease and holder queue deleted, wake-up published;"
     echo "  on delivery, holder queue, slot check and lease declared, the lease on a"
     echo "  second channel), timed from the release's send to the last answer; no"
-    echo "  process is started, nothing else is asked."
+    echo "  process is started, nothing else is asked. bench/floor pass passes a"
+    echo "  lease between two connections of one process (3 runs of 100 each way,"
+    echo "  taking turns; the medians of the runs' figures), from the releaser's"
+    echo "  first request to the adopter's last answer: \"sac\" as src/ does today"
+    echo "  (offer and answer through the single-active-consumer line), \"get\" as"
+    echo "  docs/design.md's \"A line for N slots\" would (the oldest entry of #line"
+    echo "  taken with basic.get, offer and answer into the waiter's own queue)."
     echo "- Row 7: \"Maximum resident set size\" of /usr/bin/time -v, median of $RSS_RUNS."
     echo "- Row 9: bench/contention.pl starts whole \`amqplock -q hold -w 120 NAME -- sh -c"
     echo "  'exec bench/stamp LOG 0.05 ...'\` processes (each job 50 ms) the given time"
