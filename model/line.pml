@@ -33,10 +33,11 @@
  * two halves and its window, renewals, away holders and re-attaches,
  * stopped processes, the keeper's clock. Here a claim is one step, a
  * holder keeps its slot until its command ends, and its death ends its
- * command at once (its keeper). A get, a publish and a requeue made for
- * one wake are one step too (three round trips in the code: a newcomer
- * that looks between them can pass a woken waiter; ORDER is therefore
- * only asked for while no holder has been killed).
+ * command at once (its keeper); a holder whose -B is gone has its
+ * command ended before its lease ends (model/hold.pml's result). A get, a
+ * publish and a requeue made for one wake are one step too: three round
+ * trips in the code, between which a newcomer's count can pass a woken
+ * waiter. The model does not see that window; docs/design.md names it.
  *
  * Modelled: the broker (-B per slot, the lease per slot with its token
  * and its end D ticks after its last use, #line as an ordered array of
@@ -60,10 +61,12 @@
  *   SERVED  while no lease could be left behind (no holder, releaser or
  *           asker killed) and no adversary has acted, no tick passes with
  *           a slot free and a live waiter in line;
- *   ORDER   under the same condition, a command starts only when no
- *           waiter that entered the line earlier has a ready entry: the
- *           line is served in arrival order (a waiter whose entry a
- *           releaser holds is being served).
+ *   ORDER   while no adversary has acted, no grant (a claim, or a
+ *           releaser's decision for an asker) passes a ready entry of a
+ *           waiter that arrived earlier (a newcomer arrives at its look;
+ *           a waiter whose entry a releaser holds is being served),
+ *           unless a kill ended that waiter's service: its entry is
+ *           back in place, and a grant already under way passes it.
  *
  * Known-bad variants, each a -D switch that model/run.sh expects to fail:
  *   BUG_ACK_AT_GET     entries taken with auto-ack: a releaser killed
@@ -83,9 +86,7 @@
  * in use (the code draws 63 random bits); the adversary's guessed id, 200,
  * is never drawn. */
 
-#ifndef SLOTS
-#define SLOTS 2
-#endif
+#define SLOTS 2		/* the adversary's acts name slots 0 and 1 */
 #ifndef CLIENTS
 #define CLIENTS 4	/* two hold, two wait: two hand-overs at once */
 #endif
