@@ -67,9 +67,11 @@ model() {
     model BUG_SKIP_COUNT
 }
 
-@test "the line model reaches hand-overs, two at once, gone entries, adoptions, wakes and newcomers joining beside a free slot" {
+# (a gone entry, a wake and a newcomer beside a free slot are reached by
+# the variants' counterexamples above: each variant changes only that)
+@test "the line model reaches hand-overs, two at once, and adoptions" {
     local p
-    for p in REACH_HANDOVER REACH_TWO_AT_ONCE REACH_GONE_ENTRY REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE; do
+    for p in REACH_HANDOVER REACH_TWO_AT_ONCE REACH_ADOPTED; do
         model "$p"
     done
 }
