@@ -212,6 +212,33 @@ static void release(amqp_connection_state_t c, const char *base, const char *lin
 		die("cannot publish", NULL);
 }
 
+/* The adopter lets the slot go quietly (lease and holder queue deleted,
+ * nobody told), so that the other side can take it again. */
+static void let_go(amqp_connection_state_t c, const char *base)
+{
+	char name[256];
+
+	snprintf(name, sizeof(name), "%s-1-L", base);
+	amqp_queue_delete(c, 1, amqp_cstring_bytes(name), 0, 0);
+	check(c, "queue.delete");
+	snprintf(name, sizeof(name), "%s-1-B", base);
+	amqp_queue_delete(c, 1, amqp_cstring_bytes(name), 0, 0);
+	check(c, "queue.delete");
+}
+
+/* The line and the slot queue deleted, both connections closed. */
+static void tear_down(amqp_connection_state_t holder, amqp_connection_state_t waiter,
+		      const char *line, const char *base)
+{
+	char name[256];
+
+	amqp_queue_delete(waiter, 1, amqp_cstring_bytes(line), 0, 0);
+	snprintf(name, sizeof(name), "%s-1-A", base);
+	amqp_queue_delete(holder, 1, amqp_cstring_bytes(name), 0, 0);
+	close_connection(holder);
+	close_connection(waiter);
+}
+
 static void handoff(long n)
 {
 	amqp_table_entry_t sac = {amqp_cstring_bytes("x-single-active-consumer"),
@@ -250,19 +277,9 @@ static void handoff(long n)
 		ms[i] = now_ms() - start;
 		amqp_basic_ack(waiter, 1, env.delivery_tag, 0);
 		amqp_destroy_envelope(&env);
-		/* The waiter lets go quietly; the holder takes the slot again. */
-		snprintf(name, sizeof(name), "%s-1-L", base);
-		amqp_queue_delete(waiter, 1, amqp_cstring_bytes(name), 0, 0);
-		check(waiter, "queue.delete");
-		snprintf(name, sizeof(name), "%s-1-B", base);
-		amqp_queue_delete(waiter, 1, amqp_cstring_bytes(name), 0, 0);
-		check(waiter, "queue.delete");
+		let_go(waiter, base);
 	}
-	amqp_queue_delete(waiter, 1, amqp_cstring_bytes(line), 0, 0);
-	snprintf(name, sizeof(name), "%s-1-A", base);
-	amqp_queue_delete(holder, 1, amqp_cstring_bytes(name), 0, 0);
-	close_connection(holder);
-	close_connection(waiter);
+	tear_down(holder, waiter, line, base);
 	qsort(ms, (size_t)n, sizeof(*ms), by_value);
 	qsort(woken, (size_t)n, sizeof(*woken), by_value);
 	printf("handoff n %ld p50 %.3f p10 %.3f p90 %.3f woken p50 %.3f\n", n, ms[n / 2],
@@ -375,19 +392,9 @@ static void pass(int get, long n)
 		claim(w, base, 1000 + i);
 		ms[i] = now_ms() - start;
 		await(r, AMQP_QUEUE_DELETE_OK_METHOD, 1);
-		/* The adopter lets go quietly; the releaser takes the slot again. */
-		snprintf(name, sizeof(name), "%s-1-L", base);
-		amqp_queue_delete(w, 1, amqp_cstring_bytes(name), 0, 0);
-		check(w, "queue.delete");
-		snprintf(name, sizeof(name), "%s-1-B", base);
-		amqp_queue_delete(w, 1, amqp_cstring_bytes(name), 0, 0);
-		check(w, "queue.delete");
+		let_go(w, base);
 	}
-	amqp_queue_delete(w, 1, amqp_cstring_bytes(line), 0, 0);
-	snprintf(name, sizeof(name), "%s-1-A", base);
-	amqp_queue_delete(r, 1, amqp_cstring_bytes(name), 0, 0);
-	close_connection(r);
-	close_connection(w);
+	tear_down(r, w, line, base);
 	qsort(ms, (size_t)n, sizeof(*ms), by_value);
 	printf("pass %s n %ld p50 %.3f p10 %.3f p90 %.3f\n", get ? "get" : "sac", n, ms[n / 2],
 	       ms[n / 10], ms[n * 9 / 10]);
