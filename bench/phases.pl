@@ -6,7 +6,8 @@
 #
 # Each round: a holder R runs bench/stamp for 0.4 s under `amqplock -v
 # hold`; 0.15 s in, a waiter W starts `amqplock -v hold -w 10` with its own
-# stamp. A reader here stamps every -v line of both as it arrives
+# stamp; then 1.1 s pass, for what W's own release left in the line to
+# expire. A reader here stamps every -v line of both as it arrives
 # (CLOCK_MONOTONIC, the clock bench/stamp writes), so each step is timed
 # from the end of R's command: R's release traced, W woken, W claiming,
 # W's claim answered, W's command started. A -v line is stamped when read,
@@ -100,7 +101,9 @@ for my $round (1 .. $rounds) {
         printf ' %s %s;', $c, defined $ms ? sprintf('%.2f', $ms) : '-';
     }
     print "\n";
-    sleep 0.2;
+    # W's release left an offer (0.5 s) and a wake-up (1 s) in the line
+    # for nobody: the next round's W would take them for its own
+    sleep 1.1;
 }
 print "medians, ms after R's command ended:";
 for my $c (@columns) {
