@@ -194,12 +194,56 @@ static void claim(amqp_connection_state_t c, const char *base, long token)
 	await(c, AMQP_QUEUE_DECLARE_OK_METHOD, 3);
 }
 
+/* A message of BODY into QUEUE, expiring in a second as amqplock's notes do. */
+static void publish(amqp_connection_state_t c, const char *queue, int mandatory, const char *body)
+{
+	amqp_basic_properties_t p = {._flags = AMQP_BASIC_EXPIRATION_FLAG,
+				     .expiration = amqp_cstring_bytes("1000")};
+
+	if (amqp_basic_publish(c, 1, amqp_empty_bytes, amqp_cstring_bytes(queue), mandatory, 0, &p,
+			       amqp_cstring_bytes(body)) != AMQP_STATUS_OK)
+		die("cannot publish", NULL);
+}
+
+/* The next delivery on c, acknowledged if ack. */
+static void delivery(amqp_connection_state_t c, int ack)
+{
+	struct timeval tv = {5, 0};
+	amqp_envelope_t env;
+
+	if (amqp_consume_message(c, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL)
+		die("no delivery", NULL);
+	if (ack)
+		amqp_basic_ack(c, env.channel, env.delivery_tag, 0);
+	amqp_destroy_envelope(&env);
+}
+
+static void consume(amqp_connection_state_t c, const char *queue)
+{
+	amqp_basic_consume(c, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 0, 0,
+			   amqp_empty_table);
+	check(c, "basic.consume");
+}
+
+/* The waiter's side of today's line: #waiters declared with a single
+ * active consumer, one delivery at a time, consumed. */
+static void join_sac_line(amqp_connection_state_t w, const char *line)
+{
+	amqp_table_entry_t sac = {amqp_cstring_bytes("x-single-active-consumer"),
+				  {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}};
+	amqp_table_t args = {1, &sac};
+
+	amqp_queue_declare(w, 1, amqp_cstring_bytes(line), 0, 0, 0, 1, args);
+	check(w, "queue.declare");
+	amqp_basic_qos(w, 1, 0, 1, 0);
+	check(w, "basic.qos");
+	consume(w, line);
+}
+
 /* Lets the slot go: lease and holder queue deleted side by side, then,
  * both answered, a wake-up to the line. */
 static void release(amqp_connection_state_t c, const char *base, const char *line)
 {
-	amqp_basic_properties_t p = {._flags = AMQP_BASIC_EXPIRATION_FLAG,
-				     .expiration = amqp_cstring_bytes("1000")};
 	char name[256];
 
 	snprintf(name, sizeof(name), "%s-1-L", base);
@@ -207,9 +251,7 @@ static void release(amqp_connection_state_t c, const char *base, const char *lin
 	snprintf(name, sizeof(name), "%s-1-B", base);
 	delete (c, 1, name);
 	await(c, AMQP_QUEUE_DELETE_OK_METHOD, 2);
-	if (amqp_basic_publish(c, 1, amqp_empty_bytes, amqp_cstring_bytes(line), 0, 0, &p,
-			       amqp_empty_bytes) != AMQP_STATUS_OK)
-		die("cannot publish", NULL);
+	publish(c, line, 0, "");
 }
 
 /* The adopter lets the slot go quietly (lease and holder queue deleted,
@@ -241,9 +283,6 @@ static void tear_down(amqp_connection_state_t holder, amqp_connection_state_t wa
 
 static void handoff(long n)
 {
-	amqp_table_entry_t sac = {amqp_cstring_bytes("x-single-active-consumer"),
-				  {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}};
-	amqp_table_t line_args = {1, &sac};
 	amqp_connection_state_t holder = open_connection(), waiter = open_connection();
 	struct timeval tv = {5, 0};
 	amqp_envelope_t env;
@@ -259,13 +298,7 @@ static void handoff(long n)
 	snprintf(name, sizeof(name), "%s-1-A", base);
 	amqp_queue_declare(holder, 1, amqp_cstring_bytes(name), 0, 1, 0, 0, amqp_empty_table);
 	check(holder, "queue.declare");
-	amqp_queue_declare(waiter, 1, amqp_cstring_bytes(line), 0, 0, 0, 1, line_args);
-	check(waiter, "queue.declare");
-	amqp_basic_qos(waiter, 1, 0, 1, 0);
-	check(waiter, "basic.qos");
-	amqp_basic_consume(waiter, 1, amqp_cstring_bytes(line), amqp_empty_bytes, 0, 0, 0,
-			   amqp_empty_table);
-	check(waiter, "basic.consume");
+	join_sac_line(waiter, line);
 	for (i = 0; i < n; i++) {
 		claim(holder, base, 1000 + i);
 		start = now_ms();
@@ -288,41 +321,9 @@ static void handoff(long n)
 	free(woken);
 }
 
-static void publish(amqp_connection_state_t c, const char *queue, int mandatory, const char *body)
-{
-	amqp_basic_properties_t p = {._flags = AMQP_BASIC_EXPIRATION_FLAG,
-				     .expiration = amqp_cstring_bytes("1000")};
-
-	if (amqp_basic_publish(c, 1, amqp_empty_bytes, amqp_cstring_bytes(queue), mandatory, 0, &p,
-			       amqp_cstring_bytes(body)) != AMQP_STATUS_OK)
-		die("cannot publish", NULL);
-}
-
-/* The next delivery on c, acknowledged if ack. */
-static void delivery(amqp_connection_state_t c, int ack)
-{
-	struct timeval tv = {5, 0};
-	amqp_envelope_t env;
-
-	if (amqp_consume_message(c, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL)
-		die("no delivery", NULL);
-	if (ack)
-		amqp_basic_ack(c, env.channel, env.delivery_tag, 0);
-	amqp_destroy_envelope(&env);
-}
-
-static void consume(amqp_connection_state_t c, const char *queue, amqp_table_t args)
-{
-	amqp_basic_consume(c, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 0, 0, args);
-	check(c, "basic.consume");
-}
-
 /* floor pass sac|get N: see the head of this file */
 static void pass(int get, long n)
 {
-	amqp_table_entry_t sac = {amqp_cstring_bytes("x-single-active-consumer"),
-				  {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}};
-	amqp_table_t line_args = {1, &sac};
 	amqp_connection_state_t r = open_connection(), w = open_connection();
 	char base[64], name[128], line[128], wq[128] = "";
 	double *ms = calloc((size_t)n, sizeof(*ms));
@@ -336,20 +337,19 @@ static void pass(int get, long n)
 	snprintf(name, sizeof(name), "%s-1-A", base);
 	amqp_queue_declare(r, 1, amqp_cstring_bytes(name), 0, 1, 0, 0, amqp_empty_table);
 	check(r, "queue.declare");
-	amqp_queue_declare(w, 1, amqp_cstring_bytes(line), 0, get, 0, !get,
-			   get ? amqp_empty_table : line_args);
-	check(w, "queue.declare");
-	amqp_basic_qos(w, 1, 0, 1, 0);
-	check(w, "basic.qos");
 	if (get) {
-		amqp_queue_declare_ok_t *ok =
-			amqp_queue_declare(w, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
+		amqp_queue_declare_ok_t *ok;
 
+		amqp_queue_declare(w, 1, amqp_cstring_bytes(line), 0, 1, 0, 0, amqp_empty_table);
+		check(w, "queue.declare");
+		amqp_basic_qos(w, 1, 0, 1, 0);
+		check(w, "basic.qos");
+		ok = amqp_queue_declare(w, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
 		check(w, "queue.declare");
 		snprintf(wq, sizeof(wq), "%.*s", (int)ok->queue.len, (char *)ok->queue.bytes);
-		consume(w, wq, amqp_empty_table);
+		consume(w, wq);
 	} else {
-		consume(w, line, amqp_empty_table);
+		join_sac_line(w, line);
 	}
 	for (i = 0; i < n; i++) {
 		amqp_message_t entry;
@@ -357,7 +357,7 @@ static void pass(int get, long n)
 
 		claim(r, base, 1000 + i);
 		snprintf(name, sizeof(name), "%s-1-B", base);
-		consume(r, name, amqp_empty_table);
+		consume(r, name);
 		if (get) {
 			/* the waiter's place, taken while it waits (in #line once
 			 * a passive declare behind it is answered) */
