@@ -397,17 +397,13 @@ read -r _ hc_n _ hc_p50 _ hc_p99 _ hc_min _ hc_max _ hc_over <"$WORK/m6clean.txt
 read -r _ hk_n _ hk_p50 _ hk_p99 _ hk_min _ hk_max _ hk_over <"$WORK/m6kill.txt"
 # floor handoff: handoff n N p50 MS p10 MS p90 MS woken p50 MS
 read -r _ _ hf_n _ hf_p50 _ hf_p10 _ hf_p90 _ _ hf_woken <"$WORK/m6floor.txt"
-# floor pass: "pass sac|get n N p50 MS p10 MS p90 MS", 3 runs each: the
-# median of each figure over the runs
-pass_fig() {
-    if [ "$2" = 4 ]; then
-        awk -v mode="$1" '$2 == mode { n += $4 } END { print n }' "$WORK/m6pass.txt"
-    else
-        awk -v mode="$1" -v f="$2" '$2 == mode { print $f }' "$WORK/m6pass.txt" | sort -n | sed -n 2p
-    fi
-}
-ps_p50=$(pass_fig sac 6) ps_p10=$(pass_fig sac 8) ps_p90=$(pass_fig sac 10) ps_n=$(pass_fig sac 4)
-pg_p50=$(pass_fig get 6) pg_p10=$(pass_fig get 8) pg_p90=$(pass_fig get 10) pg_n=$(pass_fig get 4)
+# floor pass: "pass sac|get n N p50 MS p10 MS p90 MS", 3 runs each.
+# pass_med MODE FIELD: the median of that figure over the runs; pass_n
+# MODE: the hand-overs of all of them.
+pass_med() { awk -v m="$1" -v f="$2" '$2 == m { print $f }' "$WORK/m6pass.txt" | sort -n | sed -n 2p; }
+pass_n() { awk -v m="$1" '$2 == m { n += $4 } END { print n }' "$WORK/m6pass.txt"; }
+ps_p50=$(pass_med sac 6) ps_p10=$(pass_med sac 8) ps_p90=$(pass_med sac 10) ps_n=$(pass_n sac)
+pg_p50=$(pass_med get 6) pg_p10=$(pass_med get 8) pg_p90=$(pass_med get 10) pg_n=$(pass_n get)
 # lease.pl: "n N p50 MS max MS"; "frames_per_min F"
 read -r _ rc_n _ rc_p50 _ rc_max <"$WORK/m8reclaim.txt"
 read -r _ frames_min <"$WORK/m8rate.txt"
