@@ -81,7 +81,8 @@ layers: amqplock
 # The holder's protocol and the N-slot line under SPIN (model/run.sh): the
 # configurations that fit in full, each known-bad variant, each point a
 # run must reach, and the one searched by bitstate. make check runs those
-# with an adversary, the variants and the points (tests/model.bats).
+# with an adversary, the variants and three of the points
+# (tests/model.bats).
 model: deps
 	MODEL_ALL=1 model/run.sh
 
