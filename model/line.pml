@@ -103,7 +103,6 @@
 #define D 2		/* a lease no holder uses ends D ticks after its last use */
 #define POLL 2
 #define NONE 255
-#define ADV_ID CLIENTS	/* the adversary, as a getter */
 
 mtype = { WAKE, OFFER, ANSWER };
 mtype = { WAITING, HOLDING, OFFERING, FINISHED };
@@ -143,7 +142,7 @@ byte faults = 0, adv = 0;
 bool chaos_turn = false;
 bool adv_acted = false;		/* the adversary has acted: only SAFE is asked */
 bool left_lease = false;	/* a holder, releaser or asker was killed */
-byte pk, cand;			/* scratch */
+byte pk, cand, gone;		/* scratch */
 bool served = true, kept = true, ordered = true;	/* what SERVED, KEPT and ORDER assert */
 byte seen_slot, seen_nonce, seen_id, seen_token;	/* the last answer */
 
@@ -253,27 +252,56 @@ inline end_lease(k, t, woke) {
 	fi
 }
 
-/* a wake: the oldest live entry gets a WAKE in its Wq and is requeued in
- * place; gone entries on the way are acknowledged. (g: the waker) */
-inline wake_line(idx) {
+/* the line's head, as a get sees it: entries whose Wq is gone are
+ * acknowledged (gone counts them); idx is the oldest live ready entry,
+ * or NONE */
+inline head(idx) {
+	gone = 0;
 	do
 	:: first_ready(idx);
 		if
-		:: idx == NONE -> break
-		:: idx != NONE && !live(idx) -> e_remove(idx)
-		:: idx != NONE && live(idx) ->
-			if
-			:: nfull(inbox[e_c[idx]]) -> inbox[e_c[idx]]!WAKE, 0, 0, 0, 0;
-				printf("MSC: wake %d\n", e_c[idx])
-			:: full(inbox[e_c[idx]]) -> skip
-			fi;
-#ifdef BUG_WAKE_ACKS
-			e_remove(idx);
-#endif
-			break
+		:: idx != NONE && !live(idx) -> e_remove(idx); gone++
+		:: else -> break
 		fi
-	od;
-	idx = 0
+	od
+}
+/* the entry at idx woken: a WAKE in its Wq, the entry requeued in place */
+inline wake_entry(idx) {
+	if
+	:: nfull(inbox[e_c[idx]]) -> inbox[e_c[idx]]!WAKE, 0, 0, 0, 0;
+		printf("MSC: wake %d\n", e_c[idx])
+	:: full(inbox[e_c[idx]]) -> skip
+	fi;
+#ifdef BUG_WAKE_ACKS
+	e_remove(idx);
+#endif
+	skip
+}
+/* a wake: the oldest live entry woken */
+inline wake_line(idx) {
+	head(idx);
+	if
+	:: idx != NONE -> wake_entry(idx)
+	:: else -> skip
+	fi;
+	idx = 0; gone = 0
+}
+/* lease_drop: our lease ended by its token, the line woken if it was */
+inline let_lease_go(k, t, woke, idx) {
+	end_lease(k, t, woke);
+	if
+	:: woke -> wake_line(idx)
+	:: else -> skip
+	fi
+}
+/* the first free slot (NONE: none) */
+inline first_free(k) {
+	k = 0;
+	do
+	:: k < SLOTS && !slot_free(k) -> k++
+	:: k < SLOTS && slot_free(k) -> break
+	:: k >= SLOTS -> k = NONE; break
+	od
 }
 
 /* the smallest value that nothing still about has */
@@ -367,12 +395,7 @@ look:
 			pk = 0
 		:: else -> skip
 		fi;
-		k = 0;
-		do
-		:: k < SLOTS && !slot_free(k) -> k++
-		:: k < SLOTS && slot_free(k) -> break
-		:: k >= SLOTS -> k = NONE; break
-		od;
+		first_free(k);
 		ready_count(cnt);
 #ifdef BUG_SKIP_COUNT
 		cnt = 0;
@@ -392,26 +415,14 @@ look:
 		:: k == NONE -> goto waiting
 		:: else -> skip
 		fi;
-		/* the head: gone entries acknowledged; our own, or none ready:
-		 * the free slot is ours to claim; another's: woken */
-		do
-		:: first_ready(idx);
-			if
-			:: idx == NONE -> goto claim
-			:: idx != NONE && !live(idx) -> e_remove(idx)
-			:: idx != NONE && live(idx) && e_c[idx] == c -> goto claim
-			:: idx != NONE && live(idx) && e_c[idx] != c ->
-				if
-				:: nfull(inbox[e_c[idx]]) -> inbox[e_c[idx]]!WAKE, 0, 0, 0, 0;
-					printf("MSC: %d wakes %d\n", c, e_c[idx])
-				:: full(inbox[e_c[idx]]) -> skip
-				fi;
-#ifdef BUG_WAKE_ACKS
-				e_remove(idx);
-#endif
-				goto waiting
-			fi
-		od }
+		/* the head: our own entry, or none ready: the free slot is
+		 * ours to claim; another's: woken */
+		head(idx);
+		gone = 0;
+		if
+		:: idx == NONE || e_c[idx] == c -> goto claim
+		:: else -> wake_entry(idx); goto waiting
+		fi }
 claim:
 	/* the claim: -B and -L with a new token, one step here */
 	atomic {
@@ -428,12 +439,11 @@ claim:
 			order_check(c);
 			cmd_start(c, k);
 			/* another slot still free: the line's head is woken */
-			k = 0;
-			do
-			:: k < SLOTS && !slot_free(k) -> k++
-			:: k < SLOTS && slot_free(k) -> wake_line(idx); break
-			:: k >= SLOTS -> break
-			od;
+			first_free(k);
+			if
+			:: k != NONE -> wake_line(idx)
+			:: else -> skip
+			fi;
 			goto holding
 		:: else ->
 			tok[c] = 0;
@@ -488,12 +498,8 @@ adopt:
 			reach(4);
 			goto holding
 		:: else ->
-			end_lease(k, tok[c], woke);
+			let_lease_go(k, tok[c], woke, idx);
 			tok[c] = 0; k_ends[c] = false;
-			if
-			:: woke -> wake_line(idx)
-			:: else -> skip
-			fi;
 			goto look
 		fi }
 holding:
@@ -508,48 +514,50 @@ holding:
 	:: atomic { b_owner[slot[c]] != c ->
 		/* lost: no offer; the lease, if still ours, ends */
 		k = slot[c];
-		end_lease(k, tok[c], woke);
-		if :: woke -> wake_line(idx) :: else -> skip fi;
+		let_lease_go(k, tok[c], woke, idx);
 		goto next }
 	:: else -> skip
 	fi;
 	/* the release: the oldest live entry gets an offer of our lease */
 	atomic {
 		k = slot[c];
-		do
-		:: first_ready(idx);
-			if
-			:: idx == NONE ->
-				/* nobody ready: the release */
-				printf("MSC: %d releases slot %d, nobody ready\n", c, k);
-				end_lease(k, tok[c], woke);
-				delete_b(k);
-				goto next
-			:: idx != NONE && !live(idx) -> e_remove(idx); reach(3)	/* came back: next */
+		/* (an offer into a gone Wq comes back: that entry is
+		 * acknowledged and the next one taken) */
+		head(idx);
+		if
+		:: gone > 0 -> reach(3)
+		:: else -> skip
+		fi;
 #ifdef BUG_SINGLE_OFFER
-				;
-				end_lease(k, tok[c], woke);
-				delete_b(k);
-				goto next
+		if
+		:: gone > 0 -> idx = NONE
+		:: else -> skip
+		fi;
 #endif
-			:: idx != NONE && live(idx) ->
-				gtag[c] = e_tag[idx];
+		gone = 0;
+		if
+		:: idx == NONE ->
+			/* nobody ready: the release */
+			printf("MSC: %d releases slot %d, nobody ready\n", c, k);
+			end_lease(k, tok[c], woke);
+			delete_b(k);
+			goto next
+		:: else ->
+			gtag[c] = e_tag[idx];
 #ifndef BUG_ACK_AT_GET
-				e_held[idx] = c + 1;
+			e_held[idx] = c + 1;
 #else
-				e_remove(idx);
+			e_remove(idx);
 #endif
-				pick_nonce(on[c]);
-				fresh[c] = true;
-				state[c] = OFFERING;
-				if
-				:: nfull(inbox[e_c[idx]]) -> inbox[e_c[idx]]!OFFER, k, on[c], 0, 0;
-					printf("MSC: %d offers slot %d to %d\n", c, k, e_c[idx])
-				:: full(inbox[e_c[idx]]) -> skip
-				fi;
-				break
+			pick_nonce(on[c]);
+			fresh[c] = true;
+			state[c] = OFFERING;
+			if
+			:: nfull(inbox[e_c[idx]]) -> inbox[e_c[idx]]!OFFER, k, on[c], 0, 0;
+				printf("MSC: %d offers slot %d to %d\n", c, k, e_c[idx])
+			:: full(inbox[e_c[idx]]) -> skip
 			fi
-		od }
+		fi }
 offered:
 	if
 	:: atomic { bq[k]?[n, id, t] ->
@@ -644,11 +652,7 @@ inline kill(c) {
 	:: else -> break
 	od;
 	if
-	:: k_ends[c] -> end_lease(k_slot[c], k_token[c], woke);
-		if
-		:: woke -> wake_line(i)
-		:: else -> skip
-		fi
+	:: k_ends[c] -> let_lease_go(k_slot[c], k_token[c], woke, i)
 	:: else -> skip
 	fi;
 	i = 0; woke = false
