@@ -57,6 +57,7 @@ HANDOFF_WAITERS=20
 LEASE_ROUNDS=${BENCH_LEASE_ROUNDS:-10}
 KILL_WAITERS=${BENCH_KILL_WAITERS:-15}
 RSS_RUNS=10
+CPU_HOLDS=${BENCH_CPU_HOLDS:-100}
 RESULTS=${BENCH_RESULTS:-$B/RESULTS.md}
 
 export ETCDCTL_API=3
@@ -191,6 +192,32 @@ proc_ticks() {
 own_ticks() { echo $(($(proc_ticks $$ 1) + $(proc_ticks "$BEAM_PID") + $(proc_ticks "$ETCD_PID"))); }
 BEAM_PID=
 
+# CPU per hold (row 9): what a hold costs the machine, not only how long
+# it takes, because on 2 cores a busy semaphore runs out of CPU before it
+# runs out of protocol. cpu_step LABEL OUT CMD...: step OUT CMD..., then
+# "LABEL PROCESSES BROKER ETCD WALL" appended to $WORK/cpu.txt: the CPU
+# ticks of the processes the step started (all reaped by now, so counted
+# in this script's children), of the broker's node and of etcd, and the
+# step's wall time in seconds.
+ticks_now() { echo "$(proc_ticks $$ 1) $(proc_ticks "$BEAM_PID") $(proc_ticks "$ETCD_PID")"; }
+cpu_step() {
+    local label=$1 c0 b0 e0 c1 b1 e1 t0 t1
+    shift
+    read -r c0 b0 e0 <<<"$(ticks_now)"
+    t0=$(date +%s.%N)
+    step "$@"
+    t1=$(date +%s.%N)
+    read -r c1 b1 e1 <<<"$(ticks_now)"
+    echo "$label $((c1 - c0)) $((b1 - b0)) $((e1 - e0))" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$WORK/cpu.txt"
+}
+# repeat N CMD...: CMD N times in a row; fails with the first that fails.
+repeat() {
+    local n=$1 i
+    shift
+    for ((i = 0; i < n; i++)); do "$@" >/dev/null || return 1; done
+}
+
 LOAD_START=$(loadavg)
 
 # --- servers ---------------------------------------------------------------
@@ -322,11 +349,16 @@ step "$WORK/m8rate.txt" perl "$B/lease.pl" rate "$AL" bench-handoff 20 \
 # --- 9: contention ----------------------------------------------------------------
 
 log "9: contention: 50 holds on 1 slot 20 ms apart (and etcdctl lock), 100 on 5 slots 5 ms apart, 200 at once"
-step "$WORK/m9one.txt" perl "$B/contention.pl" "$AL" bench-c1 1 50 20 "$WORK"
-step "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_URL lock bench-c1 --" \
+cpu_step one "$WORK/m9one.txt" perl "$B/contention.pl" "$AL" bench-c1 1 50 20 "$WORK"
+cpu_step etcd "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_URL lock bench-c1 --" \
     perl "$B/contention.pl" "$AL" bench-c1-etcd 1 50 20 "$WORK"
-step "$WORK/m9five.txt" perl "$B/contention.pl" "$AL" bench-c5 5 100 5 "$WORK"
-step "$WORK/m9herd.txt" perl "$B/contention.pl" "$AL" bench-c5 5 200 0 "$WORK"
+cpu_step five "$WORK/m9five.txt" perl "$B/contention.pl" "$AL" bench-c5 5 100 5 "$WORK"
+cpu_step herd "$WORK/m9herd.txt" perl "$B/contention.pl" "$AL" bench-c5 5 200 0 "$WORK"
+log "9: CPU per uncontended hold, $CPU_HOLDS in a row each: hold, hold --lease 0, floor, etcdctl lock"
+cpu_step hold /dev/null repeat "$CPU_HOLDS" "$AL" hold bench-1 -- true
+cpu_step hold0 /dev/null repeat "$CPU_HOLDS" "$AL" hold --lease 0 bench-1 -- true
+cpu_step floor /dev/null repeat "$CPU_HOLDS" "$B/floor"
+cpu_step etcd1 /dev/null repeat "$CPU_HOLDS" etcdctl --endpoints="$ETCD_URL" lock bench-1 true
 
 # frames OUT CMD...: CMD (which may use $FRAMES_URL) with tests/tools/proxy.pl
 # relaying to the broker; its counts in OUT.
@@ -428,6 +460,20 @@ rss_med() {
 }
 rss_max() { awk -v l="$1" '$1 == l && $2 > m { m = $2 } END { print m }' "$WORK/rss.txt"; }
 
+# cpu_of KIND HOLDS: CPU per hold in ms, of the processes and of the server
+# (the broker and etcd: each idles while the other is measured), and how
+# busy the machine's cores were over the step, in %.
+cpu_of() {
+    awk -v l="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" -v c="$(nproc)" '$1 == l {
+        printf "%.1f %.1f %.0f\n", 1000 * $2 / hz / n, 1000 * ($3 + $4) / hz / n,
+            100 * ($2 + $3 + $4) / hz / ($5 * c) }' "$WORK/cpu.txt"
+}
+# ceiling MS: the utilisation (%) that MS of CPU per hold allows 5 slots
+# of 50 ms jobs on this machine's cores.
+ceiling() {
+    awk -v t="$1" -v c="$(nproc)" 'BEGIN { u = t > 0 ? 100 * 0.05 * c / (5 * t / 1000) : 100
+        printf "%.0f", (u > 100 ? 100 : u) }'
+}
 m() { fmt "${MED[$1]}"; }
 spread() { echo "$(fmt "${LO[$1]}")–$(fmt "${HI[$1]}")"; }
 # row CELLS...: one table row.
@@ -512,16 +558,31 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
     row 8 'frames a holder sends per minute (renewals, heartbeats)' "$frames_min" "" 1 "" "" ""
     # contention: the hand-off in the ms columns, the rest in "ratio"
     crow() { # KIND LABEL TARGET_UTIL
-        local n util p50 p99 hmax inv pairs worst
+        local n util p50 p99 hmax inv pairs worst procs server busy
         read -r n util p50 p99 hmax inv pairs worst <<<"${CT[$1]}"
+        read -r procs server busy <<<"$(cpu_of "$1" "$n")"
         row 9 "$2" "$(fmt "$p50")" "p99 $(fmt "$p99"), max $(fmt "$hmax")" "$n" \
-            "utilisation ${util}%; $inv of $pairs pairs inverted; worst wait ${worst} s" \
+            "utilisation ${util}%; $inv of $pairs pairs inverted; worst wait ${worst} s; CPU per hold: processes $procs ms, server $server ms; the machine's CPU ${busy}% busy" \
             "${3:+utilisation ≥ $3%}" "${3:+$(met ge "$util" "${3:-0}")}"
+    }
+    # CPU per hold alone, and the most utilisation that CPU allows 5
+    # slots of 50 ms jobs on this machine, whatever the line does: a run
+    # lasts at least its CPU over the cores.
+    cpurow() { # KIND LABEL
+        local procs server total
+        read -r procs server _ <<<"$(cpu_of "$1" "$CPU_HOLDS")"
+        total=$(awk -v a="$procs" -v b="$server" 'BEGIN { printf "%.1f", a + b }')
+        row 9 "$2" "$total" "processes $procs, server $server" "$CPU_HOLDS" \
+            "${3:+at most $(ceiling "$total")% busy on 5 slots}" "" ""
     }
     crow one '50 `amqplock hold`s 20 ms apart, 1 slot: hand-off p50' 93
     crow etcd 'the same with `etcdctl lock`' ""
     crow five '100 holds 5 ms apart, 5 slots: hand-off p50' 90
     crow herd '200 holds at once, 5 slots: hand-off p50' 85
+    cpurow hold 'CPU per uncontended `hold NAME -- true` (ms, in a row)' ceiling
+    cpurow hold0 'CPU per uncontended `hold --lease 0 NAME -- true`' ceiling
+    cpurow floor 'CPU per `bench/floor`' ceiling
+    cpurow etcd1 'CPU per `etcdctl lock NAME true` (server: etcd)'
     row 9 'frames per uncontended `hold NAME -- true`' "$(per_hold "$WORK/m9alone.frames" 20)" \
         "" 20 "" "" ""
     row 9 'frames per hold, 20 holds 20 ms apart on 1 slot (waiting included)' \
@@ -594,6 +655,13 @@ elapsed=$((SECONDS - START))
     echo "  etcd row runs \`etcdctl lock NAME sh -c ...\` instead. Frames: tests/tools/proxy.pl"
     echo "  relays the holds' connections and counts AMQP frames (methods; messages ="
     echo "  content headers: probes and wake-ups one way, returns and deliveries back)."
+    echo "  CPU per hold: the user and system time of every process a row started and of"
+    echo "  the server (the broker's node; etcd for etcd's rows), over the row, per hold"
+    echo "  (/proc, $(getconf CLK_TCK) ticks a second); \"the machine's CPU busy\" is that time"
+    echo "  over the row's wall time on $(nproc) cores. Alone: $CPU_HOLDS runs in a row of each"
+    echo "  command. A run of H holds on S slots cannot end before its CPU is spent on"
+    echo "  the cores, so CPU per hold C bounds the utilisation of 50 ms jobs on 5 slots"
+    echo "  at 0.05 x cores / (5 x C), whatever order and hand-over the line has."
     echo "- Targets are benchmark figures, not assertions."
     echo
     echo "## Machine"
