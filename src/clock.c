@@ -82,12 +82,12 @@ struct timeval timeval_of(double seconds)
 
 struct deadline deadline_in(double seconds)
 {
-	return (struct deadline){seconds < 0 ? INFINITY : now_seconds() + seconds};
+	return (struct deadline){.at = seconds < 0 ? INFINITY : now_seconds() + seconds};
 }
 
 struct deadline deadline_never(void)
 {
-	return (struct deadline){INFINITY};
+	return (struct deadline){.at = INFINITY};
 }
 
 bool deadline_is_never(struct deadline d)
@@ -112,12 +112,16 @@ double deadline_left(struct deadline d)
 
 struct deadline deadline_within(struct deadline d, double seconds)
 {
-	return (struct deadline){sooner(d.at, now_seconds() + seconds)};
+	double now = now_seconds(), end = d.at;
+
+	if (d.grace > 0 && now + d.grace > d.at)
+		end = sooner(now, d.at) + d.grace;
+	return (struct deadline){.at = sooner(end, now + seconds)};
 }
 
-struct deadline deadline_after(struct deadline d, double seconds)
+struct deadline deadline_graced(struct deadline d, double grace)
 {
-	return (struct deadline){d.at + seconds};
+	return (struct deadline){.at = d.at, .grace = grace};
 }
 
 struct backoff backoff_start(double first, double longest)

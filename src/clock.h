@@ -37,6 +37,9 @@ struct timeval timeval_of(double seconds);
  * A struct, so that it cannot be mixed up with a length of time. */
 struct deadline {
 	double at; /* now_seconds() time; INFINITY: never */
+	/* How long a step begun late may run past `at` (deadline_graced);
+	 * 0 for most deadlines. */
+	double grace;
 };
 
 /* `seconds` from now; negative: never. */
@@ -47,10 +50,15 @@ bool deadline_passed(struct deadline d);
 /* Seconds left: 0 once passed, INFINITY for never. */
 double deadline_left(struct deadline d);
 /* The earlier of d and `seconds` from now: one step (a reply, a connect,
- * a pause) within the whole. */
+ * a pause) within the whole. With a grace, a step begun less than the
+ * grace before d (or after it) may end up to the grace after its start,
+ * but not past d + grace; one begun earlier still ends by d. */
 struct deadline deadline_within(struct deadline d, double seconds);
-/* d moved `seconds` later (never stays never). */
-struct deadline deadline_after(struct deadline d, double seconds);
+/* d, with a grace for its last step (never stays never): the last try of
+ * a wait, begun at its end, is answered in time by a broker that answers
+ * at all, while a step begun long before, and still unanswered at d,
+ * has met a silence that the grace would only stretch. */
+struct deadline deadline_graced(struct deadline d, double grace);
 
 /* Pauses between tries that double from a first pause to a longest one,
  * each jittered, none past the deadline of the whole wait. Most waits

@@ -203,17 +203,20 @@ static void exit_on_interrupt(struct cli *cli, const char *before, const char *a
 
 /* The last try for a slot starts at the end of -w; its replies may take
  * this much longer (a broker that answers at all answers in milliseconds),
- * and no more: a broker that falls silent cannot stretch -w further. */
+ * and no more. A reply waited for from earlier gets no more than -w: a
+ * broker silent since before the last try ends the wait at -w's end, not
+ * this much after it (deadline_graced). */
 #define LAST_TRY_REPLIES 0.5
 
 /* The two ends of a wait (hold, acquire, wait): when to stop trying
  * (-n: at once), and the limit on every reply until then (-n: none but
- * the reply timeout). */
+ * the reply timeout): -w's end, with the last try's grace. */
 static void wait_deadlines(const struct hold_opts *o, struct deadline *wait_end,
 			   struct deadline *replies_end)
 {
 	*wait_end = deadline_in(o->nonblock ? 0 : o->wait);
-	*replies_end = o->nonblock ? deadline_never() : deadline_after(*wait_end, LAST_TRY_REPLIES);
+	*replies_end =
+		o->nonblock ? deadline_never() : deadline_graced(*wait_end, LAST_TRY_REPLIES);
 }
 
 /* A connection lost to a lease in the way is a race lost, not a failure

@@ -118,8 +118,10 @@ struct conn {
 	unsigned long version;
 	double rpc_timeout;
 	/* The end of the caller's whole wait (conn_open's `by`; never
-	 * unless given): no reply is waited for past it, so a silent broker
-	 * cannot stretch a wait that has a limit. */
+	 * unless given): no reply is waited for past it (or past its grace,
+	 * for one waited for from less than the grace before it:
+	 * deadline_within), so a silent broker cannot stretch a wait that
+	 * has a limit. */
 	struct deadline limit;
 	bool dead; /* the connection is unusable; only conn_close remains */
 	/* Its last failure is one that the broker's absence explains (see

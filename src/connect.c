@@ -307,7 +307,10 @@ enum al_status conn_open(struct conn *c, struct conn_opts *o, struct deadline by
 		st = open_one(c, o, i, by);
 		/* Only a broker that cannot be reached sends us on to the next:
 		 * a login refused by one would be refused by the others. */
-		if (st != AL_CONNECTION || i + 1 >= n || deadline_passed(by))
+		/* (The next broker's own window, as open_one takes it: at
+		 * the end of a wait, the last try's grace, if `by` has one.) */
+		if (st != AL_CONNECTION || i + 1 >= n ||
+		    deadline_passed(deadline_within(by, o->connect_timeout)))
 			break;
 		trace("%s; trying the next broker", status_message());
 		status_clear();

@@ -27,7 +27,7 @@ late-signal|src/rules.c|s/return heartbeat < least \? least : \(double\)heartbea
 lost-exits-0|src/hold.c|s/\t\treturn AL_LOST;\n\t\}\n\t\/\* A verification/\t}\n\t\/* A verification/|faults.bats|the broker.s app stopped
 no-connect-deadline|src/connect.c|s/deadline_within\(by, o->connect_timeout\)/deadline_within(by, 30)/|faults.bats|^a listener that never speaks
 wait-limit-kept|src/cmd_client.c|s/\tconn_limit\(c, deadline_never\(\)\);\n//|client.bats|^-w bounds only the wait
-no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_after\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
+no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_graced\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
 no-rpc-deadline|src/connect.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker falling silent mid-operation
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
 no-admin-mutex|src/admin.c|s/(\nenum al_status admin_lock\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators

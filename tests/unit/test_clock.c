@@ -32,7 +32,9 @@ int main(void)
 		   "a negative wait is no deadline");
 		ok(!deadline_passed(never), "never never passes");
 		ok(poll_ms(deadline_left(never)) == 3600000, "never polls an hour at a time");
-		ok(deadline_is_never(deadline_after(never, 0.5)), "never, and a bit, is never");
+		ok(deadline_is_never(deadline_graced(never, 0.5)), "never, with a grace, is never");
+		ok(deadline_left(deadline_within(deadline_graced(never, 0.5), 2)) <= 2,
+		   "and a step within it gets its own length");
 		d = deadline_within(never, 2);
 		ok(!deadline_is_never(d) && deadline_left(d) > 1.9 && deadline_left(d) <= 2,
 		   "a step within no deadline gets its own length");
@@ -48,8 +50,25 @@ int main(void)
 		   "a step within a deadline ends by it");
 		ok(deadline_left(deadline_within(d, 0.1)) <= 0.1,
 		   "or sooner, if the step is shorter");
-		ok(deadline_left(deadline_after(d, 0.5)) > 1.4,
-		   "a deadline moved half a second later");
+	}
+	{
+		/* -w's end with the last try's grace (cmd_client.c). */
+		struct deadline d = deadline_graced(deadline_in(1), 0.5);
+
+		ok(deadline_left(deadline_within(d, 10)) <= 1,
+		   "a step begun long before a graced deadline still ends by it");
+		d = deadline_graced(deadline_in(0.2), 0.5);
+		ok(deadline_left(deadline_within(d, 10)) > 0.45 &&
+			   deadline_left(deadline_within(d, 10)) <= 0.5,
+		   "one begun within the grace before it gets the grace from its start");
+		ok(deadline_left(deadline_within(d, 0.1)) <= 0.1,
+		   "or less, if the step is shorter");
+		d = deadline_graced(deadline_in(0), 0.5);
+		ok(deadline_passed(d) && deadline_left(deadline_within(d, 10)) > 0.45,
+		   "the last try, begun at the end, gets the grace (the end has passed)");
+		d = deadline_graced((struct deadline){.at = now_seconds() - 0.3}, 0.5);
+		ok(deadline_left(deadline_within(d, 10)) <= 0.2,
+		   "and no step runs past the end and its grace");
 	}
 	{
 		struct backoff b = backoff_start(0.01, 0.5);
