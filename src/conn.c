@@ -251,7 +251,12 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 		 * timeout a little early is no timeout yet. */
 		if (r == AMQP_STATUS_TIMEOUT && !deadline_passed(by))
 			continue;
-		if (r == AMQP_STATUS_TIMEOUT && silence == NO_REPLY_TOLD) {
+		/* Told only while the caller's wait goes on: cut by its end,
+		 * a silence ends the connection as any other would (told, it
+		 * would be asked about again, and waited for in the last
+		 * try's grace: deadline_within). */
+		if (r == AMQP_STATUS_TIMEOUT && silence == NO_REPLY_TOLD &&
+		    !deadline_passed(c->limit)) {
 			*none = true;
 			return AL_OK;
 		}
