@@ -233,7 +233,7 @@ teardown() { test_cleanup; }
     [ "$rc" -eq 0 ]
 }
 
-@test "hold -w 3 behind a relay that falls silent mid-wait: gives up within 4 s of its start, runs nothing" {
+@test "hold -w 3 behind a relay that falls silent mid-wait: gives up within 3.8 s of its start, runs nothing" {
     al create "$n" 1
     bg a acquire "$n"
     [ "$(await_slot a)" = 1 ]
@@ -252,7 +252,10 @@ teardown() { test_cleanup; }
     took=$(seconds_between "$t0" "$(written "$T/w.err")")
     kill -KILL "$proxy"
     note "hold -w 3 gave up $took s after it started (the relay fell silent at 1 s)"
-    at_most "$took" 4
+    # (at -w's end, 3.00-3.07 s idle: the look left unanswered gets no
+    # more than -w; the 0.8 s are for a loaded machine, which has added
+    # up to 0.77 s to this span in CI)
+    at_most "$took" 3.8
     [ "$rc" -eq 69 ] || fail "hold exited $rc: $(cat "$T/w.err")"
     grep -q "no reply from the broker.*the time to wait is up" "$T/w.err" || fail "stderr: $(cat "$T/w.err")"
     [ "$(wc -l <"$T/w.err")" -eq 1 ] || fail "stderr: $(cat "$T/w.err")"
@@ -279,7 +282,7 @@ teardown() { test_cleanup; }
     [ "$rc" -eq 0 ] || fail "the waiter exited $rc: $(cat "$T/w.err")"
 }
 
-@test "wait -w 2 behind a relay that falls silent: gives up within 3 s of its start" {
+@test "wait -w 2 behind a relay that falls silent: gives up within 2.8 s of its start" {
     al create "$n" 1
     bg a acquire "$n"
     local a=$BG
@@ -305,7 +308,8 @@ teardown() { test_cleanup; }
     kill -KILL "$proxy"
     kill -KILL "$a"
     note "wait -w 2 gave up $took s after it started (the relay fell silent at 0.5 s)"
-    at_most "$took" 3
+    # (at -w's end, 2.00-2.04 s idle; a margin for load, as above)
+    at_most "$took" 2.8
     [ "$rc" -eq 69 ] || fail "wait exited $rc: $(cat "$T/w.err")"
     [ "$(wc -l <"$T/w.err")" -eq 1 ] || fail "stderr: $(cat "$T/w.err")"
 }
