@@ -211,6 +211,21 @@ cpu_step() {
     echo "$label $((c1 - c0)) $((b1 - b0)) $((e1 - e0))" \
         "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$WORK/cpu.txt"
 }
+# ets_bytes: "TABLES BYTES" of the Raft log's ETS tables on the broker's
+# node (those of its ra_log_ets process; every table if it has none), "?"
+# if they cannot be read. The whole node's ETS memory moves by more than
+# a hold's leftovers as the metrics of closed connections are cleared.
+ets_bytes() {
+    local v
+    # shellcheck disable=SC2016 # Erlang, not shell
+    v=$(timeout 60 "$TOP/tests/lib/broker.sh" ctl "$WORK/broker" eval '
+        O = whereis(ra_log_ets),
+        T = [X || X <- ets:all(), O == undefined orelse ets:info(X, owner) == O],
+        io:format("~b ~b~n", [length(T),
+            lists:sum([ets:info(X, memory) || X <- T]) * erlang:system_info(wordsize)]).' \
+        2>/dev/null | awk 'NF == 2 && $1 ~ /^[0-9]+$/ { print; exit }')
+    echo "${v:-?}"
+}
 # repeat N CMD...: CMD N times in a row; fails with the first that fails.
 repeat() {
     local n=$1 i
@@ -355,8 +370,14 @@ cpu_step etcd "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_
 cpu_step five "$WORK/m9five.txt" perl "$B/contention.pl" "$AL" bench-c5 5 100 5 "$WORK"
 cpu_step herd "$WORK/m9herd.txt" perl "$B/contention.pl" "$AL" bench-c5 5 200 0 "$WORK"
 log "9: CPU per uncontended hold, $CPU_HOLDS in a row each: hold, hold --lease 0, floor, etcdctl lock"
+# (and what those holds leave in the broker's memory: RabbitMQ's Raft log
+# keeps a table of each quorum queue deleted, a lease among them, until
+# its write-ahead log rolls over; docs/operators.md, "The broker's memory")
+ets_bytes >"$WORK/ets0"
 cpu_step hold /dev/null repeat "$CPU_HOLDS" "$AL" hold bench-1 -- true
+ets_bytes >"$WORK/ets1"
 cpu_step hold0 /dev/null repeat "$CPU_HOLDS" "$AL" hold --lease 0 bench-1 -- true
+ets_bytes >"$WORK/ets2"
 cpu_step floor /dev/null repeat "$CPU_HOLDS" "$B/floor"
 cpu_step etcd1 /dev/null repeat "$CPU_HOLDS" etcdctl --endpoints="$ETCD_URL" lock bench-1 true
 
@@ -467,6 +488,14 @@ cpu_of() {
     awk -v l="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" -v c="$(nproc)" '$1 == l {
         printf "%.1f %.1f %.0f\n", 1000 * $2 / hz / n, 1000 * ($3 + $4) / hz / n,
             100 * ($2 + $3 + $4) / hz / ($5 * c) }' "$WORK/cpu.txt"
+}
+# ets_per_hold BEFORE AFTER: the Raft log's tables and KiB per hold between
+# two readings ($WORK/BEFORE, $WORK/AFTER: ets_bytes), or "?".
+ets_per_hold() {
+    awk -v n="$CPU_HOLDS" 'NR == FNR { t = $1; b = $2; next }
+        { if ($1 ~ /^[0-9]+$/ && t ~ /^[0-9]+$/)
+              printf "%.2f tables, %.1f KiB", ($1 - t) / n, ($2 - b) / 1024 / n
+          else print "?" }' "$WORK/$1" "$WORK/$2"
 }
 # ceiling MS: the utilisation (%) that MS of CPU per hold allows 5 slots
 # of 50 ms jobs on this machine's cores.
@@ -583,6 +612,8 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
     cpurow hold0 'CPU per uncontended `hold --lease 0 NAME -- true`' ceiling
     cpurow floor 'CPU per `bench/floor`' ceiling
     cpurow etcd1 'CPU per `etcdctl lock NAME true` (server: etcd)'
+    row 9 "the broker's memory left per uncontended hold (the Raft log's ETS tables), $CPU_HOLDS in a row" \
+        "$(ets_per_hold ets0 ets1)" "\`--lease 0\`: $(ets_per_hold ets1 ets2)" "$CPU_HOLDS" "" "" ""
     row 9 'frames per uncontended `hold NAME -- true`' "$(per_hold "$WORK/m9alone.frames" 20)" \
         "" 20 "" "" ""
     row 9 'frames per hold, 20 holds 20 ms apart on 1 slot (waiting included)' \
@@ -662,6 +693,9 @@ elapsed=$((SECONDS - START))
     echo "  command. A run of H holds on S slots cannot end before its CPU is spent on"
     echo "  the cores, so CPU per hold C bounds the utilisation of 50 ms jobs on 5 slots"
     echo "  at 0.05 x cores / (5 x C), whatever order and hand-over the line has."
+    echo "  The broker's memory left per hold: the ETS tables of the Raft log (those of"
+    echo "  the node's ra_log_ets process), counted and sized by rabbitmqctl eval before"
+    echo "  and after the $CPU_HOLDS holds in a row, per hold."
     echo "- Targets are benchmark figures, not assertions."
     echo
     echo "## Machine"
