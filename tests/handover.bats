@@ -512,9 +512,15 @@ old_amqplock() {
             grep -q "not handed over within 1 s" "$T/$w.err" || fail "$(cat "$T/$w.err")"
         fi
         # the signal came after the asker's second: it had stopped waiting
-        # (not handed over, nothing run), or adopted and run its command
+        # (not handed over, nothing run), or adopted and run its command.
+        # Having stopped waiting, it left the lease that the holder had
+        # handed it to run out (its 40 s: "an asker cut off before the
+        # answer"), so v is not waited for: it is stopped, and the next
+        # try has a semaphore of its own.
         note "try $try: SIGTERM came after the asker's second${ran:+ and its command}; again"
-        finish "$r" "$v"
+        finish "$r"
+        kill -TERM "${PID[$v]}" 2>/dev/null || true
+        wait_exit "${PID[$v]}" 10
         al destroy "$n" >/dev/null
         [ "$try" -lt 3 ] || fail "three times SIGTERM came after the ask's second: $(cat "$T/$w.err")"
     done
