@@ -189,7 +189,14 @@ proc_ticks() {
         awk -v c="${2:-0}" '{ print $12 + $13 + (c ? $14 + $15 : 0) }')
     echo "${v:-0}"
 }
-own_ticks() { echo $(($(proc_ticks $$ 1) + $(proc_ticks "$BEAM_PID") + $(proc_ticks "$ETCD_PID"))); }
+# ticks_now: "OURS BROKER ETCD", the ticks of this script with what it
+# reaped, of the broker's node and of etcd; own_ticks: their sum.
+ticks_now() { echo "$(proc_ticks $$ 1) $(proc_ticks "$BEAM_PID") $(proc_ticks "$ETCD_PID")"; }
+own_ticks() {
+    local a b e
+    read -r a b e <<<"$(ticks_now)"
+    echo $((a + b + e))
+}
 BEAM_PID=
 
 # CPU per hold (row 9): what a hold costs the machine, not only how long
@@ -199,7 +206,6 @@ BEAM_PID=
 # ticks of the processes the step started (all reaped by now, so counted
 # in this script's children), of the broker's node and of etcd, and the
 # step's wall time in seconds.
-ticks_now() { echo "$(proc_ticks $$ 1) $(proc_ticks "$BEAM_PID") $(proc_ticks "$ETCD_PID")"; }
 cpu_step() {
     local label=$1 c0 b0 e0 c1 b1 e1 t0 t1
     shift
