@@ -75,7 +75,34 @@ const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *n
  * name, so neither is ever another semaphore's queue. */
 static const char *single_suffix(enum slot_kind kind)
 {
-	return kind == QUORUM_MARKER_QUEUE ? "#quorum" : kind == WAITERS_QUEUE ? "#waiters" : NULL;
+	return kind == QUORUM_MARKER_QUEUE ? "#quorum"
+	       : kind == WAITERS_QUEUE     ? "#waiters"
+	       : kind == LINE_QUEUE        ? "#line"
+					   : NULL;
+}
+
+/* A waiter's own queue: the suffix and its digits (14 characters, the
+ * room BASE_MAX leaves). */
+#define WAITER_SUFFIX "#w"
+#define WAITER_DIGITS 12
+
+void sem_name_waiter(const struct sem_name *sn, unsigned long long id, char *buf)
+{
+	snprintf(buf, QUEUE_NAME_MAX + 1, "%s" WAITER_SUFFIX "%012llx", sn->base,
+		 id & 0xffffffffffffull);
+}
+
+bool sem_name_is_waiter(const struct sem_name *sn, const char *queue, size_t len)
+{
+	size_t head = sn->len + sizeof(WAITER_SUFFIX) - 1, i;
+
+	if (len != head + WAITER_DIGITS || memcmp(queue, sn->base, sn->len) != 0 ||
+	    memcmp(queue + sn->len, WAITER_SUFFIX, sizeof(WAITER_SUFFIX) - 1) != 0)
+		return false;
+	for (i = head; i < len; i++)
+		if (!((queue[i] >= '0' && queue[i] <= '9') || (queue[i] >= 'a' && queue[i] <= 'f')))
+			return false;
+	return true;
 }
 
 void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind, char *buf)

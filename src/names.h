@@ -18,7 +18,10 @@
  * "<prefix><name>-<k>-A" / "-<k>-B" / "-<k>-L" its slot k, the holder of
  * slot k and the holder's lease, and "<prefix><name>#quorum" exists when
  * its slots are quorum queues (so that holders make quorum leases);
- * "<prefix><name>#waiters" is the line of clients waiting for a slot. */
+ * "<prefix><name>#waiters" is the line of clients waiting for a slot
+ * that older amqplocks wait in, "<prefix><name>#line" the line of entries
+ * that newer ones wait in, each entry naming its waiter's own queue,
+ * "<prefix><name>#w" and 12 hex digits. */
 /* Room left for "-<slot>-A" with any unsigned slot number. */
 #define BASE_MAX (QUEUE_NAME_MAX - 14)
 
@@ -43,10 +46,19 @@ enum slot_kind {
 	/* One per semaphore each: their "slot" is 1. */
 	QUORUM_MARKER_QUEUE = 'Q',
 	WAITERS_QUEUE = 'W',
+	LINE_QUEUE = 'N',
 };
 
 /* Writes the queue name of slot k into buf (QUEUE_NAME_MAX + 1 bytes). */
 void sem_name_slot(const struct sem_name *sn, unsigned slot, enum slot_kind kind, char *buf);
+
+/* Writes the name of a waiter's own queue, made of the low 48 bits of id,
+ * into buf (QUEUE_NAME_MAX + 1 bytes). */
+void sem_name_waiter(const struct sem_name *sn, unsigned long long id, char *buf);
+
+/* Whether queue (len bytes, not NUL-terminated) is the name of a waiter's
+ * own queue of sn, as sem_name_waiter makes them. */
+bool sem_name_is_waiter(const struct sem_name *sn, const char *queue, size_t len);
 
 /* The slot number if queue (len bytes, not NUL-terminated) is the kind
  * queue of some slot of sn, else 0 (the quorum marker: 1 if it is). */

@@ -104,6 +104,36 @@ static void queue_names(void)
 	is_str(sem_name_init(&sn, prefix, longest), NULL, "longest prefix and name fit");
 	sem_name_slot(&sn, 4294967295u, SLOT_QUEUE, q);
 	ok(strlen(q) <= QUEUE_NAME_MAX, "largest queue name fits in 255 bytes (%zu)", strlen(q));
+	sem_name_waiter(&sn, ~0ull, q);
+	ok(strlen(q) <= QUEUE_NAME_MAX, "longest waiter's queue name fits in 255 bytes (%zu)",
+	   strlen(q));
+	ok(sem_name_is_waiter(&sn, q, strlen(q)), "the longest waiter's queue name is one");
+}
+
+static void line_names(void)
+{
+	char q[QUEUE_NAME_MAX + 1];
+	struct sem_name sn;
+
+	sem_name_init(&sn, "amqplock.", "jobs");
+	sem_name_slot(&sn, 1, LINE_QUEUE, q);
+	is_str(q, "amqplock.jobs#line", "the line of entries");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs#line", 18, LINE_QUEUE) == 1, "parse the line");
+	ok(sem_name_parse_slot(&sn, "amqplock.jobs#line", 18, WAITERS_QUEUE) == 0,
+	   "the line is not the waiters queue");
+	sem_name_waiter(&sn, 0x1234567890abcdefull, q);
+	is_str(q, "amqplock.jobs#w567890abcdef", "a waiter's queue: the id's low 48 bits");
+	sem_name_waiter(&sn, 5, q);
+	is_str(q, "amqplock.jobs#w000000000005", "a waiter's queue: 12 digits always");
+	ok(sem_name_is_waiter(&sn, q, strlen(q)), "a waiter's queue is one");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobs#w00000000000", 26), "one digit short");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobs#w0000000000050", 28), "one digit more");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobs#w00000000000G", 27), "not hex");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobs#w00000000000A", 27), "upper case");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobx#w000000000005", 27), "another semaphore's");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobs-1-B", 17), "a holder queue");
+	ok(!sem_name_is_waiter(&sn, "amqplock.jobs#line", 18), "the line itself");
+	ok(!sem_name_is_waiter(&sn, "amq", 3), "shorter than the base");
 }
 
 int main(void)
@@ -112,5 +142,6 @@ int main(void)
 	invalid_names();
 	prefixes();
 	queue_names();
+	line_names();
 	return done_testing();
 }
