@@ -1,13 +1,16 @@
-/* model/line.pml: the line of a semaphore of SLOTS slots, as a design for
- * hand-overs at every slot count (issue 43), for SPIN to explore
- * (model/run.sh, `make model`). Nothing in src/ runs this line yet:
- * src/ hands over on one-slot semaphores only, through the
+/* model/line.pml: the line of a semaphore of SLOTS slots, which hands
+ * leases over at every slot count (issue 43), for SPIN to explore
+ * (model/run.sh, `make model`). src/line.c and src/handover.c run it on
+ * semaphores of more than one slot; one-slot semaphores keep the
  * single-active-consumer line that model/hold.pml explores. This model
- * comes first, so that the C follows a design a machine has checked.
+ * came first, so that the C follows a design a machine has checked; what
+ * the C adds (older clients, entries of waiters gone, a first entry whose
+ * waiter is stopped) is in docs/design.md, "What the C adds to the
+ * model".
  *
  * The design (docs/design.md, "A line for N slots"):
- *   - a waiter declares a queue of its own (exclusive, server-named: Wq)
- *     and publishes an *entry* naming it into the durable line #line;
+ *   - a waiter declares a queue of its own (exclusive: Wq) and
+ *     publishes an *entry* naming it into the durable line #line;
  *   - a releaser takes the oldest entry with basic.get, unacknowledged:
  *     no other get returns it while the releaser holds it, and the
  *     releaser's death puts it back in its place (a classic queue keeps

@@ -374,6 +374,18 @@ enum al_status admin_set_marker(struct sem *s, bool quorum)
 	return req_ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
 }
 
+/* A destroy deletes the line of entries too (#line, which has no expiry:
+ * waiters of a semaphore destroyed find it gone at their next look); an
+ * administrator whose permissions predate it is not refused for it. */
+static enum al_status drop_line(struct sem *s)
+{
+	char line[QUEUE_NAME_MAX + 1];
+	uint16_t refused;
+
+	line_entries_queue(s, line);
+	return req_ask_one(s, DELETE_QUEUE, line, REFUSED_ACCESS, &refused);
+}
+
 /* Takes back what a create refused halfway made (create_new): its slot
  * queues 1..made (or 2..n), its record from slot 2 up as far as it got,
  * and a quorum marker it made; nothing else, so that what another
@@ -563,10 +575,13 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	/* Quorum slots get quorum leases: the marker tells holders so. Its
 	 * type is known here when slots were made or paused (or --slot-type
 	 * said). */
-	if (st == AL_OK && op == SEM_DESTROY)
-		st = admin_set_marker(s, false);
-	else if (st == AL_OK && (target > max || s->opts.slot_type_given || (pausing && max > 0)))
+	if (st == AL_OK && op == SEM_DESTROY) {
+		if ((st = admin_set_marker(s, false)) == AL_OK)
+			st = drop_line(s);
+	} else if (st == AL_OK &&
+		   (target > max || s->opts.slot_type_given || (pausing && max > 0))) {
 		st = admin_set_marker(s, s->opts.slot_type == SLOT_QUORUM);
+	}
 out:
 	free(cs.missing.slot);
 	return st;

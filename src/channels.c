@@ -248,6 +248,68 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 	return AL_OK;
 }
 
+enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
+			  const struct conn_consumer *hooks, uint32_t *ahead)
+{
+	amqp_channel_open_t open = {0};
+	amqp_basic_qos_t qos = {.prefetch_count = 1};
+	amqp_queue_declare_t own = {
+		.queue = amqp_cstring_bytes(e->own), .exclusive = 1, .auto_delete = 1};
+	amqp_queue_declare_t mark = {.queue = amqp_cstring_bytes(e->mark),
+				     .durable = 1,
+				     .arguments = *e->mark_arguments};
+	amqp_queue_declare_t line = {.queue = amqp_cstring_bytes(e->line), .durable = 1};
+	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(e->own)};
+	amqp_table_entry_t named = {
+		.key = amqp_cstring_bytes("queue"),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(e->own)}};
+	amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_HEADERS_FLAG |
+			  (c->user[0] ? AMQP_BASIC_USER_ID_FLAG : 0),
+		.type = amqp_cstring_bytes(e->type),
+		.headers = {.num_entries = 1, .entries = &named},
+		.user_id = amqp_cstring_bytes(c->user),
+	};
+	static const amqp_method_number_t replies[] = {
+		AMQP_CHANNEL_OPEN_OK_METHOD,  AMQP_BASIC_QOS_OK_METHOD,
+		AMQP_QUEUE_DECLARE_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
+		AMQP_QUEUE_DECLARE_OK_METHOD, AMQP_BASIC_CONSUME_OK_METHOD};
+	amqp_method_t m;
+	enum al_status st;
+	bool none;
+	size_t i;
+	int r;
+
+	*ahead = 0;
+	if ((st = consumer_begin(c, CONSUMER_CHANNEL, hooks)) != AL_OK)
+		return st;
+	/* One round trip for all: the entry goes last, once its queue is
+	 * consumed, so that nothing sent to it on the entry's word is
+	 * missed. The channel is not in confirm mode: the entry has no
+	 * answer (a refusal before it closes the channel, and the entry
+	 * goes with it). */
+	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD, &own)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD,
+				  &mark)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD,
+				  &line)) ||
+	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
+				  &consume)) ||
+	    (r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
+				    amqp_cstring_bytes(e->line), 0, 0, &props, amqp_empty_bytes)))
+		return conn_failed(c, r, "joining a line");
+	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		st = conn_next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
+		if (st != AL_OK || m.id != replies[i])
+			return c->dead ? st : AL_BROKER;
+		if (i == 4)
+			*ahead = ((amqp_queue_declare_ok_t *)m.decoded)->message_count;
+	}
+	return AL_OK;
+}
+
 bool conn_delivered_again(const struct conn *c)
 {
 	return c->delivering_again;
@@ -436,6 +498,55 @@ bool conn_signed_by_us(const struct conn *c, const amqp_basic_properties_t *p)
 {
 	return (p->_flags & AMQP_BASIC_USER_ID_FLAG) && c->user[0] &&
 	       conn_bytes_are(p->user_id, c->user);
+}
+
+enum al_status conn_get(struct conn *c, const char *queue, const char *key, char *value,
+			size_t size, struct conn_got *got)
+{
+	amqp_basic_get_t get = {.queue = amqp_cstring_bytes(queue)};
+	amqp_basic_properties_t *header = NULL;
+	const amqp_field_value_t *f;
+	enum al_status st;
+	amqp_method_t m;
+
+	memset(got, 0, sizeof(*got));
+	value[0] = '\0';
+	c->reply_code = 0;
+	st = conn_send(c, AMQP_BASIC_GET_METHOD, &get);
+	if (st == AL_OK)
+		st = conn_expect(c, AMQP_BASIC_GET_EMPTY_METHOD, &m);
+	if (st != AL_OK || m.id != AMQP_BASIC_GET_OK_METHOD)
+		return conn_answer(c, st, REFUSED_NOT_FOUND | REFUSED_ACCESS, &got->refused,
+				   "reading", queue);
+	got->tag = ((amqp_basic_get_ok_t *)m.decoded)->delivery_tag;
+	got->channel = c->channel;
+	/* Its header comes next; a body, if any, is skipped with the
+	 * frames of the next reply. */
+	if ((st = conn_next_header_on(c, c->channel, &header)) != AL_OK)
+		return conn_refused(c, st, "reading", queue);
+	f = conn_header(header, key);
+	if (f && (f->kind == AMQP_FIELD_KIND_UTF8 || f->kind == AMQP_FIELD_KIND_BYTES) &&
+	    f->value.bytes.len < size && !memchr(f->value.bytes.bytes, '\0', f->value.bytes.len)) {
+		memcpy(value, f->value.bytes.bytes, f->value.bytes.len);
+		value[f->value.bytes.len] = '\0';
+	}
+	got->signed_by_us = conn_signed_by_us(c, header);
+	return AL_OK;
+}
+
+void conn_settle(struct conn *c, const struct conn_got *got, bool requeue)
+{
+	amqp_basic_ack_t ack = {.delivery_tag = got->tag};
+	amqp_basic_reject_t reject = {.delivery_tag = got->tag, .requeue = 1};
+
+	/* On another channel (ours was closed since, which put the message
+	 * back) or none: nothing to settle. */
+	if (c->dead || !got->tag || got->channel != c->channel)
+		return;
+	if (requeue)
+		amqp_send_method(c->amqp, c->channel, AMQP_BASIC_REJECT_METHOD, &reject);
+	else
+		amqp_send_method(c->amqp, c->channel, AMQP_BASIC_ACK_METHOD, &ack);
 }
 
 /* conn_side_call's channel ids: above the line's and the lease's, and

@@ -226,8 +226,21 @@ enum silence { NO_REPLY_FAILS, NO_REPLY_TOLD };
  * and never past the connection's limit (0: only what has already
  * arrived). *none is set if nothing came, or if the wait ran out and
  * silence is NO_REPLY_TOLD. */
+static enum al_status next_frame_after(struct conn *c, amqp_channel_t channel, double wait,
+				       enum silence silence, amqp_method_t *m,
+				       amqp_basic_properties_t **header, bool *none);
+
 static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, double wait,
 					enum silence silence, amqp_method_t *m, bool *none)
+{
+	return next_frame_after(c, channel, wait, silence, m, NULL, none);
+}
+
+/* As next_method_after; with header, a content header of `channel` that
+ * comes before its next method is returned in *header (m->id 0). */
+static enum al_status next_frame_after(struct conn *c, amqp_channel_t channel, double wait,
+				       enum silence silence, amqp_method_t *m,
+				       amqp_basic_properties_t **header, bool *none)
 {
 	struct deadline by = deadline_within(c->limit, wait);
 	amqp_frame_t f;
@@ -271,6 +284,11 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 			if (taken)
 				continue;
 		}
+		if (header && f.frame_type == AMQP_FRAME_HEADER && f.channel == channel) {
+			*header = f.payload.properties.decoded;
+			m->id = 0;
+			return AL_OK;
+		}
 		/* Other content frames (of a basic.return) carry nothing we
 		 * need. */
 		if (f.frame_type != AMQP_FRAME_METHOD)
@@ -288,6 +306,12 @@ static enum al_status next_method_after(struct conn *c, amqp_channel_t channel, 
 			return conn_channel_closed(c, channel, f.payload.method.decoded);
 		if (f.payload.method.id == AMQP_BASIC_ACK_METHOD && channel == c->channel)
 			c->confirmed = true;
+		/* (an ack and a nack have the tag in the same place) */
+		if ((f.payload.method.id == AMQP_BASIC_ACK_METHOD ||
+		     f.payload.method.id == AMQP_BASIC_NACK_METHOD) &&
+		    channel == c->channel &&
+		    ((amqp_basic_ack_t *)f.payload.method.decoded)->delivery_tag > c->answered)
+			c->answered = ((amqp_basic_ack_t *)f.payload.method.decoded)->delivery_tag;
 		*m = f.payload.method;
 		return AL_OK;
 	}
@@ -297,6 +321,23 @@ enum al_status conn_next_method_on(struct conn *c, amqp_channel_t channel, doubl
 				   amqp_method_t *m, bool *none)
 {
 	return next_method_after(c, channel, wait, NO_REPLY_FAILS, m, none);
+}
+
+enum al_status conn_next_header_on(struct conn *c, amqp_channel_t channel,
+				   amqp_basic_properties_t **header)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool none;
+
+	*header = NULL;
+	st = next_frame_after(c, channel, c->rpc_timeout, NO_REPLY_FAILS, &m, header, &none);
+	if (st == AL_OK && !*header) {
+		c->dead = true;
+		st = fail(AL_BROKER, "unexpected reply from the broker at %s (method 0x%08x)",
+			  c->where, (unsigned)m.id);
+	}
+	return st;
 }
 
 static enum al_status next_method(struct conn *c, double wait, amqp_method_t *m, bool *none)
@@ -423,9 +464,10 @@ enum al_status conn_expect_within(struct conn *c, amqp_method_number_t expect, d
 	return AL_OK;
 }
 
-enum al_status conn_publish_expiring(struct conn *c, const char *queue, const char *expiration)
+enum al_status conn_publish_expiring(struct conn *c, const char *queue, bool mandatory,
+				     const char *expiration)
 {
-	return publish_expiring(c, queue, false, expiration, "publishing");
+	return publish_expiring(c, queue, mandatory, expiration, "publishing");
 }
 
 void conn_refusal_clear(struct conn *c)
@@ -522,6 +564,7 @@ enum al_status conn_reset_channel(struct conn *c)
 	 * runs past channel_max. */
 	c->channel = (amqp_channel_t)(c->channel % 1000 + 1);
 	c->published = 0;
+	c->answered = 0;
 	/* Both requests go out before either reply is read: one round trip. */
 	if ((st = conn_send(c, AMQP_CHANNEL_OPEN_METHOD, &open)) != AL_OK ||
 	    (st = conn_send(c, AMQP_CONFIRM_SELECT_METHOD, &confirm)) != AL_OK)

@@ -83,6 +83,7 @@ struct conn {
 	amqp_connection_state_t amqp;
 	amqp_channel_t channel; /* open channel, 0 if none */
 	uint64_t published;     /* last publisher-confirm tag on channel */
+	uint64_t answered;      /* the last of them the broker confirmed (or nacked) */
 	/* The channel of conn_consume's consumer (0: none), the delivery
 	 * whose header is still to come (0: none), and its owner's hooks. */
 	amqp_channel_t consumer_channel;
@@ -287,9 +288,26 @@ enum al_status conn_publish_probe(struct conn *c, const char *queue);
 
 /* Publishes an empty message to queue through the default exchange,
  * expiring after `expiration` milliseconds (text) unless a consumer takes
- * it; not mandatory, and nothing is waited for (its confirm comes with
- * the next reply read). */
-enum al_status conn_publish_expiring(struct conn *c, const char *queue, const char *expiration);
+ * it; nothing is waited for (its confirm comes with the next reply read,
+ * or conn_note_routed reads it; mandatory: the broker returns it first
+ * if no queue took it). */
+enum al_status conn_publish_expiring(struct conn *c, const char *queue, bool mandatory,
+				     const char *expiration);
+
+/* A place in a line of entries: a queue of our own (exclusive, deleted
+ * with its consumer) consumed as conn_consume does, a `mark` declared
+ * (durable, with `mark_arguments`: what tells others that someone may
+ * wait), the line (durable, no arguments) declared, and an entry of
+ * `type` published into it, signed with our login when known, naming our
+ * queue in its header "queue". *ahead: the entries in the line before
+ * ours. AL_BROKER if the broker refused any of it (a permission, a mark
+ * of other arguments): the consumer has ended then. */
+struct conn_entry {
+	const char *own, *mark, *line, *type;
+	const amqp_table_t *mark_arguments;
+};
+enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
+			  const struct conn_consumer *hooks, uint32_t *ahead);
 
 /* Consumes from queue (declared if need be: durable, with `arguments`)
  * on a channel of its own, one unacknowledged delivery at a time, all in
@@ -350,6 +368,27 @@ bool conn_is_reply_to(const amqp_bytes_t *name);
  * not waited for. */
 enum al_status conn_reply(struct conn *c, const char *reply_to, const char *correlation_id,
 			  const char *type, const amqp_table_t *headers);
+
+/* A message taken with basic.get and not yet settled: its tag, on the
+ * main channel it was taken on. Until settled it is nobody else's; if the
+ * channel or the connection closes first, the broker puts it back in its
+ * place. */
+struct conn_got {
+	uint64_t tag; /* 0: none was there */
+	amqp_channel_t channel;
+	bool signed_by_us; /* its user_id is our login */
+	uint16_t refused;  /* none: no such queue (404), or not ours to read (403) */
+};
+/* Takes the oldest message of queue, unacknowledged, on the main channel:
+ * got->tag 0 if there was none, or no such queue (404) or no permission
+ * (403), which closes the main channel (a new one is opened); value gets
+ * its header `key`, if that is a string shorter than size (else ""). */
+enum al_status conn_get(struct conn *c, const char *queue, const char *key, char *value,
+			size_t size, struct conn_got *got);
+/* Acknowledges it (gone for good), or with requeue puts it back in its
+ * place; nothing is waited for, and nothing is done if the channel it
+ * was taken on is no more. */
+void conn_settle(struct conn *c, const struct conn_got *got, bool requeue);
 
 /* A signed message: an empty message of `type` with `headers` and
  * `correlation_id`, to `queue` (a queue's name or a direct reply-to name)

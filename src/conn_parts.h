@@ -36,4 +36,10 @@ enum al_status conn_publish_on(struct conn *c, amqp_channel_t channel, const cha
 enum al_status conn_next_method_on(struct conn *c, amqp_channel_t channel, double wait,
 				   amqp_method_t *m, bool *none);
 
+/* The content header that `channel` has next (a basic.get-ok's), within
+ * the reply timeout; a method instead is the broker's error. *header
+ * lives until the next read. */
+enum al_status conn_next_header_on(struct conn *c, amqp_channel_t channel,
+				   amqp_basic_properties_t **header);
+
 #endif

@@ -1,221 +1,29 @@
-/* The lease handed over (docs/design.md, "Handing the lease over"): a
- * holder that is done offers its lease to the first in line; the first in
- * line asks for it through the offerer's holder queue, which nobody but
- * the offerer's connection can read; the offerer answers through the line
- * with the lease's token, and from then on the lease is the asker's, which
- * claims the slot with it, its holder queue included. A lease's token is
- * no secret: what decides is what the broker enforces, an exclusive queue
+/* The lease handed over (docs/design.md, "Handing the lease over"), the
+ * offerer's side: a holder that is done offers its lease to the first in
+ * line (through #line, or #waiters on one slot); the first in line asks
+ * for it through the offerer's holder queue, which nobody but the
+ * offerer's connection can read (adopt.c); the offerer answers with the
+ * lease's token, and from then on the lease is the asker's, which claims
+ * the slot with it, its holder queue included. A lease's token is no
+ * secret: what decides is what the broker enforces, an exclusive queue
  * and the lease's arguments. An offer, an ask or an answer that anyone
  * else publishes can make a hand-over fail, never run a second command. */
 #include "sem_parts.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
 #include "rules.h"
 
-/* The notes of a hand-over, by their type: the offer (to the line), the
- * ask (to the offerer's holder queue), the answer that hands the lease
- * over (to the line), and a decline (to the offerer's holder queue; to an
- * older amqplock's reply-to, whose offers named the token). */
-#define OFFER_TYPE    "amqplock.offer"
-#define ASK_TYPE      "amqplock.ask"
-#define HANDED_TYPE   "amqplock.handed"
-#define DECLINED_TYPE "amqplock.declined"
-
-/* How long an offerer waits for the first in line to ask (milliseconds):
- * it takes one round trip, and a first in line that says nothing (an
- * older amqplock, one that died) costs the slot this long. An offer
- * lives no longer in the line (its expiration): one left in a line
+/* How long an offerer waits for the first in line to ask (ADOPT_WAIT_MS
+ * in seconds): it takes one round trip, and a first in line that says
+ * nothing (an older amqplock, one that died) costs the slot this long. An
+ * offer lives no longer (its expiration, as text): one left in a line
  * nobody waited in is gone by the time its offerer has released the
  * slot. */
-#define ADOPT_WAIT_MS 500
-#define TEXT_OF(n)    #n
-#define TEXT(n)       TEXT_OF(n)
-#define ADOPT_WAIT    (ADOPT_WAIT_MS / 1000.0)
-/* How long an asker waits for the answer: longer than the offerer
- * listens (ADOPT_WAIT from its offer, which came before our ask), so that
- * an answer sent in time is not missed for a moment's delay. */
-#define ASK_WAIT 1.0
-/* How often, about 2, 4, 6 and 8 ms apart, an adopter asks again for a
- * holder queue that another has: a claimer refused the lease (ours),
- * deleting its holder queue now. */
-#define ADOPT_HOLDER_TRIES 4
-
-/* Copies bytes into buf as a string; false if they do not fit. */
-static bool text_copy(amqp_bytes_t b, char *buf, size_t size)
-{
-	if (b.len >= size || memchr(b.bytes, '\0', b.len))
-		return false;
-	memcpy(buf, b.bytes, b.len);
-	buf[b.len] = '\0';
-	return true;
-}
-
-static bool header_i64(const amqp_basic_properties_t *p, const char *key, int64_t *v)
-{
-	const amqp_field_value_t *f = conn_header(p, key);
-
-	if (f && f->kind == AMQP_FIELD_KIND_I64)
-		*v = f->value.i64;
-	return f && f->kind == AMQP_FIELD_KIND_I64;
-}
-
-static bool header_text(const amqp_basic_properties_t *p, const char *key, char *buf, size_t size)
-{
-	const amqp_field_value_t *f = conn_header(p, key);
-
-	return f && (f->kind == AMQP_FIELD_KIND_UTF8 || f->kind == AMQP_FIELD_KIND_BYTES) &&
-	       text_copy(f->value.bytes, buf, size);
-}
-
-static bool nonce_is(const amqp_basic_properties_t *p, const char *nonce)
-{
-	return (p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) &&
-	       conn_bytes_are(p->correlation_id, nonce);
-}
-
-/* A fresh nonce or id: 63 random bits, in hex. */
-static void new_id(char *buf, size_t size)
-{
-	snprintf(buf, size, "%016" PRIx64, (uint64_t)sem_lease_token());
-}
-
-/* The notes' headers. */
-static amqp_table_entry_t i64_entry(const char *key, int64_t v)
-{
-	return (amqp_table_entry_t){.key = amqp_cstring_bytes(key),
-				    .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = v}};
-}
-
-static amqp_table_entry_t text_entry(const char *key, const char *v)
-{
-	return (amqp_table_entry_t){
-		.key = amqp_cstring_bytes(key),
-		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(v)}};
-}
-
-/* An offer as the first in line reads it; false if any part is missing
- * or out of range (it is then acknowledged and ignored). One that names
- * a token is an older amqplock's: read only to be declined. */
-static bool read_offer(struct sem *s, const amqp_basic_properties_t *p)
-{
-	int64_t slot, ms, quorum, token;
-
-	if (!header_i64(p, "slot", &slot) || !header_i64(p, "lease-ms", &ms) ||
-	    !header_i64(p, "quorum", &quorum) || slot < 1 || slot > SLOTS_MAX || ms < 1 ||
-	    ms > INT32_MAX || !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
-	    !text_copy(p->correlation_id, s->hold->handover.nonce, sizeof(s->hold->handover.nonce)))
-		return false;
-	s->hold->handover.offer_old = header_i64(p, "token", &token);
-	s->hold->handover.reply_to[0] = '\0';
-	if (s->hold->handover.offer_old &&
-	    (!(p->_flags & AMQP_BASIC_REPLY_TO_FLAG) || !conn_is_reply_to(&p->reply_to) ||
-	     !text_copy(p->reply_to, s->hold->handover.reply_to,
-			sizeof(s->hold->handover.reply_to))))
-		return false;
-	s->hold->handover.slot = (unsigned)slot;
-	s->hold->handover.ms = (unsigned)ms;
-	s->hold->handover.quorum = quorum != 0;
-	s->hold->handover.offer_signed = conn_signed_by_us(s->conn, p);
-	/* A new offer: an answer to an earlier ask no longer counts. */
-	s->hold->handover.asked[0] = '\0';
-	return true;
-}
-
-/* Tells an offerer that we will not ask for its lease, so that it
- * releases the slot as usual now rather than after ADOPT_WAIT: into its
- * holder queue, or an older amqplock's reply-to. Nothing is waited for. */
-static void decline(struct sem *s, unsigned slot, const char *nonce, const char *reply_to)
-{
-	char holder[QUEUE_NAME_MAX + 1];
-	amqp_table_t none = {0};
-	struct conn_note n = {.queue = reply_to,
-			      .type = DECLINED_TYPE,
-			      .expiration = NOTICE_EXPIRATION,
-			      .correlation_id = nonce,
-			      .headers = &none};
-
-	if (!reply_to) {
-		sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
-		n.queue = holder;
-	}
-	if (conn_send_note(s->conn, &n) != AL_OK)
-		trace("could not decline an offer: %s", status_message());
-}
-
-/* An offer that comes while we ask for another (releases on other slots
- * of the semaphore): declined at once, from the delivery's hook, so that
- * its offerer releases the slot as usual now. */
-static void decline_now(struct sem *s, const amqp_basic_properties_t *p)
-{
-	char to[256], nonce[40];
-	int64_t slot, token;
-	bool old = header_i64(p, "token", &token);
-
-	if (!text_copy(p->correlation_id, nonce, sizeof(nonce)) ||
-	    !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG))
-		return;
-	if (old && (p->_flags & AMQP_BASIC_REPLY_TO_FLAG) && conn_is_reply_to(&p->reply_to) &&
-	    text_copy(p->reply_to, to, sizeof(to)))
-		decline(s, 0, nonce, to);
-	else if (!old && header_i64(p, "slot", &slot) && slot >= 1 && slot <= SLOTS_MAX)
-		decline(s, (unsigned)slot, nonce, NULL);
-}
-
-/* What a delivery from the line is to the hand-over (taken into
- * s->hold->handover): no note of it, an offer (a wake-up), or another note (the
- * answer to our ask among them), which is acknowledged at once. */
-enum handover_note { NOT_A_NOTE, NOTE_OFFER, NOTE_OTHER };
-
-static enum handover_note handover_note(struct sem *s, const amqp_basic_properties_t *p)
-{
-	char id[sizeof(s->hold->handover.asked)];
-	int64_t token;
-
-	if (conn_is_type(p, OFFER_TYPE) && s->hold->handover.asking) {
-		decline_now(s, p);
-		s->hold->handover.offer_meanwhile = true;
-		return NOTE_OTHER;
-	}
-	if (conn_is_type(p, OFFER_TYPE))
-		return read_offer(s, p) ? NOTE_OFFER : NOTE_OTHER;
-	if (!conn_is_type(p, HANDED_TYPE))
-		return NOT_A_NOTE;
-	/* Ours only if it answers our ask: its id went nowhere but into the
-	 * offerer's holder queue, which only the holder's connection reads
-	 * (anyone may publish an answer, nobody else can know the id). */
-	if (s->hold->handover.asked[0] && conn_signed_by_us(s->conn, p) &&
-	    nonce_is(p, s->hold->handover.nonce) && header_text(p, "adopter", id, sizeof(id)) &&
-	    strcmp(id, s->hold->handover.asked) == 0 && header_i64(p, "token", &token) &&
-	    token > 0) {
-		s->hold->handover.handed = true;
-		s->hold->handover.token = token;
-	}
-	return NOTE_OTHER;
-}
-
-enum line_heard sem_handover_ear(struct sem *s, uint64_t tag, const amqp_basic_properties_t *p)
-{
-	enum handover_note note = handover_note(s, p);
-
-	if (note != NOT_A_NOTE)
-		return note == NOTE_OFFER ? HEARD_OFFER : HEARD_NOTE;
-	if (!s->hold->handover.asking)
-		return HEARD_WAKE;
-	conn_ack(s->conn, tag);
-	s->hold->handover.woken_meanwhile = true;
-	return HEARD_TAKEN;
-}
-
-bool sem_offered(const struct sem *s)
-{
-	return (s->hold->place.wake_tag != 0 && s->hold->place.offer) || s->hold->handover.handed;
-}
-
-/* --- the offerer's side ------------------------------------------------ */
+#define ADOPT_WAIT (ADOPT_WAIT_MS / 1000.0)
+#define TEXT_OF(n) #n
+#define TEXT(n)    TEXT_OF(n)
 
 /* The offerer has decided for an asker (heard_ask). */
 static bool decided(const struct sem *s)
@@ -243,14 +51,14 @@ static void heard_ask(void *owner, uint64_t tag, const amqp_basic_properties_t *
 	double after = boot_seconds() - s->hold->handover.offered_at;
 
 	(void)tag; /* the holder queue is read without acknowledgements */
-	if (decided(s) || s->hold->handover.deaf || !nonce_is(p, s->hold->handover.nonce))
+	if (decided(s) || s->hold->handover.deaf || !note_nonce_is(p, s->hold->handover.nonce))
 		return;
 	if (conn_is_type(p, DECLINED_TYPE)) {
 		s->hold->handover.declined = true;
 		return;
 	}
 	if (!conn_is_type(p, ASK_TYPE) || !conn_signed_by_us(s->conn, p) ||
-	    !header_text(p, "adopter", id, sizeof(id)))
+	    !note_header_text(p, "adopter", id, sizeof(id)))
 		return;
 	/* The asker stops waiting ASK_WAIT after it asked, which was after
 	 * our offer: an ask read later than ADOPT_WAIT after the offer (we
@@ -271,17 +79,6 @@ static void stopped_hearing(void *owner, enum conn_consumer_end why)
 
 	(void)why;
 	s->hold->handover.deaf = true;
-}
-
-/* Reads what comes until done(s) or `by`. */
-static enum al_status wait_for(struct sem *s, bool (*done)(const struct sem *), struct deadline by)
-{
-	enum al_status st = AL_OK;
-
-	while (st == AL_OK && !done(s) && !deadline_passed(by))
-		if (conn_wait_readable(s->conn, by))
-			st = conn_drain(s->conn);
-	return st;
 }
 
 /* The offer, published in the round trip that asks whether anyone waits
@@ -318,17 +115,17 @@ static enum al_status anyone_waiting(struct sem *s, const struct conn_note *offe
 }
 
 /* Decided: our holder queue is deleted, then the answer, which hands the
- * lease over with its token, goes to the line behind it on the same
- * channel, so that the adopter, which claims the holder queue with the
- * lease, finds it free. Whatever fails now, the lease is not ours any
- * more: the keeper has let go of it. */
-static void hand_to_adopter(struct sem *s, unsigned slot)
+ * lease over with its token, goes behind it on the same channel to where
+ * the offer went (the asker's own queue, or #waiters), so that the
+ * adopter, which claims the holder queue with the lease, finds it free.
+ * Whatever fails now, the lease is not ours any more: the keeper has let
+ * go of it. */
+static void hand_to_adopter(struct sem *s, unsigned slot, const char *to)
 {
-	char line[QUEUE_NAME_MAX + 1];
-	amqp_table_entry_t e[2] = {text_entry("adopter", s->hold->handover.adopter),
-				   i64_entry("token", s->hold->lease.token)};
+	amqp_table_entry_t e[2] = {note_text_entry("adopter", s->hold->handover.adopter),
+				   note_i64_entry("token", s->hold->lease.token)};
 	amqp_table_t headers = {.num_entries = 2, .entries = e};
-	struct conn_note n = {.queue = line,
+	struct conn_note n = {.queue = to,
 			      .type = HANDED_TYPE,
 			      .expiration = NOTICE_EXPIRATION,
 			      .correlation_id = s->hold->handover.nonce,
@@ -339,7 +136,6 @@ static void hand_to_adopter(struct sem *s, unsigned slot)
 	uint16_t refused;
 	size_t done;
 
-	line_waiters_queue(s, line);
 	st = req_send_steps(s, slot, &delete_holder, 1);
 	if (st == AL_OK)
 		st = conn_send_note(s->conn, &n);
@@ -352,48 +148,149 @@ static void hand_to_adopter(struct sem *s, unsigned slot)
 	status_clear();
 }
 
+/* The release's decision, once the offer is out: the first ask that
+ * comes within ADOPT_WAIT decides (heard_ask), a decline or deafness
+ * ends the wait sooner. Then no decision any more: an ask read later is
+ * dropped. */
+static enum al_status await_ask(struct sem *s, bool someone, struct deadline by)
+{
+	enum al_status st = someone ? note_wait_for(s, answered, by) : AL_OK;
+
+	/* What came meanwhile is heard (an ask too late is said so). */
+	if (st == AL_OK && !answered(s))
+		st = conn_drain(s->conn);
+	s->hold->handover.deaf = true;
+	conn_consume_end(s->conn, NULL);
+	return st;
+}
+
+/* A new hand-over of slot k: its nonce, and our holder queue listened
+ * to, where the ask comes (nobody else can read it), from before the
+ * offer: an ask that comes first waits there for us. */
+static enum al_status listen_for_ask(struct sem *s, unsigned slot)
+{
+	char holder[QUEUE_NAME_MAX + 1];
+	struct conn_consumer hooks = {.delivered = heard_ask, .ended = stopped_hearing, .owner = s};
+
+	memset(&s->hold->handover, 0, sizeof(s->hold->handover));
+	s->hold->handover.slot = slot;
+	note_new_id(s->hold->handover.nonce, sizeof(s->hold->handover.nonce));
+	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
+	return conn_listen(s->conn, holder, &hooks);
+}
+
+/* The offer through #line (docs/design.md, "A line for N slots"): the
+ * oldest entry taken, unacknowledged, and the offer sent into the queue
+ * it names, mandatory; an entry whose queue is gone (the offer comes
+ * back) is acknowledged, and the next one taken. Decided, the entry is
+ * acknowledged (its waiter served) before the answer goes; otherwise it
+ * goes back in its place, and the release wakes it. *nobody: no entry
+ * of a waiter that is there. */
+static enum al_status offer_to_entries(struct sem *s, unsigned slot, bool *handed, bool *nobody)
+{
+	char line[QUEUE_NAME_MAX + 1], to[QUEUE_NAME_MAX + 1];
+	amqp_table_entry_t e[3] = {note_i64_entry("slot", slot),
+				   note_i64_entry("lease-ms", s->hold->lease.ms),
+				   note_i64_entry("quorum", s->lease_quorum)};
+	amqp_table_t headers = {.num_entries = 3, .entries = e};
+	struct conn_note offer = {.queue = to,
+				  .type = OFFER_TYPE,
+				  .expiration = TEXT(ADOPT_WAIT_MS),
+				  .headers = &headers,
+				  .main = true,
+				  .mandatory = true};
+	struct conn_got got = {0};
+	struct deadline by = deadline_in(ADOPT_WAIT);
+	enum al_status st;
+	unsigned passed;
+	bool routed = false;
+
+	*nobody = true;
+	if ((st = listen_for_ask(s, slot)) != AL_OK)
+		return st;
+	offer.correlation_id = s->hold->handover.nonce;
+	line_entries_queue(s, line);
+	for (passed = 0; st == AL_OK && !routed && passed < ENTRIES_PASSED_MAX; passed++) {
+		if ((st = conn_get(s->conn, line, "queue", to, sizeof(to), &got)) != AL_OK ||
+		    !got.tag) {
+			/* (no #line, or not ours to read: not asked again) */
+			s->no_entries = s->no_entries || got.refused;
+			break;
+		}
+		if (!sem_name_is_waiter(&s->name, to, strlen(to))) {
+			conn_settle(s->conn, &got, false);
+			continue;
+		}
+		s->hold->handover.offered_at = boot_seconds();
+		by = deadline_in(ADOPT_WAIT);
+		if ((st = conn_send_note(s->conn, &offer)) == AL_OK)
+			st = conn_note_routed(s->conn, &routed);
+		if (st == AL_OK && !routed)
+			conn_settle(s->conn, &got, false);
+	}
+	if (st == AL_OK && passed > (routed ? 1u : 0u))
+		trace("passed %u entries of waiters gone in %s", passed - (routed ? 1u : 0u), line);
+	*nobody = st == AL_OK && !routed;
+	if (routed)
+		trace("released slot %u of %s; offering its lease to the first in line (%s)", slot,
+		      s->label, to);
+	st = await_ask(s, routed, by);
+	if ((*handed = decided(s))) {
+		conn_settle(s->conn, &got, false);
+		if (st == AL_OK)
+			hand_to_adopter(s, slot, to);
+		status_clear();
+		return AL_OK;
+	}
+	if (routed)
+		conn_settle(s->conn, &got, true);
+	if (st == AL_OK && routed)
+		trace("the lease of slot %u was %s; ending it", slot,
+		      s->hold->handover.declined ? "declined" : "not asked for");
+	return st;
+}
+
 enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 {
-	char line[QUEUE_NAME_MAX + 1], holder[QUEUE_NAME_MAX + 1];
-	struct conn_consumer hooks = {.delivered = heard_ask, .ended = stopped_hearing, .owner = s};
-	amqp_table_entry_t e[3] = {i64_entry("slot", slot),
-				   i64_entry("lease-ms", s->hold->lease.ms),
-				   i64_entry("quorum", s->lease_quorum)};
+	char line[QUEUE_NAME_MAX + 1];
+	amqp_table_entry_t e[3] = {note_i64_entry("slot", slot),
+				   note_i64_entry("lease-ms", s->hold->lease.ms),
+				   note_i64_entry("quorum", s->lease_quorum)};
 	amqp_table_t headers = {.num_entries = 3, .entries = e};
 	struct conn_note offer = {
 		.type = OFFER_TYPE, .expiration = TEXT(ADOPT_WAIT_MS), .headers = &headers};
 	struct deadline by;
 	enum al_status st;
-	bool up, waiting, someone;
+	bool up, waiting, someone, nobody = true;
 
 	*handed = false;
-	/* One slot only. The line serves one message at a time, to its
-	 * first waiter alone: with several slots, offers of releases that
-	 * come together reach a first in line busy with another, and all
-	 * but one fall back to the release, later than without an offer
-	 * (100 holds 5 ms apart on 5 slots: 41% busy, against 52% without
-	 * hand-overs, on 3.10.8). Nor while our holder queue is not ours
-	 * (after a re-attach): the first in line asks through it. */
-	if (!rules_offer(s->hold->lease.on, s->max_seen, s->conn->user[0] != '\0',
-			 conn_consuming(s->conn), !s->hold->lease.need_holder))
+	/* Not while our holder queue is not ours (after a re-attach): the
+	 * first in line asks through it. */
+	if (!rules_offer(s->hold->lease.on, s->conn->user[0] != '\0', conn_consuming(s->conn),
+			 !s->hold->lease.need_holder))
 		return AL_OK;
 	if ((st = line_up(s, &up)) != AL_OK || !up)
 		return st;
-	memset(&s->hold->handover, 0, sizeof(s->hold->handover));
-	s->hold->handover.slot = slot;
-	new_id(s->hold->handover.nonce, sizeof(s->hold->handover.nonce));
-	line_waiters_queue(s, line);
-	sem_name_slot(&s->name, slot, HOLDER_QUEUE, holder);
-	offer.queue = line;
-	offer.correlation_id = s->hold->handover.nonce;
-	/* Listening to our holder queue, where the ask comes (nobody else
-	 * can read it), from before the offer: an ask that comes first
-	 * waits there for us. The offer goes on the listener's channel,
-	 * behind its consume: if the broker refuses us the holder queue (a
-	 * user without read on it), the channel closes and the offer with
-	 * it, and the first in line gets the release's wake-up at once. */
-	if ((st = conn_listen(s->conn, holder, &hooks)) != AL_OK)
+	if (line_entries_wanted(s) &&
+	    ((st = offer_to_entries(s, slot, handed, &nobody)) != AL_OK || *handed || !nobody))
 		return st;
+	/* Through #waiters, to an older amqplock, on one slot only: that
+	 * line serves one message at a time, to its first waiter alone.
+	 * With several slots, offers of releases that come together reach a
+	 * first in line busy with another, and all but one fall back to the
+	 * release, later than without an offer (100 holds 5 ms apart on 5
+	 * slots: 41% busy, against 52% without hand-overs, on 3.10.8). */
+	if (s->max_seen != 1 || s->line != LINE_UP)
+		return AL_OK;
+	line_waiters_queue(s, line);
+	offer.queue = line;
+	/* The offer goes on the listener's channel, behind its consume: if
+	 * the broker refuses us the holder queue (a user without read on
+	 * it), the channel closes and the offer with it, and the first in
+	 * line gets the release's wake-up at once. */
+	if ((st = listen_for_ask(s, slot)) != AL_OK)
+		return st;
+	offer.correlation_id = s->hold->handover.nonce;
 	trace("released slot %u of %s; offering its lease to the first in line", slot, s->label);
 	s->hold->handover.offered_at = boot_seconds();
 	by = deadline_in(ADOPT_WAIT);
@@ -402,17 +299,11 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	someone = st == AL_OK && (waiting || decided(s));
 	if (st == AL_OK && !someone)
 		trace("nobody was in line for slot %u", slot);
-	if (st == AL_OK && someone)
-		st = wait_for(s, answered, by);
-	/* What came meanwhile is heard (an ask too late is said so). */
-	if (st == AL_OK && !answered(s))
-		st = conn_drain(s->conn);
-	/* No decision from here on: an ask read later is dropped. */
-	s->hold->handover.deaf = true;
-	conn_consume_end(s->conn, NULL);
+	if (st == AL_OK)
+		st = await_ask(s, someone, by);
 	if ((*handed = decided(s))) {
 		if (st == AL_OK)
-			hand_to_adopter(s, slot);
+			hand_to_adopter(s, slot, line);
 		status_clear();
 		return AL_OK;
 	}
@@ -420,224 +311,4 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 		trace("the lease of slot %u was %s; ending it", slot,
 		      s->hold->handover.declined ? "declined" : "not asked for");
 	return st;
-}
-
-/* --- the first in line's side ------------------------------------------ */
-
-static bool handed(const struct sem *s)
-{
-	return s->hold->handover.handed;
-}
-
-/* The wait for an answer ends when it comes, or when another offer
- * reaches us (declined: handover_note): the slot's holder is letting go
- * now, so whoever we asked hands us nothing. That is an offer left in a
- * line nobody waited in, taken by the next to join, who asked whoever
- * holds the slot by then; waiting out ASK_WAIT, it ran a second after
- * that holder's release. A wake-up alone does not end the wait: it may
- * come while the holder we asked is answering, and with another slot
- * taken meanwhile, the lease handed to us would be left to run out. */
-static bool answered_or_moot(const struct sem *s)
-{
-	return s->hold->handover.handed || s->hold->handover.offer_meanwhile;
-}
-
-/* A wake-up taken while we asked (sem_handover_ear): another slot may be
- * free. Published again, for the next in line if we leave with our slot,
- * or for us. */
-static enum al_status pass_on_wake(struct sem *s)
-{
-	if (!s->hold->handover.woken_meanwhile)
-		return AL_OK;
-	s->hold->handover.woken_meanwhile = false;
-	return sem_wake_line(s);
-}
-
-/* What the first in line would have made itself (rules.h). */
-static const char *not_adoptable(const struct sem *s)
-{
-	return rules_not_adoptable(s->hold->lease.on, s->hold->handover.offer_signed,
-				   s->hold->handover.offer_old, s->hold->handover.ms,
-				   s->hold->lease.ms, s->hold->handover.quorum, s->lease_quorum);
-}
-
-/* The ask, into the offerer's holder queue, mandatory: only the
- * connection that holds that queue can read it, and if none does (an
- * offer left from a holder since gone, or one that names an away
- * holder's slot), the broker returns it. */
-static enum al_status send_ask(struct sem *s, unsigned k, bool *routed)
-{
-	char holder[QUEUE_NAME_MAX + 1];
-	amqp_table_entry_t e = text_entry("adopter", s->hold->handover.asked);
-	amqp_table_t headers = {.num_entries = 1, .entries = &e};
-	struct conn_note n = {.queue = holder,
-			      .type = ASK_TYPE,
-			      .expiration = NOTICE_EXPIRATION,
-			      .correlation_id = s->hold->handover.nonce,
-			      .headers = &headers,
-			      .main = true,
-			      .mandatory = true};
-	enum al_status st;
-
-	*routed = false;
-	sem_name_slot(&s->name, k, HOLDER_QUEUE, holder);
-	st = conn_send_note(s->conn, &n);
-	return st == AL_OK ? conn_note_routed(s->conn, routed) : st;
-}
-
-/* The offer spent: asked for, or declined. AL_OK once the lease is
- * handed to us (s->hold->handover.handed), AL_BUSY if not. An answer that comes
- * after ASK_WAIT still hands it to us (handover_note), while we wait in
- * line. */
-static enum al_status ask(struct sem *s)
-{
-	unsigned k = s->hold->handover.slot;
-	const char *why = not_adoptable(s);
-	enum al_status st;
-	bool routed = false;
-
-	/* Spent whatever comes of it: the answer comes through the line,
-	 * after it. */
-	sem_wake_done(s);
-	s->hold->handover.woken_meanwhile = false;
-	s->hold->handover.offer_meanwhile = false;
-	if (why) {
-		trace("slot %u offered, not adopted: %s", k, why);
-		decline(s, k, s->hold->handover.nonce,
-			s->hold->handover.offer_old ? s->hold->handover.reply_to : NULL);
-		return fail(AL_BUSY, "slot %u of %s is being handed over", k, s->label);
-	}
-	trace("slot %u offered: asking its holder for the lease", k);
-	new_id(s->hold->handover.asked, sizeof(s->hold->handover.asked));
-	s->hold->handover.asking = true;
-	st = send_ask(s, k, &routed);
-	if (st == AL_OK && routed)
-		st = wait_for(s, answered_or_moot, deadline_in(ASK_WAIT));
-	s->hold->handover.asking = false;
-	if (st == AL_OK && !routed) {
-		trace("slot %u offered, not adopted: no holder holds its holder queue "
-		      "(an offer left over, or not its holder's)",
-		      k);
-		s->hold->handover.asked[0] = '\0';
-	} else if (st == AL_OK && !handed(s) && s->hold->handover.offer_meanwhile) {
-		trace("slot %u offered, not handed over: another offer came meanwhile", k);
-	} else if (st == AL_OK && !handed(s)) {
-		trace("slot %u offered, not handed over within %g s", k, ASK_WAIT);
-	}
-	if (st == AL_OK && !handed(s))
-		st = pass_on_wake(s);
-	return st == AL_OK && !handed(s)
-		       ? fail(AL_BUSY, "slot %u of %s was not handed over", k, s->label)
-		       : st;
-}
-
-/* The adopter's claim, in one round trip, a claim's with the lease's
- * token for ours: the lease declared (refused, 406, if it is another's;
- * made again if it ran out while we were stopped, which makes this a
- * claim like any other), read if it is a quorum queue (a declare does not
- * restart its expiry; the read does, so the lease lasts D from the
- * adoption, as our deadline counts), the slot checked and our holder
- * queue declared: the mark of a live holder, which the offerer deleted
- * before it answered, and which no other claimer may hold while we do.
- * As a claim's, the lease's time starts before it is sent. *leased says
- * whether the lease is ours; AL_BUSY if any step was refused. */
-static enum al_status adopt_claim(struct sem *s, unsigned k, bool *leased)
-{
-	static const struct step holder = {DECLARE_EXCLUSIVE, HOLDER_QUEUE};
-	struct step steps[4] = {{DECLARE_LEASE, LEASE_QUEUE}};
-	size_t n = 1, done = 0, got;
-	uint16_t refused;
-	enum al_status st;
-	unsigned tries;
-
-	if (s->lease_quorum)
-		steps[n++] = (struct step){READ_QUEUE, LEASE_QUEUE};
-	steps[n++] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
-	steps[n++] = holder;
-	s->hold->lease.renewed = boot_seconds();
-	st = req_send_steps(s, k, steps, n);
-	if (st == AL_OK && s->hold->claim_sent)
-		s->hold->claim_sent(s->hold->claim_arg, k);
-	if (st == AL_OK)
-		st = req_await_steps(s, steps, n, &done, &refused);
-	*leased = done > 0;
-	for (tries = 0; st == AL_OK && done == n - 1 && refused == AMQP_RESOURCE_LOCKED &&
-			tries < ADOPT_HOLDER_TRIES;
-	     tries++) {
-		sleep_seconds(jitter(0.002 * (tries + 1)));
-		if ((st = req_run_steps(s, k, &holder, 1, &got, &refused)) == AL_OK && got == 1)
-			done = n;
-	}
-	if (st == AL_OK && done < n)
-		trace("could not adopt slot %u (refused %u at step %zu)", k, refused,
-		      done < n - 1 ? done + 1 : n);
-	if (st == AL_OK && done == n)
-		st = claim_fresh(s, k);
-	return st == AL_OK && done < n ? AL_BUSY : st;
-}
-
-/* The lease handed to us, claimed with its token; given back (ended by
- * its token, which only we may use now) if that fails. */
-static enum al_status adopt(struct sem *s, unsigned *slot)
-{
-	unsigned k = s->hold->handover.slot;
-	int64_t own = s->hold->lease.token;
-	enum al_status st;
-	bool leased = false;
-
-	s->hold->handover.handed = false;
-	s->hold->handover.asked[0] = '\0';
-	trace("slot %u handed over: adopting its lease", k);
-	s->hold->lease.token = s->hold->handover.token;
-	st = adopt_claim(s, k, &leased);
-	if (st == AL_OK) {
-		trace("slot %u is ours, handed over", k);
-		*slot = k;
-		return pass_on_wake(s);
-	}
-	if (st == AL_BUSY && leased)
-		st = sem_lease_let_go(s, k);
-	else if (st == AL_BUSY)
-		st = AL_OK;
-	/* A connection lost meanwhile leaves the lease ours to end: the
-	 * next connection ends it, by its token. */
-	if (st != AL_OK && s->conn->dead) {
-		s->hold->claim_void = true;
-		s->hold->void_slot = k;
-	}
-	if (s->hold->claim_void)
-		s->hold->void_token = s->hold->handover.token;
-	s->hold->lease.token = own;
-	if (st == AL_OK)
-		st = pass_on_wake(s);
-	return st == AL_OK ? fail(AL_BUSY, "slot %u of %s was not handed over", k, s->label) : st;
-}
-
-enum al_status sem_adopt(struct sem *s, unsigned *slot)
-{
-	enum al_status st;
-
-	*slot = 0;
-	if (!s->hold->handover.handed && (st = ask(s)) != AL_OK)
-		return st;
-	return adopt(s, slot);
-}
-
-void sem_handover_forget(struct sem *s)
-{
-	unsigned k = s->hold->handover.slot;
-	int64_t own = s->hold->lease.token;
-
-	s->hold->handover.asked[0] = '\0';
-	if (!s->hold->handover.handed)
-		return;
-	/* Handed to us and not adopted (we leave the line with another
-	 * slot, or give up): ours to end, by its token. */
-	s->hold->handover.handed = false;
-	s->hold->lease.token = s->hold->handover.token;
-	if (s->conn->dead || sem_lease_end(s, k) != AL_OK) {
-		trace("could not end the lease of slot %u handed to us: it runs out", k);
-		status_clear();
-	}
-	s->hold->lease.token = own;
 }

@@ -7,21 +7,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "clock.h"
-
-int64_t sem_lease_token(void)
-{
-	uint64_t t = 0;
-
-	/* Unpredictable and unique enough: 63 random bits. rand() would
-	 * repeat for two clients started in the same second. */
-	if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t))
-		t = (uint64_t)now_seconds() * 1000003u ^ (uint64_t)rand() << 20;
-	t &= INT64_MAX;
-	return t ? (int64_t)t : 1;
-}
 
 void sem_hold_init(struct sem *s, struct sem_hold *h, unsigned lease_ms, int64_t token)
 {
@@ -244,7 +231,10 @@ static enum al_status wake_line_confirmed(struct sem *s)
 	enum al_status st = sem_wake_line(s);
 	bool routed;
 
-	return st == AL_OK ? conn_note_routed(s->conn, &routed) : st;
+	/* (the wake-ups into #line were confirmed one by one) */
+	return st == AL_OK && s->conn->answered < s->conn->published
+		       ? conn_note_routed(s->conn, &routed)
+		       : st;
 }
 
 enum al_status sem_lease_end_apart(struct sem *s, unsigned slot, struct conn *holding, bool *ended)
@@ -320,9 +310,11 @@ enum al_status sem_lease_let_go(struct sem *s, unsigned slot)
  * whole length); the connection's close waits for the rest. */
 enum al_status sem_released(struct sem *s, unsigned slot)
 {
+	static const struct step delete_holder = {DELETE_QUEUE, HOLDER_QUEUE};
 	char lease[QUEUE_NAME_MAX + 1];
 	enum al_status st = AL_OK, lease_st = AL_OK;
-	uint16_t refused;
+	uint16_t refused, held_refused;
+	size_t done;
 
 	sem_name_slot(&s->name, slot, LEASE_QUEUE, lease);
 	/* The lease and the holder queue are deleted side by side (two
@@ -341,6 +333,13 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 		lease_st = req_lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK)
 		st = req_slot_send(s, DELETE_QUEUE, slot, HOLDER_QUEUE);
+	/* The holder queue's answer, before the wake-up's own questions
+	 * to the line (it comes first on the channel anyway), and before
+	 * the lease's: the lease's answer, read while the main channel is,
+	 * is kept for its reader, where a read of the lease's channel
+	 * passes the main channel's by. */
+	if (st == AL_OK)
+		st = req_await_steps(s, &delete_holder, 1, &done, &held_refused);
 	if (st == AL_OK && s->hold->lease.on && !s->lease_quorum)
 		lease_st = req_lease_answer(s, DELETE_QUEUE, &refused);
 	if (st == AL_OK && !s->conn->dead) {

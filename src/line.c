@@ -1,16 +1,33 @@
-/* The line of waiters (the #waiters queue): joining it, waking its first
- * waiter, leaving it, and restarting it behind a first in line that
- * never takes its turn. */
+/* The line of waiters: joining it, waking its first waiter, leaving it,
+ * and passing a first in line that never takes its turn. Two queues make
+ * it: #line, where a waiter's place is an entry naming a queue of its own
+ * (semaphores of more than one slot: docs/design.md, "A line for N
+ * slots"), and #waiters, the single-active-consumer line that one-slot
+ * semaphores and amqplock 0.4 and older wait in, and newer ones when the
+ * broker refuses them #line. #waiters is also the mark that anyone may
+ * wait: waiters in #line keep it there (sem_line_keep), and who finds no
+ * #waiters asks nothing of #line. A wake-up goes to both. */
 #include "sem_parts.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
+
+/* The type of an entry in #line. */
+#define ENTRY_TYPE "amqplock.entry"
+/* How many waiters one call wakes at most (slots added at once). */
+#define WAKES_MAX 16
 
 /* The waiters queue of the semaphore: its line (see sem_join_line). */
 void line_waiters_queue(const struct sem *s, char *buf)
 {
 	sem_name_slot(&s->name, 1, WAITERS_QUEUE, buf);
+}
+
+void line_entries_queue(const struct sem *s, char *buf)
+{
+	sem_name_slot(&s->name, 1, LINE_QUEUE, buf);
 }
 
 /* The line's waiters queue as a passive declare sees it: how many clients
@@ -31,19 +48,143 @@ static enum al_status count_waiters(struct sem *s, uint32_t *waiters)
 	return line_counts(s, waiters, &waiting);
 }
 
+/* --- the entries of #line ----------------------------------------------- */
+
+/* How often a waiter in #line declares #waiters again (its expiry is a
+ * minute): the mark that someone waits. */
+#define LINE_KEEP 20.0
+
+/* Whether #line may have entries to look at: someone may wait (#waiters
+ * is there), no look at #line on this connection found it missing or
+ * refused, and either the semaphore has more than one slot (one-slot
+ * waiters wait in #waiters) or we wait in #line ourselves. */
+static bool entries_wanted(const struct sem *s)
+{
+	return s->line == LINE_UP && !s->no_entries &&
+	       (s->max_seen != 1 || (s->hold && s->hold->place.entered));
+}
+
+/* A get of #line refused (no such queue, or not ours to read): nothing
+ * more is asked of it on this connection. */
+static void note_get(struct sem *s, const struct conn_got *got)
+{
+	if (got->refused)
+		s->no_entries = true;
+}
+
+/* What a look at the head of #line does with the oldest entry whose
+ * waiter is there: nothing (it is only found), or a wake-up into its
+ * queue. Either way the entry goes back in its place. */
+enum head_act { HEAD_FIND, HEAD_WAKE };
+
+/* One entry's waiter told, mandatory: *there is false if its queue is
+ * gone (the broker returned the message). A wake-up lives as long as
+ * any notice; a find is a probe, which stays nowhere. */
+static enum al_status tell_entry(struct sem *s, const char *queue, enum head_act act, bool *there)
+{
+	enum al_status st = act == HEAD_WAKE
+				    ? conn_publish_expiring(s->conn, queue, true, NOTICE_EXPIRATION)
+				    : conn_publish_probe(s->conn, queue);
+
+	return st == AL_OK ? conn_note_routed(s->conn, there) : st;
+}
+
+/* The head of #line, taken entry by entry (basic.get, unacknowledged):
+ * an entry that names no waiter's queue of this semaphore, or a queue
+ * that is gone, or `skip` (ours, as we leave), is acknowledged and so
+ * gone; the first other one is told (act) and put back in its place,
+ * its queue's name in found (QUEUE_NAME_MAX + 1 bytes; "" if none). */
+static enum al_status line_head(struct sem *s, enum head_act act, const char *skip, char *found)
+{
+	char line[QUEUE_NAME_MAX + 1], named[QUEUE_NAME_MAX + 1];
+	struct conn_got got;
+	enum al_status st = AL_OK;
+	unsigned passed;
+	bool there = false;
+
+	found[0] = '\0';
+	line_entries_queue(s, line);
+	for (passed = 0; st == AL_OK && !there && passed < ENTRIES_PASSED_MAX; passed++) {
+		if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &got)) != AL_OK ||
+		    !got.tag) {
+			note_get(s, &got);
+			break;
+		}
+		there = false;
+		if (sem_name_is_waiter(&s->name, named, strlen(named)) &&
+		    !(skip && strcmp(named, skip) == 0))
+			st = tell_entry(s, named, act, &there);
+		/* Unsure (no answer): back in place, as a closed channel
+		 * would put it. */
+		conn_settle(s->conn, &got, there || st != AL_OK);
+		if (st == AL_OK && there)
+			memcpy(found, named, sizeof(named));
+	}
+	if (st == AL_OK && passed > 1 + (found[0] != '\0'))
+		trace("passed %u entries of waiters gone in %s", passed - (found[0] != '\0'), line);
+	return st;
+}
+
+/* Wakes the oldest `n` waiters of #line (at most WAKES_MAX): their
+ * entries are held until all are found (a put back entry would be the
+ * next get's again), then put back in their places. */
+static enum al_status wake_entries(struct sem *s, unsigned n, const char *skip)
+{
+	char line[QUEUE_NAME_MAX + 1], named[QUEUE_NAME_MAX + 1];
+	struct conn_got held[WAKES_MAX];
+	enum al_status st = AL_OK;
+	unsigned woken = 0, i, passed = 0;
+	bool there;
+
+	if (n > WAKES_MAX)
+		n = WAKES_MAX;
+	line_entries_queue(s, line);
+	while (st == AL_OK && woken < n && passed < ENTRIES_PASSED_MAX) {
+		if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &held[woken])) !=
+			    AL_OK ||
+		    !held[woken].tag) {
+			note_get(s, &held[woken]);
+			break;
+		}
+		there = false;
+		if (sem_name_is_waiter(&s->name, named, strlen(named)) &&
+		    !(skip && strcmp(named, skip) == 0))
+			st = tell_entry(s, named, HEAD_WAKE, &there);
+		if (st == AL_OK && there) {
+			woken++;
+		} else {
+			conn_settle(s->conn, &held[woken], st != AL_OK);
+			passed++;
+		}
+	}
+	for (i = 0; i < woken; i++)
+		conn_settle(s->conn, &held[i], true);
+	if (st == AL_OK && passed > 0)
+		trace("passed %u entries of waiters gone in %s", passed, line);
+	return st;
+}
+
+/* --- joining and leaving ------------------------------------------------ */
+
 /* Whether a newcomer must queue behind others: free slots are theirs
- * first. The probe of look_find_free said whether the line exists and takes
- * messages; whether anyone is in it takes one more round trip, only
- * then. */
+ * first. The probe of look_find_free said whether #waiters exists and
+ * takes messages; whether anyone is in line takes one more round trip or
+ * two, only then: the consumers of #waiters, and the head of #line
+ * (entries whose waiter has gone passed on the way). */
 enum al_status line_ahead(struct sem *s, bool *ahead)
 {
+	char found[QUEUE_NAME_MAX + 1] = "";
 	uint32_t waiters = 0;
 	enum al_status st = s->line == LINE_UP ? count_waiters(s, &waiters) : AL_OK;
 
-	*ahead = s->hold->behind_line = waiters > 0;
-	if (*ahead)
+	if (st == AL_OK && waiters == 0 && entries_wanted(s))
+		st = line_head(s, HEAD_FIND, NULL, found);
+	*ahead = s->hold->behind_line = waiters > 0 || found[0];
+	if (waiters > 0)
 		trace("%u clients wait for a slot of %s; queueing behind them", (unsigned)waiters,
 		      s->label);
+	else if (found[0])
+		trace("others wait for a slot of %s; queueing behind them", s->label);
 	return st;
 }
 
@@ -58,6 +199,11 @@ enum al_status line_up(struct sem *s, bool *up)
 	return st;
 }
 
+bool line_entries_wanted(const struct sem *s)
+{
+	return entries_wanted(s);
+}
+
 /* The type of the message that passes the turn (sem_leave_line). */
 #define TURN_TYPE "amqplock.turn"
 
@@ -68,13 +214,20 @@ static bool is_probe(const amqp_basic_properties_t *p)
 	       *(const char *)p->expiration.bytes == '0';
 }
 
+static void forget_wake(struct sem *s)
+{
+	s->hold->place.wake_tag = 0;
+	s->hold->place.offer = false;
+}
+
 /* Something delivered from the line, whatever was being read: it says
- * that we are first in line (only the first gets anything). It is a
+ * that we are first in line (only the first of #waiters gets anything;
+ * in #line, a wake-up or an offer comes to the oldest entry). It is a
  * wake-up (a lease offered is one too) unless its header says it is a
- * newcomer's probe of the line (RabbitMQ 3.10 and 4.0 hand an expiring
- * message to a ready consumer) or the turn passed on, or the ear says it
- * is a note (of a hand-over): those are acknowledged at once, so that
- * they hold nothing up. */
+ * probe (RabbitMQ 3.10 and 4.0 hand an expiring message to a ready
+ * consumer) or the turn passed on, or the ear says it is a note (of a
+ * hand-over): those are acknowledged at once, so that they hold nothing
+ * up. */
 static void delivered(void *owner, uint64_t tag, const amqp_basic_properties_t *props)
 {
 	struct sem *s = owner;
@@ -96,46 +249,78 @@ static void left_line(void *owner, enum conn_consumer_end why)
 	struct sem *s = owner;
 
 	s->hold->place.first = false;
-	s->hold->place.wake_tag = 0;
-	s->hold->place.offer = false;
+	s->hold->place.entered = false;
+	forget_wake(s);
 	if (why == CONSUMER_CANCELLED)
 		trace("the line was deleted; polling instead");
 	else if (why == CONSUMER_REFUSED)
 		trace("notifications refused; polling instead");
 }
 
-/* The line: one queue per semaphore that its waiters consume from, with
- * a single active consumer, so that the broker keeps them in the order
- * they joined and gives every wake-up (a release's, a poller's) to the
- * oldest alone. docs/design.md, "Waiters in line", says why it cannot
- * stall. */
+/* Our place in #line: a queue of our own, consumed, and an entry naming
+ * it, last in #line (made if it is not there: durable, no arguments). We
+ * are first if no entry was before ours. */
+static enum al_status enter(struct sem *s, const struct conn_consumer *hooks)
+{
+	char line[QUEUE_NAME_MAX + 1], mark[QUEUE_NAME_MAX + 1];
+	amqp_table_t arguments = req_waiters_arguments();
+	struct conn_entry e = {.own = s->hold->place.own,
+			       .mark = mark,
+			       .line = line,
+			       .type = ENTRY_TYPE,
+			       .mark_arguments = &arguments};
+	uint32_t ahead = 0;
+	enum al_status st;
+
+	line_entries_queue(s, line);
+	line_waiters_queue(s, mark);
+	sem_name_waiter(&s->name, (unsigned long long)sem_lease_token(), s->hold->place.own);
+	if ((st = conn_enter(s->conn, &e, hooks, &ahead)) != AL_OK)
+		return st;
+	s->line = LINE_UP;
+	s->no_entries = false;
+	s->hold->place.entered = true;
+	s->hold->place.kept = now_seconds();
+	s->hold->place.first = ahead == 0;
+	trace("waiting on %s, our place in %s", s->hold->place.own, line);
+	return AL_OK;
+}
+
+/* The line: our entry in #line, or (one slot, or the broker refused us
+ * #line) a consumer of #waiters, with a single active consumer, so that
+ * the broker keeps them in the order they joined and gives every wake-up
+ * (a release's, a poller's) to the oldest alone. docs/design.md,
+ * "Waiters in line", says why it cannot stall. */
 enum al_status sem_join_line(struct sem *s, sem_line_ear ear)
 {
-	/* Durable (RabbitMQ 4.3 refuses new transient shared queues), gone
-	 * a minute after its last consumer, and a line: the broker gives
-	 * its messages to one consumer at a time, the oldest, and passes
-	 * them on to the next when that one leaves (in the order they came)
-	 * or dies, unacknowledged ones included. */
-	amqp_table_entry_t arguments[] = {
-		{.key = amqp_cstring_bytes("x-expires"),
-		 .value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000}},
-		{.key = amqp_cstring_bytes("x-single-active-consumer"),
-		 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
-	};
-	amqp_table_t table = {.num_entries = 2, .entries = arguments};
+	/* A line: the broker gives its messages to one consumer at a time,
+	 * the oldest, and passes them on to the next when that one leaves
+	 * (in the order they came) or dies, unacknowledged ones included. */
+	amqp_table_t table = req_waiters_arguments();
 	struct conn_consumer hooks = {.delivered = delivered, .ended = left_line, .owner = s};
 	char queue[QUEUE_NAME_MAX + 1];
 	enum al_status st;
 	bool alone;
 
-	if (s->line == LINE_DOWN)
-		return AL_BROKER;
 	if (conn_consuming(s->conn))
 		return AL_OK;
 	s->hold->place.first = false;
-	s->hold->place.wake_tag = 0;
-	s->hold->place.offer = false;
+	s->hold->place.entered = false;
+	forget_wake(s);
 	s->hold->place.ear = ear;
+	/* One slot: #waiters, whose hand-over is a round trip shorter (the
+	 * offer goes with the question whether anyone waits; #line's needs
+	 * the entry first), and has only ever one offer to make at a time. */
+	if (s->max_seen != 1 && !s->hold->entries_refused && s->line != LINE_DOWN) {
+		if ((st = enter(s, &hooks)) == AL_OK || s->conn->dead)
+			return st;
+		line_entries_queue(s, queue);
+		trace("the broker refused us a place in %s: waiting as amqplock 0.4 did", queue);
+		s->hold->entries_refused = true;
+		status_clear();
+	}
+	if (s->line == LINE_DOWN)
+		return AL_BROKER;
 	line_waiters_queue(s, queue);
 	st = conn_consume(s->conn, queue, &table, &hooks, &alone);
 	/* Nobody consumed before us: we are first. */
@@ -165,32 +350,81 @@ void sem_wake_done(struct sem *s)
 {
 	if (s->hold->place.wake_tag && conn_consuming(s->conn))
 		conn_ack(s->conn, s->hold->place.wake_tag);
-	s->hold->place.wake_tag = 0;
-	s->hold->place.offer = false;
+	forget_wake(s);
+}
+
+/* Wakes the oldest waiter of each line: #waiters takes an expiring
+ * message (its first consumer gets it, or nobody), #line wakes its
+ * oldest entry's waiter, if anyone may be in it (#waiters probed if no
+ * look of ours has found it yet: a newcomer may have come since). */
+static enum al_status wake_lines(struct sem *s, unsigned n, const char *skip)
+{
+	struct probe p = {.kind = WAITERS_QUEUE, .slot = 1};
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	unsigned i;
+
+	line_waiters_queue(s, queue);
+	for (i = 0, st = AL_OK; st == AL_OK && i < n && i < WAKES_MAX; i++)
+		st = conn_publish_expiring(s->conn, queue, false, NOTICE_EXPIRATION);
+	if (st == AL_OK && s->line != LINE_UP && s->max_seen != 1 &&
+	    (st = probe_queues(s->conn, &s->name, &p, 1)) == AL_OK)
+		look_note_line(s, &p);
+	return st == AL_OK && entries_wanted(s) ? wake_entries(s, n, skip) : st;
 }
 
 enum al_status sem_wake_line(struct sem *s)
 {
-	char queue[QUEUE_NAME_MAX + 1];
-
-	line_waiters_queue(s, queue);
-	return conn_publish_expiring(s->conn, queue, NOTICE_EXPIRATION);
+	return wake_lines(s, 1, NULL);
 }
 
-void sem_leave_line(struct sem *s)
+/* Our entry, left behind: acknowledged if it is the first (the usual
+ * place of one that leaves: it was woken, or is the only one), else put
+ * back where it was, for a later look at the head to pass. */
+static enum al_status drop_own(struct sem *s, const char *own)
 {
-	char queue[QUEUE_NAME_MAX + 1];
+	char line[QUEUE_NAME_MAX + 1], named[QUEUE_NAME_MAX + 1];
+	struct conn_got got;
+	enum al_status st;
+
+	line_entries_queue(s, line);
+	if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &got)) == AL_OK && got.tag)
+		conn_settle(s->conn, &got, strcmp(named, own) != 0);
+	return st;
+}
+
+void sem_leave_line(struct sem *s, bool with_slot)
+{
+	char queue[QUEUE_NAME_MAX + 1], own[QUEUE_NAME_MAX + 1];
 	struct conn_message turn = {
 		.queue = queue, .expiration = NOTICE_EXPIRATION, .type = TURN_TYPE};
-	bool first = s->hold->place.first;
+	bool first = s->hold->place.first, entered = s->hold->place.entered;
+	bool woken = s->hold->place.wake_tag != 0;
+	enum al_status st = AL_OK;
 
 	line_waiters_queue(s, queue);
-	/* If we were first in line, the next is told that it is first now
-	 * (the message is no wake-up). */
-	conn_consume_end(s->conn, first ? &turn : NULL);
+	memcpy(own, s->hold->place.own, sizeof(own));
+	/* Our own queue goes with its consumer, and what it held. If we
+	 * were first in #waiters, the next is told that it is first now (the
+	 * message is no wake-up). */
+	conn_consume_end(s->conn, first && !entered ? &turn : NULL);
 	s->hold->place.first = false;
-	s->hold->place.wake_tag = 0;
-	s->hold->place.offer = false;
+	s->hold->place.entered = false;
+	forget_wake(s);
+	if (!entered || s->conn->dead)
+		return;
+	/* Leaving #line with a wake-up we did not use, the next is woken
+	 * (our entry passed on the way); without a slot, our entry goes if
+	 * it is first. With a slot, it is left for whoever looks next: a
+	 * round trip here would come before our command. */
+	if (woken)
+		st = wake_lines(s, 1, own);
+	else if (!with_slot)
+		st = drop_own(s, own);
+	if (st != AL_OK) {
+		trace("could not leave %s tidy: %s", own, status_message());
+		status_clear();
+	}
 }
 
 /* How long the first in line has, once woken, to take a free slot before
@@ -225,34 +459,95 @@ static enum al_status still_free(struct sem *s, unsigned slot, bool *free_still)
 	return st;
 }
 
-/* The first in line is judged by what it does, not by what it says:
- * anything that consumes the line is its first while it is the oldest
- * consumer, and acknowledging wake-ups is not taking slots (an inspector,
- * a stray script, a stopped amqplock whose wake-ups wait). A slot that is
- * still free half a second after a fresh wake-up, while nobody has left
- * the line (a first in line that took the slot leaves it; its job may
- * already be over), was not taken: the line is deleted, every consumer
- * cancelled, and every waiter takes what it finds. */
-enum al_status sem_unstick_line(struct sem *s, bool *restarted)
+/* An entry that names queue, last in #line (the place of a waiter that
+ * did not take its turn). */
+static enum al_status entry_last(struct sem *s, const char *queue)
+{
+	char line[QUEUE_NAME_MAX + 1];
+	amqp_table_entry_t e = {
+		.key = amqp_cstring_bytes("queue"),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(queue)}};
+	amqp_table_t headers = {.num_entries = 1, .entries = &e};
+	struct conn_note n = {.queue = line,
+			      .type = ENTRY_TYPE,
+			      .correlation_id = "",
+			      .headers = &headers,
+			      .main = true};
+
+	line_entries_queue(s, line);
+	return conn_send_note(s->conn, &n);
+}
+
+/* #line's first waiter, woken, has not taken a free slot within
+ * LINE_TAKE_WAIT: its entry goes to the back of the line (a copy last,
+ * then the entry itself acknowledged), and the next one is woken. A
+ * stopped waiter keeps a place; it is no longer first. */
+static enum al_status pass_entry(struct sem *s, unsigned slot, bool *passed)
+{
+	char woke[QUEUE_NAME_MAX + 1], line[QUEUE_NAME_MAX + 1];
+	char named[QUEUE_NAME_MAX + 1];
+	struct conn_got got;
+	enum al_status st;
+	bool free_still;
+
+	*passed = false;
+	if ((st = line_head(s, HEAD_WAKE, NULL, woke)) != AL_OK || !woke[0])
+		return st;
+	/* Our own entry first: ours is the turn, and the wake-up says so. */
+	if (s->hold->place.entered && strcmp(woke, s->hold->place.own) == 0)
+		return AL_OK;
+	sleep_seconds(LINE_TAKE_WAIT);
+	if ((st = still_free(s, slot, &free_still)) != AL_OK || !free_still)
+		return st;
+	line_entries_queue(s, line);
+	if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &got)) != AL_OK ||
+	    !got.tag)
+		return st;
+	if (strcmp(named, woke) != 0) {
+		conn_settle(s->conn, &got, true);
+		return AL_OK;
+	}
+	trace("the first in line of %s (%s) has not taken free slot %u %.1f s after a wake-up "
+	      "(stopped, its host frozen, heartbeats off, or not an amqplock); it goes to the "
+	      "back of the line",
+	      s->label, woke, slot, LINE_TAKE_WAIT);
+	if ((st = entry_last(s, woke)) == AL_OK)
+		conn_settle(s->conn, &got, false);
+	*passed = st == AL_OK;
+	return st == AL_OK ? wake_entries(s, 1, NULL) : st;
+}
+
+/* #waiters' first consumer is judged by what it does, not by what it
+ * says: anything that consumes the line is its first while it is the
+ * oldest consumer, and acknowledging wake-ups is not taking slots (an
+ * inspector, a stray script, a stopped amqplock whose wake-ups wait). A
+ * slot that is still free half a second after a fresh wake-up, while
+ * nobody has left the line (a first in line that took the slot leaves
+ * it; its job may already be over), was not taken: the line is deleted,
+ * every consumer cancelled, and every waiter takes what it finds.
+ * *deleted says whether it was. */
+static enum al_status restart_waiters(struct sem *s, unsigned slot, bool *deleted)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	uint32_t before, after, waiting;
 	enum al_status st;
 	uint16_t refused;
-	unsigned slot;
 	bool free_still;
 
-	*restarted = false;
-	if ((st = lowest_free(s, &slot)) != AL_OK || slot == 0 || s->line != LINE_UP ||
-	    (st = line_counts(s, &before, &waiting)) != AL_OK)
+	*deleted = false;
+	/* Nobody consumes it (waiters in #line keep it as a mark): none
+	 * is stuck there. */
+	if ((st = line_counts(s, &before, &waiting)) != AL_OK || before == 0) {
+		*deleted = st == AL_OK;
 		return st;
-	if ((st = sem_wake_line(s)) != AL_OK)
+	}
+	line_waiters_queue(s, queue);
+	if ((st = conn_publish_expiring(s->conn, queue, false, NOTICE_EXPIRATION)) != AL_OK)
 		return st;
 	sleep_seconds(LINE_TAKE_WAIT);
 	if ((st = still_free(s, slot, &free_still)) != AL_OK || !free_still || s->line != LINE_UP ||
 	    (st = line_counts(s, &after, &waiting)) != AL_OK || after < before)
 		return st;
-	line_waiters_queue(s, queue);
 	trace("the first in line of %s has not taken free slot %u %.1f s after a wake-up "
 	      "(stopped, its host frozen, heartbeats off, or not an amqplock); starting the "
 	      "line again",
@@ -260,13 +555,38 @@ enum al_status sem_unstick_line(struct sem *s, bool *restarted)
 	/* Every waiter's consumer is cancelled with it: they take what they
 	 * find, and the stuck one too once it runs again. */
 	st = req_ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused);
-	*restarted = st == AL_OK && refused == 0;
+	*deleted = st == AL_OK && refused == 0;
+	return st;
+}
+
+/* A free slot that the first in line does not take: #line's first entry
+ * goes to the back (pass_entry), #waiters starts again
+ * (restart_waiters). *restarted: no waiter is left in either line for
+ * the slot to wait for. */
+enum al_status sem_unstick_line(struct sem *s, bool *restarted)
+{
+	char found[QUEUE_NAME_MAX + 1] = "";
+	enum al_status st;
+	unsigned slot;
+	bool passed, no_waiters = s->line != LINE_UP;
+
+	*restarted = false;
+	if ((st = lowest_free(s, &slot)) != AL_OK || slot == 0)
+		return st;
+	if (entries_wanted(s) && (st = pass_entry(s, slot, &passed)) != AL_OK)
+		return st;
+	if (s->line == LINE_UP && (st = restart_waiters(s, slot, &no_waiters)) != AL_OK)
+		return st;
+	if (no_waiters && entries_wanted(s))
+		st = line_head(s, HEAD_FIND, NULL, found);
+	*restarted = st == AL_OK && no_waiters && !found[0];
 	return st;
 }
 
 enum al_status sem_wake_added(struct sem *s, unsigned added)
 {
 	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
+	char queue[QUEUE_NAME_MAX + 1];
 	uint32_t waiters = 0;
 	enum al_status st;
 	unsigned i;
@@ -280,7 +600,31 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 	if (st == AL_OK && waiters > 0)
 		trace("%u clients wait for a slot of %s; waking %u", (unsigned)waiters, s->label,
 		      added < waiters ? added : (unsigned)waiters);
+	line_waiters_queue(s, queue);
 	for (i = 0; st == AL_OK && i < added && i < waiters; i++)
-		st = sem_wake_line(s);
+		st = conn_publish_expiring(s->conn, queue, false, NOTICE_EXPIRATION);
+	/* The line of entries, whatever the slots now: its waiters came
+	 * when there were more than one, or none (paused). */
+	if (st == AL_OK && s->line == LINE_UP && !s->no_entries)
+		st = wake_entries(s, added, NULL);
 	return st;
+}
+
+/* Declares #waiters again, now and then, while we wait in #line: the
+ * mark that anyone may wait, which expires a minute after it was last
+ * used. */
+void sem_line_keep(struct sem *s)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	uint16_t refused;
+
+	if (!s->hold->place.entered || now_seconds() - s->hold->place.kept < LINE_KEEP)
+		return;
+	s->hold->place.kept = now_seconds();
+	line_waiters_queue(s, queue);
+	if (req_ask_one(s, DECLARE_WAITERS, queue, REFUSED_ACCESS | REFUSED_MISMATCH, &refused) !=
+	    AL_OK) {
+		trace("could not declare %s again: %s", queue, status_message());
+		status_clear();
+	}
 }

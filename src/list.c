@@ -10,9 +10,9 @@
 struct piece {
 	const char *name; /* the semaphore's name, not NUL-terminated */
 	size_t len;
-	char kind; /* 'A', 'B', 'L': the slot's queues; 'R': its record; 'W' the line */
+	char kind; /* 'A', 'B', 'L': the slot's queues; 'R': its record; 'W', 'N' the lines */
 	unsigned slot;
-	unsigned consumers;
+	unsigned consumers; /* of 'W'; of 'N', its entries ready */
 };
 
 struct pieces {
@@ -75,8 +75,8 @@ static bool add_piece(struct pieces *ps, struct piece p)
 static enum al_status read_pieces(const char *prefix, const cJSON *root, bool exchanges,
 				  struct pieces *ps)
 {
-	static const char waiters[] = "#waiters";
-	size_t plen = strlen(prefix), wlen = sizeof(waiters) - 1;
+	static const char waiters[] = "#waiters", entries[] = "#line";
+	size_t plen = strlen(prefix), wlen = sizeof(waiters) - 1, elen = sizeof(entries) - 1;
 	const cJSON *item;
 
 	if (!cJSON_IsArray(root))
@@ -86,6 +86,7 @@ static enum al_status read_pieces(const char *prefix, const cJSON *root, bool ex
 	{
 		const cJSON *n = cJSON_GetObjectItemCaseSensitive(item, "name");
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(item, "consumers");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(item, "messages_ready");
 		struct piece p = {0};
 		const char *s;
 		size_t len;
@@ -97,6 +98,11 @@ static enum al_status read_pieces(const char *prefix, const cJSON *root, bool ex
 		if (!exchanges && len > wlen && strcmp(s + len - wlen, waiters) == 0) {
 			p.kind = 'W';
 			p.len = len - wlen;
+		} else if (!exchanges && len > elen && strcmp(s + len - elen, entries) == 0) {
+			/* the line of entries: its entries are its waiters */
+			p.kind = 'N';
+			p.len = len - elen;
+			c = m;
 		} else if (!(p.slot = slot_suffix(s, len, exchanges ? "A" : "ABL", &p.kind,
 						  &p.len))) {
 			continue;
@@ -178,6 +184,7 @@ static bool summarize(const struct piece *p, size_t n, struct sem_entry *e)
 			record_1 = record_1 || p[i].slot == 1;
 			break;
 		case 'W':
+		case 'N':
 			e->waiting += p[i].consumers;
 			break;
 		}

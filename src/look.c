@@ -405,26 +405,43 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
 	return st == AL_OK ? scan_orphans(s, *max, orphans) : st;
 }
 
-/* How many wait in the line: its consumers, by a passive declare (which
- * needs a permission on it from RabbitMQ 4.2.6: without one, unknown).
- * No line: nobody waits. A line on a node that is down: unknown. */
-static enum al_status count_line(struct sem *s, struct sem_status *out)
+/* How many wait in line, by passive declares (which need a permission
+ * from RabbitMQ 4.2.6: without one, unknown): the consumers of #waiters,
+ * and the entries of #line (those of waiters gone included, until a look
+ * at the line's head passes them). Waiters in #line keep #waiters there
+ * (sem_line_keep): no #waiters, nobody waits. A line on a node that is
+ * down: unknown. */
+static enum al_status count_one_line(struct sem *s, enum slot_kind kind, unsigned long *waiting,
+				     bool *known)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	uint32_t consumers, messages;
 	enum al_status st;
 
-	out->waiting_known = s->line == LINE_ABSENT;
+	*known = s->line == LINE_ABSENT;
 	if (s->line != LINE_UP)
 		return AL_OK;
-	sem_name_slot(&s->name, 1, WAITERS_QUEUE, queue);
+	sem_name_slot(&s->name, 1, kind, queue);
 	st = req_ask_counts(s, queue, &consumers, &messages);
 	if (st == AL_OK && conn_refusal_code(s->conn) != 404) {
-		out->waiting_known = conn_refusal_code(s->conn) == 0;
-		out->waiting = consumers;
+		*known = conn_refusal_code(s->conn) == 0;
+		*waiting += kind == LINE_QUEUE ? messages : consumers;
 	} else if (st == AL_OK) {
-		out->waiting_known = true; /* gone since the probe */
+		*known = true; /* gone since the probe, or none */
 	}
+	return st;
+}
+
+static enum al_status count_line(struct sem *s, struct sem_status *out)
+{
+	bool waiters_known, entries_known = true;
+	enum al_status st;
+
+	out->waiting = 0;
+	st = count_one_line(s, WAITERS_QUEUE, &out->waiting, &waiters_known);
+	if (st == AL_OK)
+		st = count_one_line(s, LINE_QUEUE, &out->waiting, &entries_known);
+	out->waiting_known = st == AL_OK && waiters_known && entries_known;
 	return st;
 }
 

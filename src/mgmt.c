@@ -257,7 +257,7 @@ static enum al_status list_at(CURL *curl, const struct conn_opts *o, const struc
 	if (!vhost)
 		return fail(AL_INTERNAL, "out of memory");
 	set_options(curl, o, b);
-	snprintf(path, sizeof(path), "api/queues/%s?columns=name,consumers", vhost);
+	snprintf(path, sizeof(path), "api/queues/%s?columns=name,consumers,messages_ready", vhost);
 	st = get(curl, o, b->info.user, base, path, by, &queues);
 	if (st == AL_OK) {
 		snprintf(path, sizeof(path), "api/exchanges/%s?columns=name", vhost);

@@ -1,10 +1,14 @@
 /* The queue requests the algorithm makes (sem_parts.h, enum queue_op), built
  * and sent one at a time, pipelined, or as the steps of one round trip, and
- * their answers read; the lease queue's arguments and type. */
+ * their answers read; the lease queue's arguments and type; struct sem
+ * set up, and the random tokens and ids its holders draw. */
 #include "sem_parts.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+
+#include "clock.h"
 
 static amqp_table_entry_t quorum_type = {
 	.key = {sizeof("x-queue-type") - 1, "x-queue-type"},
@@ -70,6 +74,18 @@ static amqp_method_number_t reply_to(enum queue_op op)
 				  : AMQP_QUEUE_DECLARE_OK_METHOD;
 }
 
+static amqp_table_entry_t waiters_arguments[] = {
+	{.key = {sizeof("x-expires") - 1, "x-expires"},
+	 .value = {.kind = AMQP_FIELD_KIND_I32, .value.i32 = 60000}},
+	{.key = {sizeof("x-single-active-consumer") - 1, "x-single-active-consumer"},
+	 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
+};
+
+amqp_table_t req_waiters_arguments(void)
+{
+	return (amqp_table_t){.num_entries = 2, .entries = waiters_arguments};
+}
+
 void *req_build(const struct sem *s, struct queue_request *r, enum queue_op op, const char *queue)
 {
 	memset(r, 0, sizeof(*r));
@@ -88,7 +104,9 @@ void *req_build(const struct sem *s, struct queue_request *r, enum queue_op op, 
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
 	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM || op == DECLARE_CLASSIC ||
-			     op == DECLARE_LEASE;
+			     op == DECLARE_LEASE || op == DECLARE_WAITERS;
+	if (op == DECLARE_WAITERS)
+		r->declare.arguments = req_waiters_arguments();
 	if (op == DECLARE_QUORUM)
 		r->declare.arguments = (amqp_table_t){.num_entries = 1, .entries = &quorum_type};
 	if (op == DECLARE_CLASSIC)
@@ -381,6 +399,18 @@ bool req_is_queue_answer(amqp_method_number_t id)
 {
 	return id == AMQP_QUEUE_DECLARE_OK_METHOD || id == AMQP_BASIC_GET_EMPTY_METHOD ||
 	       id == AMQP_BASIC_GET_OK_METHOD;
+}
+
+int64_t sem_lease_token(void)
+{
+	uint64_t t = 0;
+
+	/* Unpredictable and unique enough: 63 random bits. rand() would
+	 * repeat for two clients started in the same second. */
+	if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t))
+		t = (uint64_t)now_seconds() * 1000003u ^ (uint64_t)rand() << 20;
+	t &= INT64_MAX;
+	return t ? (int64_t)t : 1;
 }
 
 void sem_init(struct sem *s, struct conn *c, const char *prefix, const char *name,

@@ -39,9 +39,9 @@ bool rules_claim_void(double took, double window)
 	return window > 0 && took > window;
 }
 
-bool rules_offer(bool lease, unsigned max, bool login_known, bool listening, bool holder_ours)
+bool rules_offer(bool lease, bool login_known, bool listening, bool holder_ours)
 {
-	return lease && max == 1 && login_known && !listening && holder_ours;
+	return lease && login_known && !listening && holder_ours;
 }
 
 const char *rules_not_adoptable(bool lease, bool signed_by_us, bool old, unsigned offered_ms,

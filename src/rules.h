@@ -36,12 +36,12 @@ double rules_claim_window(double lease, double grace, unsigned heartbeat, double
 bool rules_claim_void(double took, double window);
 
 /* Whether a holder that is done offers its lease to the first in line
- * rather than releasing the slot: with a lease, on a one-slot semaphore
- * (several slots' offers reach a first in line busy with another), with a
- * login the offer can be signed by, not already listening to anything
- * (a consumer of the line), and with its holder queue its own (not so
- * right after a re-attach): the first in line asks through it. */
-bool rules_offer(bool lease, unsigned max, bool login_known, bool listening, bool holder_ours);
+ * rather than releasing the slot: with a lease, with a login the offer
+ * can be signed by, not already listening to anything (a consumer of the
+ * line), and with its holder queue its own (not so right after a
+ * re-attach): the first in line asks through it. (An offer through
+ * #waiters, to an older amqplock, is for one slot only: handover.c.) */
+bool rules_offer(bool lease, bool login_known, bool listening, bool holder_ours);
 
 /* What the first in line holds against adopting an offered lease, or
  * NULL: it must be what it would have made itself (a lease of its own

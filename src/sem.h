@@ -89,6 +89,9 @@ struct sem_hold {
 		 * least until renewed + ms / 1000 on the broker's clock. */
 		double renewed;
 	} lease;
+	/* The broker refused us a place in #line (a permission, a line of
+	 * other arguments): we wait in #waiters. */
+	bool entries_refused;
 	/* Our place in the line, while we are in it (sem_join_line). */
 	struct {
 		/* The broker has shown that we are first: we joined an empty
@@ -101,6 +104,12 @@ struct sem_hold {
 		uint64_t wake_tag;
 		/* That wake-up offers its holder's lease (handover.c). */
 		bool offer;
+		/* We wait in #line, with an entry that names our own queue
+		 * (else in #waiters). */
+		bool entered;
+		char own[QUEUE_NAME_MAX + 1];
+		/* now_seconds() when we last declared #waiters (sem_line_keep) */
+		double kept;
 		/* Who hears what the line delivers (sem_join_line). */
 		sem_line_ear ear;
 	} place;
@@ -186,10 +195,14 @@ struct sem {
 	 * it until the node is back. Their slots count as held, without
 	 * being asked, until `until` (now_seconds()). */
 	struct sem_stuck stuck[SEM_STUCK_MAX];
-	/* The line's queue (#waiters) as the last look found it: absent,
-	 * there but refusing messages (its node is down: then no declare of
-	 * it may be answered, and nothing waits on it), or taking them. */
+	/* The line's queue (#waiters: the mark that anyone may wait, in it
+	 * or in #line) as the last look found it: absent, there but refusing
+	 * messages (its node is down: then no declare of it may be answered,
+	 * and nothing waits on it), or taking them. */
 	enum { LINE_ABSENT, LINE_DOWN, LINE_UP } line;
+	/* A look at #line (the line of entries) on this connection found it
+	 * missing or refused: nothing more is asked of it. */
+	bool no_entries;
 	/* The max -v last told of, plus one (0: none yet). */
 	unsigned traced_max;
 	/* Max as the last look for a free slot found it (0: none yet). */
@@ -409,6 +422,10 @@ bool sem_in_line(const struct sem *s);
 /* Whether the broker has shown that we are first in line. */
 bool sem_first_in_line(const struct sem *s);
 
+/* Now and then, while waiting in #line: keeps the mark that anyone may
+ * wait (#waiters) there. */
+void sem_line_keep(struct sem *s);
+
 /* Whether a wake-up has come and is not yet done with. */
 bool sem_woken(const struct sem *s);
 
@@ -420,10 +437,12 @@ void sem_wake_done(struct sem *s);
  * (sem_released, a waiter that saw one free, an added slot). */
 enum al_status sem_wake_line(struct sem *s);
 
-/* Leaves the line (sem_join_line) without waiting. If we were first
- * in line, the next is told that it is first now: it then looks for free
- * slots as often as the first does. */
-void sem_leave_line(struct sem *s);
+/* Leaves the line (sem_join_line), with a slot or without. If we were
+ * first in #waiters, the next is told that it is first now: it then
+ * looks for free slots as often as the first does. From #line, a wake-up
+ * not used is passed on, and without a slot our entry goes if it is
+ * first. */
+void sem_leave_line(struct sem *s, bool with_slot);
 
 /* The first in line has not taken the free slot that a waiter behind it,
  * or a newcomer, sees (see docs/design.md, "Waiters in line"): wakes it

@@ -62,6 +62,8 @@ enum queue_op {
 	 * renewal_steps). */
 	READ_QUEUE,
 	DELETE_QUEUE,
+	/* #waiters, as its waiters declare it (req_waiters_arguments) */
+	DECLARE_WAITERS,
 };
 
 struct queue_request {
@@ -141,13 +143,48 @@ enum al_status admin_fill_holes(struct sem *s, const struct census *cs, unsigned
 				unsigned *filled);
 enum al_status admin_set_marker(struct sem *s, bool quorum);
 
+/* notes.c: the notes of a hand-over, by their type: the offer (to the
+ * first in line), the ask (to the offerer's holder queue), the answer
+ * that hands the lease over (where the offer went), and a decline (to the
+ * offerer's holder queue; to an older amqplock's reply-to, whose offers
+ * named the token). */
+#define OFFER_TYPE    "amqplock.offer"
+#define ASK_TYPE      "amqplock.ask"
+#define HANDED_TYPE   "amqplock.handed"
+#define DECLINED_TYPE "amqplock.declined"
+/* How long an offerer waits for the first in line to ask, in ms. */
+#define ADOPT_WAIT_MS 500
+/* Copies bytes into buf as a string; false if they do not fit. */
+bool note_text_copy(amqp_bytes_t b, char *buf, size_t size);
+bool note_header_i64(const amqp_basic_properties_t *p, const char *key, int64_t *v);
+bool note_header_text(const amqp_basic_properties_t *p, const char *key, char *buf, size_t size);
+/* The correlation id is nonce. */
+bool note_nonce_is(const amqp_basic_properties_t *p, const char *nonce);
+/* A fresh nonce or id: 63 random bits, in hex. */
+void note_new_id(char *buf, size_t size);
+/* The notes' headers. */
+amqp_table_entry_t note_i64_entry(const char *key, int64_t v);
+amqp_table_entry_t note_text_entry(const char *key, const char *v);
+/* Reads what comes until done(s) or `by`. */
+enum al_status note_wait_for(struct sem *s, bool (*done)(const struct sem *), struct deadline by);
+
 /* line.c */
 enum al_status line_ahead(struct sem *s, bool *ahead);
 void line_waiters_queue(const struct sem *s, char *buf);
+/* #waiters' arguments: durable (RabbitMQ 4.3 refuses new transient
+ * shared queues), gone a minute after it was last used, and one active
+ * consumer at a time. */
+amqp_table_t req_waiters_arguments(void);
+void line_entries_queue(const struct sem *s, char *buf);
+/* How many entries one look at the head of #line passes at most (entries
+ * of waiters gone, or naming no waiter's queue); the next look goes on. */
+#define ENTRIES_PASSED_MAX 64
 /* Whether a line that takes messages is there to be asked how long it is
  * (a question to a line whose node is down may never be answered): one
  * that the last look did not find so is probed first. */
 enum al_status line_up(struct sem *s, bool *up);
+/* Whether #line may have entries to serve (see line.c). */
+bool line_entries_wanted(const struct sem *s);
 /* How long a notice to the line (a wake-up, a note of a hand-over) may
  * wait for a consumer (ms, text). Not "0": RabbitMQ 4.3 drops such a
  * message even with a consumer ready (3.10 and 4.0 hand it over). A

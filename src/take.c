@@ -197,12 +197,13 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 			told = true;
 			o->events.waiting(o->events.arg, *max, now_seconds() - start);
 		}
+		sem_line_keep(s);
 		if ((st = pause_for_wake(s, deadline_in(backoff_next(&pauses, until)))) != AL_OK)
 			break;
 		if (signals_stop_asked()) {
 			trace("stopped: leaving the line of %s", s->label);
 			sem_handover_forget(s);
-			sem_leave_line(s);
+			sem_leave_line(s, false);
 			watching = false;
 			signals_stop_now();
 			trace("continued: joining the line of %s again, last", s->label);
@@ -216,7 +217,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	/* Out of the line: the next in it is the oldest now. A wake-up
 	 * not acknowledged (we are leaving without a slot) goes to it. */
 	sem_handover_forget(s);
-	sem_leave_line(s);
+	sem_leave_line(s, st == AL_OK);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
 		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
 	return st;

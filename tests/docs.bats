@@ -189,7 +189,7 @@ man_text() { cat "$SRC/man.txt"; }
         FILES 'EXIT STATUS' EXAMPLES 'GUARANTEES AND LIMITS' 'SEE ALSO')" \
         "$(grep -E '^[A-Z][A-Z ]+$' <<<"$text")"
     for s in AMQPLOCK_URL AMQP_URL AMQPLOCK_PREFIX AMQPLOCK_SEMAPHORE AMQPLOCK_SLOT \
-        '#waiters' '#quorum' '-k-A' '-k-B' '-k-L' 'flock(1)' 'rabbitmqctl(8)'; do
+        '#waiters' '#line' '#w' '#quorum' '-k-A' '-k-B' '-k-L' 'flock(1)' 'rabbitmqctl(8)'; do
         [[ $text == *"$s"* ]] || fail "the man page does not mention $s"
     done
     # the codes of status_exit_code (src/status.c, sysexits.h names

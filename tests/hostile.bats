@@ -419,12 +419,13 @@ check_json_row() {
 
 }
 
-# The broker's queues, but for the waiters queues (NAME#waiters) that other
-# suites' waiting clients left: they expire by themselves, at any moment.
+# The broker's queues, but for the lines (NAME#waiters, which expire by
+# themselves, at any moment; NAME#line) and waiters' own queues (NAME#w
+# and 12 hex digits) that other suites' waiting clients make and leave.
 queue_list() {
     local names
     names=$(rmqctl -q list_queues name --no-table-headers) || return 1
-    grep -v '#waiters$' <<<"$names" | LC_ALL=C sort
+    grep -Ev '#waiters$|#line$|#w[0-9a-f]{12}$' <<<"$names" | LC_ALL=C sort
 }
 
 # check_table TABLE NET: every row of TABLE is a clean usage error (see

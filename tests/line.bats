@@ -47,7 +47,7 @@ waiter() {
 # waiting: everyone ahead of it had been served by the time it looked (a
 # busy machine may take longer to start a hold than the jobs ahead last).
 in_line_or_ran() {
-    joined() { grep -q "waiting on amqplock.$n#waiters" "$T/$1.err" 2>/dev/null || started "$1"; }
+    joined() { grep -q "waiting on amqplock.$n#" "$T/$1.err" 2>/dev/null || started "$1"; }
     wait_until 20 joined "$1" || fail "$1 neither joined the line nor ran: $(cat "$T/$1.err")"
 }
 

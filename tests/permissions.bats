@@ -21,12 +21,14 @@ load lib/helper
 # has write on the prefix, where amq.default is needed; partial may make
 # slot 1 of "partial" only; team is a full user for --prefix team.locks.;
 # unnamed is the client of before holders were named, without read on
-# holder queues; noholder may make leases but not holder queues; nobody has no
-# permissions on the vhost at all.
+# holder queues; noholder may make leases but not holder queues; client04
+# is the client of amqplock 0.4, before the line of entries (#line and
+# the waiters' own queues #w...); nobody has no permissions on the vhost
+# at all.
 roles() {
     cat <<'ROLES'
-inspector ^$ ^amq\.default$ ^amqplock\..+(-0-A|#waiters)$
-client ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters)$
+inspector ^$ ^amq\.default$ ^amqplock\..+(-0-A|#waiters|#line)$
+client ^amqplock\..+(-[0-9]+-[BL]|#waiters|#line|#w[0-9a-f]{12})$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters|#line|#w[0-9a-f]{12})$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
 adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^amqplock\..+-[0-9]+-B$
 noread ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
@@ -37,6 +39,7 @@ partial ^amqplock\.partial(-1-A)?$ ^amq\.default$ ^$
 team ^team\.locks\. ^amq\.default$ ^team\.locks\.
 unnamed ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
 noholder ^amqplock\..+(-[0-9]+-L|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[AL]|#waiters)$
+client04 ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters)$
 nobody
 ROLES
 }
@@ -556,6 +559,25 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     assert_output 1
 }
 
+@test "waiters: a client with amqplock 0.4's permissions waits in #waiters on 2 slots, as 0.4 did, and is served" {
+    as admin create "$n" 2
+    bg_as a client acquire "$n"
+    [ "$(await_slot a)" = 1 ]
+    local a=$BG
+    bg_as b client acquire "$n"
+    [ "$(await_slot b)" = 2 ]
+    bg_as w client04 -v hold -w 20 "$n" -- true
+    local w=$BG
+    wait_until 10 grep -q "waiting on amqplock.$n#waiters" "$T/w.err" ||
+        fail "not in #waiters: $(cat "$T/w.err")"
+    grep -q "the broker refused us a place in amqplock.$n#line" "$T/w.err" ||
+        fail "no word of #line: $(cat "$T/w.err")"
+    kill -TERM "$a"
+    wait_exit "$w" 10
+    [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"
+    grep -q "woken: first in line" "$T/w.err" || fail "w was not woken: $(cat "$T/w.err")"
+}
+
 @test "waiters: a client consumes from #waiters; without read or configure on it, it polls" {
     as admin create "$n" 1
     bg_as a client acquire "$n"
@@ -567,7 +589,7 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     pid[c]=$BG
     bg_as d nowaiters -v acquire -w 20 "$n"
     pid[d]=$BG
-    wait_until 10 grep -q "waiting on amqplock.$n#waiters" "$T/b.err" ||
+    wait_until 10 grep -q "waiting on amqplock.$n#" "$T/b.err" ||
         fail "the client did not subscribe: $(cat "$T/b.err")"
     for w in c d; do
         wait_until 10 grep -q 'polling instead' "$T/$w.err" ||
@@ -630,7 +652,7 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     [ "$(await_slot a)" = 1 ]
     pid_a=$BG
     bg_as b team "${p[@]}" -v acquire -w 20 "$n"
-    wait_until 10 grep -q "waiting on team.locks.$n#waiters" "$T/b.err" ||
+    wait_until 10 grep -q "waiting on team.locks.$n#" "$T/b.err" ||
         fail "the waiter did not subscribe: $(cat "$T/b.err")"
     kill -TERM "$pid_a"
     [ "$(await_slot b)" = 1 ]

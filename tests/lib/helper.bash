@@ -145,7 +145,7 @@ slot_held() { al --json status --no-names "$1" | jq -e --argjson k "$2" '.held |
 # in_line TAG: the background hold or acquire TAG (started with -v) has
 # joined the line of the test's semaphore.
 in_line() {
-    wait_until 20 grep -q "waiting on amqplock.$n#waiters" "$T/$1.err" ||
+    wait_until 20 grep -q "waiting on amqplock.$n#" "$T/$1.err" ||
         fail "$1 did not join the line: $(cat "$T/$1.err")"
 }
 # none_held NAME: no slot of NAME is held, by a holder or a lease

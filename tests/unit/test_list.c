@@ -12,6 +12,11 @@ static const char queues[] = "[{\"name\":\"amqplock.jobs-1-A\",\"consumers\":0},
 			     "{\"name\":\"amqplock.jobs-1-L\",\"consumers\":0},"
 			     "{\"name\":\"amqplock.jobs-3-L\",\"consumers\":0},"
 			     "{\"name\":\"amqplock.jobs#waiters\",\"consumers\":2},"
+			     /* the line of entries: its entries wait too; the
+			      * waiters' own queues are nobody's slots */
+			     "{\"name\":\"amqplock.jobs#line\",\"consumers\":0,"
+			     "\"messages_ready\":3},"
+			     "{\"name\":\"amqplock.jobs#w0123456789ab\",\"consumers\":1},"
 			     "{\"name\":\"amqplock.jobs#quorum\",\"consumers\":0},"
 			     "{\"name\":\"amqplock.jobs\",\"consumers\":0},"
 			     /* the name of another semaphore, ending in digits */
@@ -22,6 +27,7 @@ static const char queues[] = "[{\"name\":\"amqplock.jobs-1-A\",\"consumers\":0},
 			     "{\"name\":\"amqplock.part-2-A\",\"consumers\":0},"
 			     /* only a line: no semaphore */
 			     "{\"name\":\"amqplock.gone#waiters\",\"consumers\":1},"
+			     "{\"name\":\"amqplock.gone#line\",\"messages_ready\":1},"
 			     /* not ours, or not a name */
 			     "{\"name\":\"other.jobs-1-A\"},"
 			     "{\"name\":\"amqplock.bad name-1-A\"},"
@@ -61,7 +67,8 @@ static void parsed(void)
 	ok(e && e->max == 4 && e->recorded, "jobs: max from its record (4)");
 	ok(e && e->held == 2, "jobs: slots 1 (holder and lease) and 3 (lease) held (%u)",
 	   e ? e->held : 0);
-	ok(e && e->waiting == 2, "jobs: two waiters");
+	ok(e && e->waiting == 5, "jobs: two waiters in #waiters, three entries in #line (%lu)",
+	   e ? (unsigned long)e->waiting : 0ul);
 	e = list_find(&l, "db-1");
 	ok(e && e->max == 1 && !e->recorded && e->held == 0 && e->waiting == 0,
 	   "db-1: one slot queue, no record");
