@@ -209,6 +209,27 @@ static enum al_status consumer_begin(struct conn *c, amqp_channel_t channel,
 	return AL_OK;
 }
 
+/* The replies to a consumer's opening round trip, in order (`n` of
+ * them); *ok gets the declare-ok at index `pick`. AL_BROKER if any is
+ * not the one asked for (a refusal has ended the consumer then). */
+static enum al_status opening_replies(struct conn *c, const amqp_method_number_t *replies, size_t n,
+				      size_t pick, amqp_queue_declare_ok_t *ok)
+{
+	enum al_status st;
+	amqp_method_t m;
+	bool none;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		st = conn_next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
+		if (st != AL_OK || m.id != replies[i])
+			return c->dead ? st : AL_BROKER;
+		if (i == pick)
+			*ok = *(amqp_queue_declare_ok_t *)m.decoded;
+	}
+	return AL_OK;
+}
+
 enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_t *arguments,
 			    const struct conn_consumer *hooks, bool *alone)
 {
@@ -221,10 +242,8 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 	static const amqp_method_number_t replies[] = {
 		AMQP_CHANNEL_OPEN_OK_METHOD, AMQP_BASIC_QOS_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
 		AMQP_BASIC_CONSUME_OK_METHOD};
-	amqp_method_t m;
+	amqp_queue_declare_ok_t ok = {0};
 	enum al_status st;
-	bool none;
-	size_t i;
 	int r;
 
 	*alone = false;
@@ -238,14 +257,9 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
 				  &consume)))
 		return conn_failed(c, r, "subscribing to a queue");
-	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		st = conn_next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
-		if (st != AL_OK || m.id != replies[i])
-			return c->dead ? st : AL_BROKER;
-		if (m.id == AMQP_QUEUE_DECLARE_OK_METHOD)
-			*alone = ((amqp_queue_declare_ok_t *)m.decoded)->consumer_count == 0;
-	}
-	return AL_OK;
+	st = opening_replies(c, replies, sizeof(replies) / sizeof(replies[0]), 2, &ok);
+	*alone = st == AL_OK && ok.consumer_count == 0;
+	return st;
 }
 
 enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
@@ -274,10 +288,8 @@ enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
 		AMQP_CHANNEL_OPEN_OK_METHOD,  AMQP_BASIC_QOS_OK_METHOD,
 		AMQP_QUEUE_DECLARE_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
 		AMQP_QUEUE_DECLARE_OK_METHOD, AMQP_BASIC_CONSUME_OK_METHOD};
-	amqp_method_t m;
+	amqp_queue_declare_ok_t ok = {0};
 	enum al_status st;
-	bool none;
-	size_t i;
 	int r;
 
 	*ahead = 0;
@@ -300,14 +312,10 @@ enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
 	    (r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
 				    amqp_cstring_bytes(e->line), 0, 0, &props, amqp_empty_bytes)))
 		return conn_failed(c, r, "joining a line");
-	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		st = conn_next_method_on(c, c->consumer_channel, c->rpc_timeout, &m, &none);
-		if (st != AL_OK || m.id != replies[i])
-			return c->dead ? st : AL_BROKER;
-		if (i == 4)
-			*ahead = ((amqp_queue_declare_ok_t *)m.decoded)->message_count;
-	}
-	return AL_OK;
+	/* (the line's declare-ok: how many entries are before ours) */
+	st = opening_replies(c, replies, sizeof(replies) / sizeof(replies[0]), 4, &ok);
+	*ahead = st == AL_OK ? ok.message_count : 0;
+	return st;
 }
 
 bool conn_delivered_again(const struct conn *c)
