@@ -120,7 +120,8 @@ static enum al_status line_head(struct sem *s, enum head_act act, const char *sk
 		if (st == AL_OK && there)
 			memcpy(found, named, sizeof(named));
 	}
-	if (st == AL_OK && passed > 1 + (found[0] != '\0'))
+	/* (passed counts the entries taken, the one found among them) */
+	if (st == AL_OK && passed > (found[0] != '\0'))
 		trace("passed %u entries of waiters gone in %s", passed - (found[0] != '\0'), line);
 	return st;
 }
