@@ -209,6 +209,24 @@ static enum al_status consumer_begin(struct conn *c, amqp_channel_t channel,
 	return AL_OK;
 }
 
+/* A request of a consumer's opening round trip. */
+struct opening {
+	amqp_method_number_t id;
+	void *decoded;
+};
+
+/* Sends the requests on the consumer channel, in order; a rabbitmq-c
+ * status. */
+static int send_opening(struct conn *c, const struct opening *req, size_t n)
+{
+	int r = AMQP_STATUS_OK;
+	size_t i;
+
+	for (i = 0; i < n && r == AMQP_STATUS_OK; i++)
+		r = amqp_send_method(c->amqp, c->consumer_channel, req[i].id, req[i].decoded);
+	return r;
+}
+
 /* The replies to a consumer's opening round trip, in order (`n` of
  * them); *ok gets the declare-ok at index `pick`. AL_BROKER if any is
  * not the one asked for (a refusal has ended the consumer then). */
@@ -239,6 +257,10 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 	amqp_queue_declare_t declare = {
 		.queue = amqp_cstring_bytes(queue), .durable = 1, .arguments = *arguments};
 	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(queue)};
+	const struct opening req[] = {{AMQP_CHANNEL_OPEN_METHOD, &open},
+				      {AMQP_BASIC_QOS_METHOD, &qos},
+				      {AMQP_QUEUE_DECLARE_METHOD, &declare},
+				      {AMQP_BASIC_CONSUME_METHOD, &consume}};
 	static const amqp_method_number_t replies[] = {
 		AMQP_CHANNEL_OPEN_OK_METHOD, AMQP_BASIC_QOS_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
 		AMQP_BASIC_CONSUME_OK_METHOD};
@@ -250,12 +272,7 @@ enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_
 	if ((st = consumer_begin(c, CONSUMER_CHANNEL, hooks)) != AL_OK)
 		return st;
 	/* One round trip for the four. */
-	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD,
-				  &declare)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
-				  &consume)))
+	if ((r = send_opening(c, req, sizeof(req) / sizeof(req[0]))))
 		return conn_failed(c, r, "subscribing to a queue");
 	st = opening_replies(c, replies, sizeof(replies) / sizeof(replies[0]), 2, &ok);
 	*alone = st == AL_OK && ok.consumer_count == 0;
@@ -284,6 +301,10 @@ enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
 		.headers = {.num_entries = 1, .entries = &named},
 		.user_id = amqp_cstring_bytes(c->user),
 	};
+	const struct opening req[] = {
+		{AMQP_CHANNEL_OPEN_METHOD, &open},  {AMQP_BASIC_QOS_METHOD, &qos},
+		{AMQP_QUEUE_DECLARE_METHOD, &own},  {AMQP_QUEUE_DECLARE_METHOD, &mark},
+		{AMQP_QUEUE_DECLARE_METHOD, &line}, {AMQP_BASIC_CONSUME_METHOD, &consume}};
 	static const amqp_method_number_t replies[] = {
 		AMQP_CHANNEL_OPEN_OK_METHOD,  AMQP_BASIC_QOS_OK_METHOD,
 		AMQP_QUEUE_DECLARE_OK_METHOD, AMQP_QUEUE_DECLARE_OK_METHOD,
@@ -300,15 +321,7 @@ enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
 	 * missed. The channel is not in confirm mode: the entry has no
 	 * answer (a refusal before it closes the channel, and the entry
 	 * goes with it). */
-	if ((r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_OPEN_METHOD, &open)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_QOS_METHOD, &qos)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD, &own)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD,
-				  &mark)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_QUEUE_DECLARE_METHOD,
-				  &line)) ||
-	    (r = amqp_send_method(c->amqp, c->consumer_channel, AMQP_BASIC_CONSUME_METHOD,
-				  &consume)) ||
+	if ((r = send_opening(c, req, sizeof(req) / sizeof(req[0]))) ||
 	    (r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
 				    amqp_cstring_bytes(e->line), 0, 0, &props, amqp_empty_bytes)))
 		return conn_failed(c, r, "joining a line");
