@@ -92,77 +92,56 @@ static enum al_status tell_entry(struct sem *s, const char *queue, enum head_act
 /* The head of #line, taken entry by entry (basic.get, unacknowledged):
  * an entry that names no waiter's queue of this semaphore, or a queue
  * that is gone, or `skip` (ours, as we leave), is acknowledged and so
- * gone; the first other one is told (act) and put back in its place,
- * its queue's name in found (QUEUE_NAME_MAX + 1 bytes; "" if none). */
-static enum al_status line_head(struct sem *s, enum head_act act, const char *skip, char *found)
+ * gone; the oldest `n` others (at most WAKES_MAX) are told (act), held
+ * until all are found (one put back would be the next get's again), and
+ * put back in their places. found (QUEUE_NAME_MAX + 1 bytes, or NULL)
+ * gets the first one's queue, "" if none. */
+static enum al_status line_head(struct sem *s, enum head_act act, unsigned n, const char *skip,
+				char *found)
 {
 	char line[QUEUE_NAME_MAX + 1], named[QUEUE_NAME_MAX + 1];
-	struct conn_got got;
+	struct conn_got held[WAKES_MAX];
 	enum al_status st = AL_OK;
-	unsigned passed;
-	bool there = false;
+	unsigned told = 0, i, passed = 0;
+	bool there;
 
-	found[0] = '\0';
+	if (found)
+		found[0] = '\0';
+	if (n > WAKES_MAX)
+		n = WAKES_MAX;
 	line_entries_queue(s, line);
-	for (passed = 0; st == AL_OK && !there && passed < ENTRIES_PASSED_MAX; passed++) {
-		if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &got)) != AL_OK ||
-		    !got.tag) {
-			note_get(s, &got);
+	while (st == AL_OK && told < n && passed < ENTRIES_PASSED_MAX) {
+		if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &held[told])) !=
+			    AL_OK ||
+		    !held[told].tag) {
+			note_get(s, &held[told]);
 			break;
 		}
 		there = false;
 		if (sem_name_is_waiter(&s->name, named, strlen(named)) &&
 		    !(skip && strcmp(named, skip) == 0))
 			st = tell_entry(s, named, act, &there);
-		/* Unsure (no answer): back in place, as a closed channel
-		 * would put it. */
-		conn_settle(s->conn, &got, there || st != AL_OK);
-		if (st == AL_OK && there)
-			memcpy(found, named, sizeof(named));
-	}
-	/* (passed counts the entries taken, the one found among them) */
-	if (st == AL_OK && passed > (found[0] != '\0'))
-		trace("passed %u entries of waiters gone in %s", passed - (found[0] != '\0'), line);
-	return st;
-}
-
-/* Wakes the oldest `n` waiters of #line (at most WAKES_MAX): their
- * entries are held until all are found (a put back entry would be the
- * next get's again), then put back in their places. */
-static enum al_status wake_entries(struct sem *s, unsigned n, const char *skip)
-{
-	char line[QUEUE_NAME_MAX + 1], named[QUEUE_NAME_MAX + 1];
-	struct conn_got held[WAKES_MAX];
-	enum al_status st = AL_OK;
-	unsigned woken = 0, i, passed = 0;
-	bool there;
-
-	if (n > WAKES_MAX)
-		n = WAKES_MAX;
-	line_entries_queue(s, line);
-	while (st == AL_OK && woken < n && passed < ENTRIES_PASSED_MAX) {
-		if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &held[woken])) !=
-			    AL_OK ||
-		    !held[woken].tag) {
-			note_get(s, &held[woken]);
-			break;
-		}
-		there = false;
-		if (sem_name_is_waiter(&s->name, named, strlen(named)) &&
-		    !(skip && strcmp(named, skip) == 0))
-			st = tell_entry(s, named, HEAD_WAKE, &there);
 		if (st == AL_OK && there) {
-			woken++;
+			if (found && told == 0)
+				memcpy(found, named, sizeof(named));
+			told++;
 		} else {
-			conn_settle(s->conn, &held[woken], st != AL_OK);
+			/* Unsure (no answer): back in place, as a closed
+			 * channel would put it. */
+			conn_settle(s->conn, &held[told], st != AL_OK);
 			passed++;
 		}
 	}
-	for (i = 0; i < woken; i++)
+	for (i = 0; i < told; i++)
 		conn_settle(s->conn, &held[i], true);
 	if (st == AL_OK && passed > 0)
 		trace("passed %u entries of waiters gone in %s", passed, line);
 	return st;
+}
+
+static enum al_status wake_entries(struct sem *s, unsigned n, const char *skip)
+{
+	return line_head(s, HEAD_WAKE, n, skip, NULL);
 }
 
 /* --- joining and leaving ------------------------------------------------ */
@@ -179,7 +158,7 @@ enum al_status line_ahead(struct sem *s, bool *ahead)
 	enum al_status st = s->line == LINE_UP ? count_waiters(s, &waiters) : AL_OK;
 
 	if (st == AL_OK && waiters == 0 && entries_wanted(s))
-		st = line_head(s, HEAD_FIND, NULL, found);
+		st = line_head(s, HEAD_FIND, 1, NULL, found);
 	*ahead = s->hold->behind_line = waiters > 0 || found[0];
 	if (waiters > 0)
 		trace("%u clients wait for a slot of %s; queueing behind them", (unsigned)waiters,
@@ -492,7 +471,7 @@ static enum al_status pass_entry(struct sem *s, unsigned slot, bool *passed)
 	bool free_still;
 
 	*passed = false;
-	if ((st = line_head(s, HEAD_WAKE, NULL, woke)) != AL_OK || !woke[0])
+	if ((st = line_head(s, HEAD_WAKE, 1, NULL, woke)) != AL_OK || !woke[0])
 		return st;
 	/* Our own entry first: ours is the turn, and the wake-up says so. */
 	if (s->hold->place.entered && strcmp(woke, s->hold->place.own) == 0)
@@ -579,7 +558,7 @@ enum al_status sem_unstick_line(struct sem *s, bool *restarted)
 	if (s->line == LINE_UP && (st = restart_waiters(s, slot, &no_waiters)) != AL_OK)
 		return st;
 	if (no_waiters && entries_wanted(s))
-		st = line_head(s, HEAD_FIND, NULL, found);
+		st = line_head(s, HEAD_FIND, 1, NULL, found);
 	*restarted = st == AL_OK && no_waiters && !found[0];
 	return st;
 }
