@@ -1,5 +1,5 @@
-/* The line of waiters: joining it, waking its first waiter, leaving it,
- * and passing a first in line that never takes its turn. Two queues make
+/* The line of waiters: joining it, waking its first waiter, leaving it.
+ * Two queues make
  * it: #line, where a waiter's place is an entry naming a queue of its own
  * (semaphores of more than one slot: docs/design.md, "A line for N
  * slots"), and #waiters, the single-active-consumer line that one-slot
@@ -33,7 +33,7 @@ void line_entries_queue(const struct sem *s, char *buf)
 /* The line's waiters queue as a passive declare sees it: how many clients
  * are in the line (its consumers) and how many wake-ups wait undelivered
  * (none of either if there is no such queue, or we may not look). */
-static enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
+enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting)
 {
 	char queue[QUEUE_NAME_MAX + 1];
 
@@ -72,10 +72,24 @@ static void note_get(struct sem *s, const struct conn_got *got)
 		s->no_entries = true;
 }
 
-/* What a look at the head of #line does with the oldest entry whose
- * waiter is there: nothing (it is only found), or a wake-up into its
- * queue. Either way the entry goes back in its place. */
-enum head_act { HEAD_FIND, HEAD_WAKE };
+/* An entry that names queue, last in #line (the place of a waiter that
+ * did not take its turn). */
+enum al_status line_entry_last(struct sem *s, const char *queue)
+{
+	char line[QUEUE_NAME_MAX + 1];
+	amqp_table_entry_t e = {
+		.key = amqp_cstring_bytes("queue"),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(queue)}};
+	amqp_table_t headers = {.num_entries = 1, .entries = &e};
+	struct conn_note n = {.queue = line,
+			      .type = ENTRY_TYPE,
+			      .correlation_id = "",
+			      .headers = &headers,
+			      .main = true};
+
+	line_entries_queue(s, line);
+	return conn_send_note(s->conn, &n);
+}
 
 /* One entry's waiter told, mandatory: *there is false if its queue is
  * gone (the broker returned the message). A wake-up lives as long as
@@ -96,8 +110,8 @@ static enum al_status tell_entry(struct sem *s, const char *queue, enum head_act
  * until all are found (one put back would be the next get's again), and
  * put back in their places. found (QUEUE_NAME_MAX + 1 bytes, or NULL)
  * gets the first one's queue, "" if none. */
-static enum al_status line_head(struct sem *s, enum head_act act, unsigned n, const char *skip,
-				char *found)
+enum al_status line_head(struct sem *s, enum head_act act, unsigned n, const char *skip,
+			 char *found)
 {
 	char line[QUEUE_NAME_MAX + 1], named[QUEUE_NAME_MAX + 1];
 	struct conn_got held[WAKES_MAX];
@@ -139,7 +153,7 @@ static enum al_status line_head(struct sem *s, enum head_act act, unsigned n, co
 	return st;
 }
 
-static enum al_status wake_entries(struct sem *s, unsigned n, const char *skip)
+enum al_status line_wake_entries(struct sem *s, unsigned n, const char *skip)
 {
 	return line_head(s, HEAD_WAKE, n, skip, NULL);
 }
@@ -350,7 +364,7 @@ static enum al_status wake_lines(struct sem *s, unsigned n, const char *skip)
 	if (st == AL_OK && s->line != LINE_UP && s->max_seen != 1 &&
 	    (st = probe_queues(s->conn, &s->name, &p, 1)) == AL_OK)
 		look_note_line(s, &p);
-	return st == AL_OK && entries_wanted(s) ? wake_entries(s, n, skip) : st;
+	return st == AL_OK && entries_wanted(s) ? line_wake_entries(s, n, skip) : st;
 }
 
 enum al_status sem_wake_line(struct sem *s)
@@ -407,162 +421,6 @@ void sem_leave_line(struct sem *s, bool with_slot)
 	}
 }
 
-/* How long the first in line has, once woken, to take a free slot before
- * it counts as stuck: a live one claims within milliseconds of its
- * wake-up. */
-#define LINE_TAKE_WAIT 0.5
-
-/* The lowest free slot (0: none), as a waiter sees it. */
-static enum al_status lowest_free(struct sem *s, unsigned *slot)
-{
-	struct slot_list free_list = {0};
-	unsigned max;
-	enum al_status st = look_find_free(s, &max, &free_list, true);
-
-	*slot = st == AL_OK && free_list.len ? free_list.slot[0] : 0;
-	free(free_list.slot);
-	return st;
-}
-
-/* Whether slot is still free: among the free ones. */
-static enum al_status still_free(struct sem *s, unsigned slot, bool *free_still)
-{
-	struct slot_list free_list = {0};
-	unsigned max;
-	size_t i;
-	enum al_status st = look_find_free(s, &max, &free_list, true);
-
-	*free_still = false;
-	for (i = 0; st == AL_OK && i < free_list.len; i++)
-		*free_still = *free_still || free_list.slot[i] == slot;
-	free(free_list.slot);
-	return st;
-}
-
-/* An entry that names queue, last in #line (the place of a waiter that
- * did not take its turn). */
-static enum al_status entry_last(struct sem *s, const char *queue)
-{
-	char line[QUEUE_NAME_MAX + 1];
-	amqp_table_entry_t e = {
-		.key = amqp_cstring_bytes("queue"),
-		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(queue)}};
-	amqp_table_t headers = {.num_entries = 1, .entries = &e};
-	struct conn_note n = {.queue = line,
-			      .type = ENTRY_TYPE,
-			      .correlation_id = "",
-			      .headers = &headers,
-			      .main = true};
-
-	line_entries_queue(s, line);
-	return conn_send_note(s->conn, &n);
-}
-
-/* #line's first waiter, woken, has not taken a free slot within
- * LINE_TAKE_WAIT: its entry goes to the back of the line (a copy last,
- * then the entry itself acknowledged), and the next one is woken. A
- * stopped waiter keeps a place; it is no longer first. */
-static enum al_status pass_entry(struct sem *s, unsigned slot, bool *passed)
-{
-	char woke[QUEUE_NAME_MAX + 1], line[QUEUE_NAME_MAX + 1];
-	char named[QUEUE_NAME_MAX + 1];
-	struct conn_got got;
-	enum al_status st;
-	bool free_still;
-
-	*passed = false;
-	if ((st = line_head(s, HEAD_WAKE, 1, NULL, woke)) != AL_OK || !woke[0])
-		return st;
-	/* Our own entry first: ours is the turn, and the wake-up says so. */
-	if (s->hold->place.entered && strcmp(woke, s->hold->place.own) == 0)
-		return AL_OK;
-	sleep_seconds(LINE_TAKE_WAIT);
-	if ((st = still_free(s, slot, &free_still)) != AL_OK || !free_still)
-		return st;
-	line_entries_queue(s, line);
-	if ((st = conn_get(s->conn, line, "queue", named, sizeof(named), &got)) != AL_OK ||
-	    !got.tag)
-		return st;
-	if (strcmp(named, woke) != 0) {
-		conn_settle(s->conn, &got, true);
-		return AL_OK;
-	}
-	trace("the first in line of %s (%s) has not taken free slot %u %.1f s after a wake-up "
-	      "(stopped, its host frozen, heartbeats off, or not an amqplock); it goes to the "
-	      "back of the line",
-	      s->label, woke, slot, LINE_TAKE_WAIT);
-	if ((st = entry_last(s, woke)) == AL_OK)
-		conn_settle(s->conn, &got, false);
-	*passed = st == AL_OK;
-	return st == AL_OK ? wake_entries(s, 1, NULL) : st;
-}
-
-/* #waiters' first consumer is judged by what it does, not by what it
- * says: anything that consumes the line is its first while it is the
- * oldest consumer, and acknowledging wake-ups is not taking slots (an
- * inspector, a stray script, a stopped amqplock whose wake-ups wait). A
- * slot that is still free half a second after a fresh wake-up, while
- * nobody has left the line (a first in line that took the slot leaves
- * it; its job may already be over), was not taken: the line is deleted,
- * every consumer cancelled, and every waiter takes what it finds.
- * *deleted says whether it was. */
-static enum al_status restart_waiters(struct sem *s, unsigned slot, bool *deleted)
-{
-	char queue[QUEUE_NAME_MAX + 1];
-	uint32_t before, after, waiting;
-	enum al_status st;
-	uint16_t refused;
-	bool free_still;
-
-	*deleted = false;
-	/* Nobody consumes it (waiters in #line keep it as a mark): none
-	 * is stuck there. */
-	if ((st = line_counts(s, &before, &waiting)) != AL_OK || before == 0) {
-		*deleted = st == AL_OK;
-		return st;
-	}
-	line_waiters_queue(s, queue);
-	if ((st = conn_publish_expiring(s->conn, queue, false, NOTICE_EXPIRATION)) != AL_OK)
-		return st;
-	sleep_seconds(LINE_TAKE_WAIT);
-	if ((st = still_free(s, slot, &free_still)) != AL_OK || !free_still || s->line != LINE_UP ||
-	    (st = line_counts(s, &after, &waiting)) != AL_OK || after < before)
-		return st;
-	trace("the first in line of %s has not taken free slot %u %.1f s after a wake-up "
-	      "(stopped, its host frozen, heartbeats off, or not an amqplock); starting the "
-	      "line again",
-	      s->label, slot, LINE_TAKE_WAIT);
-	/* Every waiter's consumer is cancelled with it: they take what they
-	 * find, and the stuck one too once it runs again. */
-	st = req_ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused);
-	*deleted = st == AL_OK && refused == 0;
-	return st;
-}
-
-/* A free slot that the first in line does not take: #line's first entry
- * goes to the back (pass_entry), #waiters starts again
- * (restart_waiters). *restarted: no waiter is left in either line for
- * the slot to wait for. */
-enum al_status sem_unstick_line(struct sem *s, bool *restarted)
-{
-	char found[QUEUE_NAME_MAX + 1] = "";
-	enum al_status st;
-	unsigned slot;
-	bool passed, no_waiters = s->line != LINE_UP;
-
-	*restarted = false;
-	if ((st = lowest_free(s, &slot)) != AL_OK || slot == 0)
-		return st;
-	if (entries_wanted(s) && (st = pass_entry(s, slot, &passed)) != AL_OK)
-		return st;
-	if (s->line == LINE_UP && (st = restart_waiters(s, slot, &no_waiters)) != AL_OK)
-		return st;
-	if (no_waiters && entries_wanted(s))
-		st = line_head(s, HEAD_FIND, 1, NULL, found);
-	*restarted = st == AL_OK && no_waiters && !found[0];
-	return st;
-}
-
 enum al_status sem_wake_added(struct sem *s, unsigned added)
 {
 	struct probe line = {.kind = WAITERS_QUEUE, .slot = 1};
@@ -586,7 +444,7 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 	/* The line of entries, whatever the slots now: its waiters came
 	 * when there were more than one, or none (paused). */
 	if (st == AL_OK && s->line == LINE_UP && !s->no_entries)
-		st = wake_entries(s, added, NULL);
+		st = line_wake_entries(s, added, NULL);
 	return st;
 }
 

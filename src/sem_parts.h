@@ -185,6 +185,17 @@ void line_entries_queue(const struct sem *s, char *buf);
 enum al_status line_up(struct sem *s, bool *up);
 /* Whether #line may have entries to serve (see line.c). */
 bool line_entries_wanted(const struct sem *s);
+/* #waiters as a passive declare sees it: its consumers (waiters) and
+ * the wake-ups it holds (none of either if it is not there). */
+enum al_status line_counts(struct sem *s, uint32_t *waiters, uint32_t *waiting);
+/* What a look at the head of #line does with the oldest entry whose
+ * waiter is there: nothing (it is only found), or a wake-up into its
+ * queue. Either way the entry goes back in its place. */
+enum head_act { HEAD_FIND, HEAD_WAKE };
+enum al_status line_head(struct sem *s, enum head_act act, unsigned n, const char *skip,
+			 char *found);
+enum al_status line_wake_entries(struct sem *s, unsigned n, const char *skip);
+enum al_status line_entry_last(struct sem *s, const char *queue);
 /* How long a notice to the line (a wake-up, a note of a hand-over) may
  * wait for a consumer (ms, text). Not "0": RabbitMQ 4.3 drops such a
  * message even with a consumer ready (3.10 and 4.0 hand it over). A

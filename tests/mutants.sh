@@ -49,8 +49,8 @@ url-to-command|src/cmd_client.c|s/unsetenv\("AMQP_URL"\);//; s/unsetenv\("AMQPLO
 no-wakeup|src/lease.c|s/(if anyone waits\", slot,\n\t\t      s->label\);\n)\t\tst = sem_wake_line\(s\);/$1/|client.bats|wakes a waiting hold
 barging|src/take.c|s/: sem_acquire\(s, SEM_TAKE_UNLESS_LINE, slot, max\);/: sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^-n does not take a free slot
 stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\) \{/if (0) {/|line.bats|^a first in line that never takes
-stuck-head-answers|src/line.c|s/\!= AL_OK \x7c\x7c !free_still \x7c\x7c/!= AL_OK \x7c\x7c 1 \x7c\x7c/|line.bats|takes wake-ups but never a slot
-stuck-head-left|src/line.c|s/ \x7c\x7c after < before\)/)/|line.bats|^-n does not take a free slot
+stuck-head-answers|src/unstick.c|s/\!= AL_OK \x7c\x7c !free_still \x7c\x7c/!= AL_OK \x7c\x7c 1 \x7c\x7c/|line.bats|takes wake-ups but never a slot
+stuck-head-left|src/unstick.c|s/ \x7c\x7c after < before\)/)/|line.bats|^-n does not take a free slot
 no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|-n does not take a free slot|a first in line that takes wake-ups)
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\treturn lose\(h, true\);/\treturn lose(h, false);/|client.bats|counts as an orphan until
