@@ -1,5 +1,5 @@
-/* The line of waiters: joining it, waking its first waiter, leaving it.
- * Two queues make
+/* The line of waiters: joining it, waking its first waiter, leaving it,
+ * keeping it (its mark, and #line found gone). Two queues make
  * it: #line, where a waiter's place is an entry naming a queue of its own
  * (semaphores of more than one slot: docs/design.md, "A line for N
  * slots"), and #waiters, the single-active-consumer line that one-slot
@@ -64,16 +64,8 @@ static bool entries_wanted(const struct sem *s)
 	       (s->max_seen != 1 || (s->hold && s->hold->place.entered));
 }
 
-/* A get of #line refused (no such queue, or not ours to read): nothing
- * more is asked of it on this connection. */
-static void note_get(struct sem *s, const struct conn_got *got)
-{
-	if (got->refused)
-		s->no_entries = true;
-}
-
 /* An entry that names queue, last in #line (the place of a waiter that
- * did not take its turn). */
+ * did not take its turn, or of one whose entry went with #line). */
 enum al_status line_entry_last(struct sem *s, const char *queue)
 {
 	char line[QUEUE_NAME_MAX + 1];
@@ -89,6 +81,40 @@ enum al_status line_entry_last(struct sem *s, const char *queue)
 
 	line_entries_queue(s, line);
 	return conn_send_note(s->conn, &n);
+}
+
+/* #line is gone (an expires policy took it, or a delete by hand), and
+ * every entry with it: a waiter in it enters it again (last of those
+ * who find it gone); refused that, it waits by looking, as when #waiters
+ * is deleted under its consumers. Others ask no more of it on this
+ * connection, nor if it is not ours to read (403). */
+static void line_gone(struct sem *s, uint16_t code)
+{
+	char line[QUEUE_NAME_MAX + 1];
+	uint16_t refused;
+
+	s->no_entries = true;
+	if (!s->hold || !s->hold->place.entered)
+		return;
+	line_entries_queue(s, line);
+	if (code == AMQP_NOT_FOUND &&
+	    req_ask_one(s, DECLARE_SLOT, line, REFUSED_ACCESS | REFUSED_MISMATCH, &refused) ==
+		    AL_OK &&
+	    !refused && line_entry_last(s, s->hold->place.own) == AL_OK) {
+		s->no_entries = false;
+		trace("%s was gone, our place with it (an expires policy?); entered it again",
+		      line);
+		return;
+	}
+	status_clear();
+	trace("our place in %s is gone; polling instead", line);
+	conn_consume_end(s->conn, NULL);
+}
+
+static void note_get(struct sem *s, const struct conn_got *got)
+{
+	if (got->refused)
+		line_gone(s, got->refused);
 }
 
 /* One entry's waiter told, mandatory: *there is false if its queue is
@@ -347,11 +373,35 @@ void sem_wake_done(struct sem *s)
 	forget_wake(s);
 }
 
+/* Declares #waiters again, the mark that anyone may wait (see
+ * sem_line_keep); once it has lapsed, #line too, passively: that keeps a
+ * classic #line in use when no release reads it for as long as the
+ * policy allows, or finds it gone. */
+static void keep_mark(struct sem *s)
+{
+	static const struct step keep[] = {{DECLARE_WAITERS, WAITERS_QUEUE},
+					   {DECLARE_PASSIVE, LINE_QUEUE}};
+	size_t done;
+	uint16_t refused;
+
+	s->hold->place.kept = now_seconds();
+	if (req_run_steps(s, 1, keep, s->hold->place.lapsed ? 2 : 1, &done, &refused) != AL_OK) {
+		trace("could not declare the line of %s again: %s", s->label, status_message());
+		status_clear();
+		return;
+	}
+	if (done > 0)
+		s->line = LINE_UP;
+	if (done == 1 && refused == AMQP_NOT_FOUND)
+		line_gone(s, refused);
+}
+
 /* Wakes the oldest waiter of each line: #waiters takes an expiring
  * message (its first consumer gets it, or nobody), #line wakes its
  * oldest entry's waiter, if anyone may be in it (#waiters probed if no
- * look of ours has found it yet: a newcomer may have come since). */
-static enum al_status wake_lines(struct sem *s, unsigned n, const char *skip)
+ * look of ours has found it yet: a newcomer may have come since). A
+ * waiter in #line that finds the mark gone puts it back first. */
+static enum al_status wake_lines(struct sem *s, unsigned n, const char *skip, char *found)
 {
 	struct probe p = {.kind = WAITERS_QUEUE, .slot = 1};
 	char queue[QUEUE_NAME_MAX + 1];
@@ -364,12 +414,24 @@ static enum al_status wake_lines(struct sem *s, unsigned n, const char *skip)
 	if (st == AL_OK && s->line != LINE_UP && s->max_seen != 1 &&
 	    (st = probe_queues(s->conn, &s->name, &p, 1)) == AL_OK)
 		look_note_line(s, &p);
-	return st == AL_OK && entries_wanted(s) ? line_wake_entries(s, n, skip) : st;
+	if (st == AL_OK)
+		sem_line_keep(s);
+	return st == AL_OK && entries_wanted(s) ? line_head(s, HEAD_WAKE, n, skip, found) : st;
 }
 
 enum al_status sem_wake_line(struct sem *s)
 {
-	return wake_lines(s, 1, NULL);
+	char found[QUEUE_NAME_MAX + 1] = "";
+	enum al_status st = wake_lines(s, 1, NULL, found);
+
+	/* We wait in #line and found no entry there, not even ours: it went
+	 * with a #line that someone made again since (see line_gone). */
+	if (st == AL_OK && !found[0] && entries_wanted(s) && s->hold && s->hold->place.entered) {
+		trace("our entry is missing from the line of %s; entering it again", s->label);
+		if ((st = line_entry_last(s, s->hold->place.own)) == AL_OK)
+			st = line_wake_entries(s, 1, NULL);
+	}
+	return st;
 }
 
 /* Our entry, left behind: acknowledged if it is the first (the usual
@@ -412,7 +474,7 @@ void sem_leave_line(struct sem *s, bool with_slot)
 	 * it is first. With a slot, it is left for whoever looks next: a
 	 * round trip here would come before our command. */
 	if (woken)
-		st = wake_lines(s, 1, own);
+		st = wake_lines(s, 1, own, NULL);
 	else if (!with_slot)
 		st = drop_own(s, own);
 	if (st != AL_OK) {
@@ -450,19 +512,21 @@ enum al_status sem_wake_added(struct sem *s, unsigned added)
 
 /* Declares #waiters again, now and then, while we wait in #line: the
  * mark that anyone may wait, which expires a minute after it was last
- * used. */
+ * used. A look that finds it gone (an expires policy shorter than
+ * LINE_KEEP took it) puts it back at once, and from then on at every
+ * look: releasers that find no mark wake nobody. */
 void sem_line_keep(struct sem *s)
 {
-	char queue[QUEUE_NAME_MAX + 1];
-	uint16_t refused;
-
-	if (!s->hold->place.entered || now_seconds() - s->hold->place.kept < LINE_KEEP)
+	if (!s->hold || !s->hold->place.entered || s->line == LINE_DOWN)
 		return;
-	s->hold->place.kept = now_seconds();
-	line_waiters_queue(s, queue);
-	if (req_ask_one(s, DECLARE_WAITERS, queue, REFUSED_ACCESS | REFUSED_MISMATCH, &refused) !=
-	    AL_OK) {
-		trace("could not declare %s again: %s", queue, status_message());
-		status_clear();
+	if (s->line == LINE_ABSENT && !s->hold->place.lapsed) {
+		trace("the mark that anyone waits for %s has lapsed (an expires policy?); "
+		      "declaring it at every look",
+		      s->label);
+		s->hold->place.lapsed = true;
 	}
+	if (s->line == LINE_UP && !s->hold->place.lapsed &&
+	    now_seconds() - s->hold->place.kept < LINE_KEEP)
+		return;
+	keep_mark(s);
 }

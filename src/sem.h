@@ -110,6 +110,9 @@ struct sem_hold {
 		char own[QUEUE_NAME_MAX + 1];
 		/* now_seconds() when we last declared #waiters (sem_line_keep) */
 		double kept;
+		/* #waiters lapsed while we waited in #line (an expires policy
+		 * shorter than LINE_KEEP): it is declared at every look now. */
+		bool lapsed;
 		/* Who hears what the line delivers (sem_join_line). */
 		sem_line_ear ear;
 	} place;

@@ -193,6 +193,46 @@ entries() {
     finish b w1
 }
 
+@test "under an expires policy of 3 s the mark NAME#waiters lapses, and its waiter puts it back: a slot freed after is taken within 2.5 s" {
+    al create "$n" 2
+    holder a
+    holder b
+    waiter w
+    expire_policy 3000
+    wait_until 15 grep -q "has lapsed" "$T/w.err" || fail "#waiters did not lapse: $(cat "$T/w.err")"
+    local t0=$EPOCHREALTIME took
+    touch "$T/go.a"
+    wait_until 10 served 1 || fail "w not served: $(cat "$T/w.err")"
+    took=$(since "$t0")
+    note "w served $took s after the release"
+    awk -v t="$took" 'BEGIN { exit !(t < 2.5) }' || fail "w served $took s after: $(cat "$T/w.err")"
+    finish b w
+}
+
+@test "NAME#line deleted under its waiters (an expires policy, by hand): they enter it again, each served within 2.5 s of a release" {
+    al create "$n" 2
+    holder a
+    holder b
+    waiter w1
+    waiter w2
+    rmqctl -q delete_queue "amqplock.$n#line" >/dev/null
+    local t0=$EPOCHREALTIME took
+    touch "$T/go.a"
+    wait_until 10 served 1 || fail "nobody served: $(cat "$T/w1.err" "$T/w2.err")"
+    took=$(since "$t0")
+    note "first served $took s after the release"
+    awk -v t="$took" 'BEGIN { exit !(t < 2.5) }' || fail "served $took s after the release"
+    t0=$EPOCHREALTIME
+    touch "$T/go.b"
+    wait_until 10 served 2 || fail "the second not served: $(cat "$T/w1.err" "$T/w2.err")"
+    took=$(since "$t0")
+    note "second served $took s after the release"
+    awk -v t="$took" 'BEGIN { exit !(t < 2.5) }' || fail "served $took s after the release"
+    cat "$T/w1.err" "$T/w2.err" | grep -Eq "was gone, our place with it|our entry is missing" ||
+        fail "nobody entered again: $(cat "$T/w1.err" "$T/w2.err")"
+    finish w1 w2
+}
+
 @test "destroy deletes NAME#line" {
     al create "$n" 2
     holder a

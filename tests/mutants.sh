@@ -52,6 +52,9 @@ stuck-head-kept|src/take.c|s/if \(now_seconds\(\) - \*free_since >= LINE_STALL\)
 stuck-head-answers|src/unstick.c|s/\!= AL_OK \x7c\x7c !free_still \x7c\x7c/!= AL_OK \x7c\x7c 1 \x7c\x7c/|line.bats|takes wake-ups but never a slot
 stuck-head-left|src/unstick.c|s/ \x7c\x7c after < before\)/)/|line.bats|^-n does not take a free slot
 no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(s, SEM_TAKE, slot, max);/|line.bats|^(30 holds|-n does not take a free slot|a first in line that takes wake-ups)
+mark-lapse-kept-late|src/line.c|s/\t\ts->hold->place\.lapsed = true;\n//; s/\tif \(s->line == LINE_UP && !s->hold->place\.lapsed &&/\tif (!s->hold->place.lapsed \&\&/|entries.bats|^under an expires policy
+line-gone-polls|src/line.c|s/\tif \(code == AMQP_NOT_FOUND &&/\tif (0 \&\&/|entries.bats|deleted under its waiters
+entry-missing-ignored|src/line.c|s/if \(st == AL_OK && !found\[0\] && entries_wanted/if (0 \&\& !found[0] \&\& entries_wanted/|entries.bats|deleted under its waiters
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\treturn lose\(h, true\);/\treturn lose(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->hold->lease\.on \? req_lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = req_lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
