@@ -28,7 +28,7 @@ _amqplock_command_opts() {
     check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
     acquire) echo --nonblock --wait --conflict-exit-code --lease --min-hold --create ;;
-    hold) echo --nonblock --wait --conflict-exit-code --command --lost-signal --grace --lease \
+    hold) echo --nonblock --wait --conflict-exit-code --command --lost-signal --grace --timeout --lease \
         --min-hold --create ;;
     esac
 }
@@ -40,7 +40,7 @@ _amqplock_value_opt() {
     -u | --url | --password-file | --cacert | --cert | --key | --prefix | --management-url | \
         --heartbeat | --connect-timeout | --rpc-timeout | --admin-wait | \
         --overshoot | --slot-type | -w | --wait | -E | --conflict-exit-code | -c | \
-        --command | --lost-signal | --grace | --lease | --min-hold | --create)
+        --command | --lost-signal | --grace | --timeout | --lease | --min-hold | --create)
         return 0
         ;;
     esac

@@ -5,7 +5,7 @@
 # The options that take a value, as amqplock's getopt tables have them.
 set -g __amqplock_value_opts -u --url --password-file --cacert --cert --key --prefix --management-url \
     --heartbeat --connect-timeout --rpc-timeout --admin-wait --overshoot --slot-type -w --wait \
-    -E --conflict-exit-code -c --command --lost-signal --grace --lease --min-hold --create
+    -E --conflict-exit-code -c --command --lost-signal --grace --timeout --lease --min-hold --create
 
 # Prints the command (create, hold, ...) and then, one a line, what follows
 # it on the command line before the cursor: the options are left out.
@@ -157,5 +157,6 @@ function __amqplock_signals
 end
 complete -c amqplock -n $holding -l lost-signal -x -a '(__amqplock_signals)' -d 'Signal for the command if the slot is lost'
 complete -c amqplock -n $holding -l grace -x -d 'SIGKILL the command this long after --lost-signal'
+complete -c amqplock -n $holding -l timeout -x -d 'end the command after SECS, exit 124'
 complete -c amqplock -n __amqplock_hold_wants_dashdash -a -- -d 'The command to run follows'
 complete -c amqplock -n __amqplock_after_hold_dashdash -x -a '(__amqplock_hold_command)'

@@ -78,6 +78,7 @@ enum opt_id {
 	OPT_MANAGEMENT_URL,
 	OPT_MIN_HOLD,
 	OPT_CREATE,
+	OPT_TIMEOUT,
 };
 
 /* What an option does with its field. */
@@ -179,6 +180,10 @@ static const struct opt_def opt_defs[] = {
 	 .help = "signal for the command if the slot is lost" DEFAULT_IS(LOST_SIGNAL)},
 	{"grace", OPT_GRACE, "SECS", HOLD, SECONDS(hold.grace, 0),
 	 .help = "SIGKILL the command this long after --lost-signal" DEFAULT_IS(GRACE)},
+	{"timeout", OPT_TIMEOUT, "SECS", HOLD, SECONDS(hold.timeout, 0),
+	 .help = "end the command after SECS: SIGTERM to every process of it,\n"
+		 "SIGKILL --grace later; hold exits 124 (default\n"
+		 "$AMQPLOCK_TIMEOUT; 0 = none)"},
 	/* The default is the command's (cmd_client.c, settle_lease). */
 	{"lease", OPT_LEASE, "SECS", LEASE, SECONDS(hold.lease, 0),
 	 .help = "keep the slot this long for a holder that lost its connection,\n"
@@ -208,7 +213,8 @@ void cli_defaults(struct cli *cli)
 		.hold = {.wait = -1,
 			 .lost_signal = CAT(SIG, DEFAULT_LOST_SIGNAL),
 			 .grace = DEFAULT_GRACE,
-			 .lease = -1},
+			 .lease = -1,
+			 .timeout = -1},
 		.prefix = DEFAULT_PREFIX,
 		.conflict_exit = DEFAULT_CONFLICT_EXIT,
 		.exit_code = -1,
@@ -495,6 +501,25 @@ enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes
 }
 
 /* --- using what the options say --------------------------------------------- */
+
+enum al_status cli_settle_timeout(struct cli *cli)
+{
+	const char *env = getenv("AMQPLOCK_TIMEOUT");
+	const char *why;
+	char q[64];
+
+	if (cli->hold.timeout >= 0)
+		return AL_OK;
+	cli->hold.timeout = 0;
+	if (!env || !*env)
+		return AL_OK;
+	if ((why = parse_seconds(env, MAX_SECONDS, &cli->hold.timeout)) != NULL)
+		return fail(AL_USAGE,
+			    "AMQPLOCK_TIMEOUT=%s %s: set it to seconds (0 = none), or give "
+			    "--timeout",
+			    parse_quote_arg(env, q, sizeof(q)), why);
+	return AL_OK;
+}
 
 enum al_status cli_check_prefix(struct cli *cli)
 {

@@ -122,6 +122,8 @@ enum al_status cli_check_name(struct cli *cli, const char *name);
 
 /* The prefix alone, for a command that takes no name (list). */
 enum al_status cli_check_prefix(struct cli *cli);
+/* hold's --timeout, from $AMQPLOCK_TIMEOUT if it was not given (0: none). */
+enum al_status cli_settle_timeout(struct cli *cli);
 
 /* Every semaphore under the prefix, from the management HTTP API as the
  * options say (mgmt.h), all before `by`. */

@@ -512,7 +512,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	int code = 0, sig_fd;
 
 	(void)argc, (void)argv;
-	if ((st = settle_lease(cli, true)) != AL_OK)
+	if ((st = settle_lease(cli, true)) != AL_OK || (st = cli_settle_timeout(cli)) != AL_OK)
 		return st;
 	o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
 	if (o.argv) {

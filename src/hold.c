@@ -440,6 +440,38 @@ static enum hold_event wind_down(struct holding *h)
 	return HOLD_EV_NONE;
 }
 
+/* --timeout: the command has had its time. Every process of it gets
+ * SIGTERM now, and SIGKILL --grace later (the second event); the slot
+ * stays ours until the last has gone, as after any end of the command. */
+static enum hold_event time_out(struct holding *h)
+{
+	if (h->timed_out_at) {
+		job_kill(h);
+		return HOLD_EV_NONE;
+	}
+	h->timed_out_at = now_seconds();
+	notice(h, "timeout", "grace_ms", h->o->grace,
+	       "the command has run for --timeout %g s: SIGTERM to every process of it, SIGKILL "
+	       "in %g s",
+	       h->o->timeout, h->o->grace);
+	job_end_with(h, SIGTERM);
+	return HOLD_EV_NONE;
+}
+
+/* When --timeout's next step is due (SIGTERM, then SIGKILL), on
+ * now_seconds()'s clock; INFINITY if none is. */
+static double timeout_next(const struct holding *h)
+{
+	if (h->o->timeout <= 0 || !h->started_at || h->done || h->killed_at)
+		return INFINITY;
+	return h->timed_out_at ? h->timed_out_at + h->o->grace : h->started_at + h->o->timeout;
+}
+
+static enum hold_event timeout_due(const struct holding *h)
+{
+	return now_seconds() >= timeout_next(h) ? HOLD_EV_TIMEOUT : HOLD_EV_NONE;
+}
+
 static enum hold_event wound_down(struct holding *h)
 {
 	h->state = HOLD_GONE;
@@ -454,19 +486,23 @@ static action *const actions[HOLD_STATES][HOLD_EVENTS] = {
 	[HOLD_HELD] = {
 		[HOLD_EV_TICK] = verify, [HOLD_EV_REFUSED] = refused,
 		[HOLD_EV_CONN_LOST] = go_away, [HOLD_EV_KEEPER_LATE] = keeper_late,
-		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended},
+		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
+		[HOLD_EV_TIMEOUT] = time_out},
 	[HOLD_PAUSED] = {
 		[HOLD_EV_TICK] = verify, [HOLD_EV_REFUSED] = refused,
 		[HOLD_EV_CONN_LOST] = go_away, [HOLD_EV_KEEPER_LATE] = keeper_late,
-		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended},
+		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
+		[HOLD_EV_TIMEOUT] = time_out},
 	[HOLD_AWAY] = {
 		[HOLD_EV_TICK] = reconnect, [HOLD_EV_BACK] = back, [HOLD_EV_GONE] = gone,
 		[HOLD_EV_LEASE_OUT] = lease_out, [HOLD_EV_KEEPER_LATE] = keeper_late,
-		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended},
+		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
+		[HOLD_EV_TIMEOUT] = time_out},
 	[HOLD_AWAY_PAUSED] = {
 		[HOLD_EV_TICK] = reconnect, [HOLD_EV_BACK] = back, [HOLD_EV_GONE] = gone,
 		[HOLD_EV_LEASE_OUT] = lease_out, [HOLD_EV_KEEPER_LATE] = keeper_late,
-		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended},
+		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
+		[HOLD_EV_TIMEOUT] = time_out},
 	[HOLD_LOST] = {
 		[HOLD_EV_TICK] = wind_down, [HOLD_EV_ENDED] = wound_down},
 	/* HOLD_DONE and HOLD_GONE: over; hold_run lets the slot go. */
@@ -484,10 +520,11 @@ static void dispatch(struct holding *h, enum hold_event ev)
 
 static double next_wakeup(const struct holding *h)
 {
-	double t = INFINITY, now = now_seconds();
+	double t, now = now_seconds();
 
 	if (h->state == HOLD_LOST)
 		return now + WIND_DOWN_POLL;
+	t = timeout_next(h);
 	if (h->exited_at && !h->told_remaining && h->o->events.remaining)
 		t = sooner(t, h->exited_at + REMAINING_NEWS);
 	if (h->state == HOLD_AWAY || h->state == HOLD_AWAY_PAUSED) {
@@ -610,6 +647,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			dispatch(&h, job_signal(&h, sig));
 		if (h.supervising)
 			job_tell_remaining(&h);
+		dispatch(&h, timeout_due(&h));
 		dispatch(&h, HOLD_EV_TICK);
 	}
 	/* The release deletes the holder queue anyway; no more questions. */
@@ -620,7 +658,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 		close(h.terminal);
 	if (o->keeper)
 		o->keeper->terminal = -1;
-	*code = h.code;
+	*code = h.timed_out_at ? HOLD_TIMEOUT_EXIT : h.code;
 	st = let_go(&h);
 	/* The slot given back: now the failure to start the command. */
 	if (st == AL_OK && h.no_start[0]) {

@@ -63,6 +63,11 @@ struct hold_opts {
 	/* The lease, seconds (the holder's side of struct sem has it too); 0: none,
 	 * the slot is lost with the connection. */
 	double lease;
+	/* --timeout: the command (every process of it) gets SIGTERM this
+	 * long after it started, SIGKILL --grace later, and hold exits
+	 * HOLD_TIMEOUT_EXIT. 0: none; < 0: not given ($AMQPLOCK_TIMEOUT
+	 * may say). */
+	double timeout;
 	/* --min-hold: the slot stays taken this long after it was taken,
 	 * by a lease of that length left behind (sem_lease_minimum); 0:
 	 * none. */
@@ -74,6 +79,10 @@ struct hold_opts {
 	/* With a command: its keeper (below); NULL without one. */
 	struct hold_keeper *keeper;
 };
+
+/* hold's exit code after --timeout, whatever ended the command: as
+ * timeout(1)'s; no sysexits code, so never one of amqplock's own. */
+#define HOLD_TIMEOUT_EXIT 124
 
 /* A slot's lease, for the keeper's last act (and amqplock's own end of a
  * lease after a loss): ended on a connection of its own. The keeper also

@@ -75,6 +75,9 @@ enum hold_event {
 	/* The command and everything it started have ended; or, without a
 	 * command, a terminating signal. */
 	HOLD_EV_ENDED,
+	/* --timeout has passed since the command started (SIGTERM is due),
+	 * or --grace since then (SIGKILL). */
+	HOLD_EV_TIMEOUT,
 	HOLD_EVENTS
 };
 
@@ -121,6 +124,10 @@ struct holding {
 	unsigned holder_tries;
 	double lost_at;   /* now_seconds() when lost; 0: not lost */
 	double killed_at; /* 0: no SIGKILL yet */
+	/* --timeout: when the command started, and when it timed out;
+	 * 0: not yet. */
+	double started_at;
+	double timed_out_at;
 	/* Away since, whether lease_running_out was told, and the reconnects. */
 	bool warned;
 	double away_since;
@@ -154,6 +161,10 @@ void job_kill_at(struct holding *h, double deadline);
 void job_lost(struct holding *h);
 /* SIGKILL to every process of the command, once. */
 void job_kill(struct holding *h);
+/* sig, which ends the job, to every process of the command: what is
+ * stopped is continued so that it takes effect, unless amqplock stopped
+ * the job itself (it goes on once its slot is checked). */
+void job_end_with(struct holding *h, int sig);
 /* The next event of the command (its keeper's reports), or HOLD_EV_NONE. */
 enum hold_event job_next(struct holding *h);
 /* A signal to amqplock: what the command is to get of it, and the event

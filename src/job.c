@@ -193,6 +193,7 @@ void job_start(struct holding *h)
 	}
 	h->supervising = true;
 	h->has_terminal = so.give_terminal;
+	h->started_at = now_seconds();
 }
 
 void job_kill_at(struct holding *h, double deadline)
@@ -430,16 +431,21 @@ enum hold_event job_signal(struct holding *h, int sig)
 	} else if (!h->done && h->state != HOLD_LOST) {
 		trace("passing SIG%s on to the command", sigabbrev_np(sig));
 		/* USR1 and USR2 mean something to the command alone; the others
-		 * end the job, so every process of it gets them, and what is
-		 * stopped is continued so that they take effect (a job that
-		 * amqplock stopped itself goes on only once its slot is
-		 * checked: then they do). */
+		 * end the job. */
 		if (sig == SIGUSR1 || sig == SIGUSR2)
 			super_signal_group(&h->sv, sig);
-		else if (holding_paused(h))
-			super_signal_all(&h->sv, sig);
 		else
-			super_signal_all_awake(&h->sv, sig);
+			job_end_with(h, sig);
 	}
 	return HOLD_EV_NONE;
+}
+
+void job_end_with(struct holding *h, int sig)
+{
+	if (!h->supervising || h->done)
+		return;
+	if (holding_paused(h))
+		super_signal_all(&h->sv, sig);
+	else
+		super_signal_all_awake(&h->sv, sig);
 }
