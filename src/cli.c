@@ -35,7 +35,6 @@ static const char default_url[] = DEFAULT_URL;
 #define DEFAULT_CONFLICT_EXIT 1
 #define DEFAULT_LOST_SIGNAL   TERM /* SIGTERM */
 #define DEFAULT_GRACE         10
-#define MAX_SECONDS           1e6
 /* A minimum hold of up to a day: a cron schedule's period at most. */
 #define MAX_MIN_HOLD 86400
 
@@ -501,25 +500,6 @@ enum al_status cli_parse(struct cli *cli, int argc, char **argv, unsigned scopes
 }
 
 /* --- using what the options say --------------------------------------------- */
-
-enum al_status cli_settle_timeout(struct cli *cli)
-{
-	const char *env = getenv("AMQPLOCK_TIMEOUT");
-	const char *why;
-	char q[64];
-
-	if (cli->hold.timeout >= 0)
-		return AL_OK;
-	cli->hold.timeout = 0;
-	if (!env || !*env)
-		return AL_OK;
-	if ((why = parse_seconds(env, MAX_SECONDS, &cli->hold.timeout)) != NULL)
-		return fail(AL_USAGE,
-			    "AMQPLOCK_TIMEOUT=%s %s: set it to seconds (0 = none), or give "
-			    "--timeout",
-			    parse_quote_arg(env, q, sizeof(q)), why);
-	return AL_OK;
-}
 
 enum al_status cli_check_prefix(struct cli *cli)
 {

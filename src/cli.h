@@ -39,6 +39,9 @@ enum cli_show { CLI_SHOW_NOTHING, CLI_SHOW_HELP, CLI_SHOW_VERSION };
 #define AMQPLOCK_VERSION "unknown"
 #endif
 
+/* The most seconds any option (or $AMQPLOCK_TIMEOUT) takes. */
+#define MAX_SECONDS 1e6
+
 /* The default lease is this plus --grace (cmd_client.c): a hold rides out
  * a broker outage of 10 s and more (a restart, a failover) with a
  * heartbeat's silence to notice it, and a host that dies keeps its slot
@@ -122,8 +125,6 @@ enum al_status cli_check_name(struct cli *cli, const char *name);
 
 /* The prefix alone, for a command that takes no name (list). */
 enum al_status cli_check_prefix(struct cli *cli);
-/* hold's --timeout, from $AMQPLOCK_TIMEOUT if it was not given (0: none). */
-enum al_status cli_settle_timeout(struct cli *cli);
 
 /* Every semaphore under the prefix, from the management HTTP API as the
  * options say (mgmt.h), all before `by`. */

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "hold.h"
 #include "out.h"
+#include "parse.h"
 #include "signals.h"
 
 struct client {
@@ -153,6 +154,26 @@ static enum al_status settle_lease(struct cli *cli, bool has_command)
 		return fail(AL_USAGE,
 			    "--min-hold needs a lease to keep the slot with: not --lease 0");
 	trace("lease %g s", cli->hold.lease);
+	return AL_OK;
+}
+
+/* hold's --timeout, from $AMQPLOCK_TIMEOUT if it was not given (0: none). */
+static enum al_status settle_timeout(struct cli *cli)
+{
+	const char *env = getenv("AMQPLOCK_TIMEOUT");
+	const char *why;
+	char q[64];
+
+	if (cli->hold.timeout >= 0)
+		return AL_OK;
+	cli->hold.timeout = 0;
+	if (!env || !*env)
+		return AL_OK;
+	if ((why = parse_seconds(env, MAX_SECONDS, &cli->hold.timeout)) != NULL)
+		return fail(AL_USAGE,
+			    "AMQPLOCK_TIMEOUT=%s %s: set it to seconds (0 = none), or give "
+			    "--timeout",
+			    parse_quote_arg(env, q, sizeof(q)), why);
 	return AL_OK;
 }
 
@@ -512,7 +533,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	int code = 0, sig_fd;
 
 	(void)argc, (void)argv;
-	if ((st = settle_lease(cli, true)) != AL_OK || (st = cli_settle_timeout(cli)) != AL_OK)
+	if ((st = settle_lease(cli, true)) != AL_OK || (st = settle_timeout(cli)) != AL_OK)
 		return st;
 	o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
 	if (o.argv) {

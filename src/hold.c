@@ -13,7 +13,6 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,25 +72,6 @@ static void renewed(struct holding *h, double sent)
 		return;
 	h->s->hold->lease.renewed = sent;
 	job_kill_at(h, kill_deadline(h));
-}
-
-/* News for the user: event, one figure (key, in milliseconds) and text. */
-static void notice(struct holding *h, const char *event, const char *key, double seconds,
-		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void notice(struct holding *h, const char *event, const char *key, double seconds,
-		   const char *fmt, ...)
-{
-	char text[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	if (h->o->events.notice)
-		h->o->events.notice(h->o->events.arg, event, key,
-				    seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
-	else
-		trace("%s", text);
 }
 
 /* The slot is lost (the cause is recorded): the command gets the lost
@@ -284,10 +264,10 @@ static enum hold_event go_away(struct holding *h)
 	h->reconnects = backoff_start(FIRST_RECONNECT, LONGEST_RECONNECT);
 	h->verify_sent = 0;
 	left = signal_deadline(h) - boot_seconds();
-	notice(h, "disconnected", "deadline_ms", left,
-	       "connection for slot %u of %s lost (%s); reconnecting, the lease keeps the slot "
-	       "for the command %.1f s",
-	       h->slot, h->s->label, h->away_reason, left > 0 ? left : 0);
+	job_notice(h, "disconnected", "deadline_ms", left,
+		   "connection for slot %u of %s lost (%s); reconnecting, the lease keeps the slot "
+		   "for the command %.1f s",
+		   h->slot, h->s->label, h->away_reason, left > 0 ? left : 0);
 	return HOLD_EV_NONE;
 }
 
@@ -303,10 +283,11 @@ static enum hold_event reconnect(struct holding *h)
 	 * lease) still tells its readers the lease is running out. */
 	if (!h->warned && left <= LEASE_WARNING) {
 		h->warned = true;
-		notice(h, "lease_running_out", "deadline_ms", left > 0 ? left : 0,
-		       "the lease of slot %u of %s runs out: the command gets SIG%s in %.1f s "
-		       "unless amqplock reconnects",
-		       h->slot, h->s->label, sigabbrev_np(h->o->lost_signal), left > 0 ? left : 0);
+		job_notice(h, "lease_running_out", "deadline_ms", left > 0 ? left : 0,
+			   "the lease of slot %u of %s runs out: the command gets SIG%s in %.1f s "
+			   "unless amqplock reconnects",
+			   h->slot, h->s->label, sigabbrev_np(h->o->lost_signal),
+			   left > 0 ? left : 0);
 	}
 	if (left <= 0)
 		return HOLD_EV_LEASE_OUT;
@@ -332,9 +313,9 @@ static enum hold_event back(struct holding *h)
 	heard_back(h);
 	if (h->answers.s)
 		sem_answers_listen(&h->answers, h->s, h->slot, h->o->conn_opts);
-	notice(h, "reconnected", "away_ms", now_seconds() - h->away_since,
-	       "reconnected to %s after %.2f s; slot %u of %s is still ours", h->s->conn->where,
-	       now_seconds() - h->away_since, h->slot, h->s->label);
+	job_notice(h, "reconnected", "away_ms", now_seconds() - h->away_since,
+		   "reconnected to %s after %.2f s; slot %u of %s is still ours", h->s->conn->where,
+		   now_seconds() - h->away_since, h->slot, h->s->label);
 	if (paused)
 		job_thaw(h);
 	return HOLD_EV_NONE;
@@ -440,38 +421,6 @@ static enum hold_event wind_down(struct holding *h)
 	return HOLD_EV_NONE;
 }
 
-/* --timeout: the command has had its time. Every process of it gets
- * SIGTERM now, and SIGKILL --grace later (the second event); the slot
- * stays ours until the last has gone, as after any end of the command. */
-static enum hold_event time_out(struct holding *h)
-{
-	if (h->timed_out_at) {
-		job_kill(h);
-		return HOLD_EV_NONE;
-	}
-	h->timed_out_at = now_seconds();
-	notice(h, "timeout", "grace_ms", h->o->grace,
-	       "the command has run for --timeout %g s: SIGTERM to every process of it, SIGKILL "
-	       "in %g s",
-	       h->o->timeout, h->o->grace);
-	job_end_with(h, SIGTERM);
-	return HOLD_EV_NONE;
-}
-
-/* When --timeout's next step is due (SIGTERM, then SIGKILL), on
- * now_seconds()'s clock; INFINITY if none is. */
-static double timeout_next(const struct holding *h)
-{
-	if (h->o->timeout <= 0 || !h->started_at || h->done || h->killed_at)
-		return INFINITY;
-	return h->timed_out_at ? h->timed_out_at + h->o->grace : h->started_at + h->o->timeout;
-}
-
-static enum hold_event timeout_due(const struct holding *h)
-{
-	return now_seconds() >= timeout_next(h) ? HOLD_EV_TIMEOUT : HOLD_EV_NONE;
-}
-
 static enum hold_event wound_down(struct holding *h)
 {
 	h->state = HOLD_GONE;
@@ -487,22 +436,22 @@ static action *const actions[HOLD_STATES][HOLD_EVENTS] = {
 		[HOLD_EV_TICK] = verify, [HOLD_EV_REFUSED] = refused,
 		[HOLD_EV_CONN_LOST] = go_away, [HOLD_EV_KEEPER_LATE] = keeper_late,
 		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
-		[HOLD_EV_TIMEOUT] = time_out},
+		[HOLD_EV_TIMEOUT] = job_time_out},
 	[HOLD_PAUSED] = {
 		[HOLD_EV_TICK] = verify, [HOLD_EV_REFUSED] = refused,
 		[HOLD_EV_CONN_LOST] = go_away, [HOLD_EV_KEEPER_LATE] = keeper_late,
 		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
-		[HOLD_EV_TIMEOUT] = time_out},
+		[HOLD_EV_TIMEOUT] = job_time_out},
 	[HOLD_AWAY] = {
 		[HOLD_EV_TICK] = reconnect, [HOLD_EV_BACK] = back, [HOLD_EV_GONE] = gone,
 		[HOLD_EV_LEASE_OUT] = lease_out, [HOLD_EV_KEEPER_LATE] = keeper_late,
 		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
-		[HOLD_EV_TIMEOUT] = time_out},
+		[HOLD_EV_TIMEOUT] = job_time_out},
 	[HOLD_AWAY_PAUSED] = {
 		[HOLD_EV_TICK] = reconnect, [HOLD_EV_BACK] = back, [HOLD_EV_GONE] = gone,
 		[HOLD_EV_LEASE_OUT] = lease_out, [HOLD_EV_KEEPER_LATE] = keeper_late,
 		[HOLD_EV_STOP] = stop, [HOLD_EV_CONT] = resume, [HOLD_EV_ENDED] = ended,
-		[HOLD_EV_TIMEOUT] = time_out},
+		[HOLD_EV_TIMEOUT] = job_time_out},
 	[HOLD_LOST] = {
 		[HOLD_EV_TICK] = wind_down, [HOLD_EV_ENDED] = wound_down},
 	/* HOLD_DONE and HOLD_GONE: over; hold_run lets the slot go. */
@@ -524,7 +473,7 @@ static double next_wakeup(const struct holding *h)
 
 	if (h->state == HOLD_LOST)
 		return now + WIND_DOWN_POLL;
-	t = timeout_next(h);
+	t = job_timeout_next(h);
 	if (h->exited_at && !h->told_remaining && h->o->events.remaining)
 		t = sooner(t, h->exited_at + REMAINING_NEWS);
 	if (h->state == HOLD_AWAY || h->state == HOLD_AWAY_PAUSED) {
@@ -647,7 +596,7 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 			dispatch(&h, job_signal(&h, sig));
 		if (h.supervising)
 			job_tell_remaining(&h);
-		dispatch(&h, timeout_due(&h));
+		dispatch(&h, job_timeout_due(&h));
 		dispatch(&h, HOLD_EV_TICK);
 	}
 	/* The release deletes the holder queue anyway; no more questions. */

@@ -159,6 +159,16 @@ void job_start(struct holding *h);
 void job_kill_at(struct holding *h, double deadline);
 /* The command gets --lost-signal, or SIGKILL at once while it is stopped. */
 void job_lost(struct holding *h);
+/* News for the user: event, one figure (key, in milliseconds) and text
+ * (hold_events.notice; traced if nobody listens). */
+void job_notice(struct holding *h, const char *event, const char *key, double seconds,
+		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* --timeout (HOLD_EV_TIMEOUT's action): SIGTERM to every process of the
+ * command, the second time SIGKILL. When its next step is due
+ * (now_seconds(); INFINITY: none), and the event if it is due now. */
+enum hold_event job_time_out(struct holding *h);
+double job_timeout_next(const struct holding *h);
+enum hold_event job_timeout_due(const struct holding *h);
 /* SIGKILL to every process of the command, once. */
 void job_kill(struct holding *h);
 /* sig, which ends the job, to every process of the command: what is

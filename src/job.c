@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -222,6 +223,52 @@ void job_lost(struct holding *h)
 		      sigabbrev_np(h->o->lost_signal));
 		super_signal_all(&h->sv, h->o->lost_signal);
 	}
+}
+
+void job_notice(struct holding *h, const char *event, const char *key, double seconds,
+		const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (h->o->events.notice)
+		h->o->events.notice(h->o->events.arg, event, key,
+				    seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
+	else
+		trace("%s", text);
+}
+
+/* --timeout: the command has had its time. Every process of it gets
+ * SIGTERM now, and SIGKILL --grace later (the second event); the slot
+ * stays ours until the last has gone, as after any end of the command. */
+enum hold_event job_time_out(struct holding *h)
+{
+	if (h->timed_out_at) {
+		job_kill(h);
+		return HOLD_EV_NONE;
+	}
+	h->timed_out_at = now_seconds();
+	job_notice(h, "timeout", "grace_ms", h->o->grace,
+		   "the command has run for --timeout %g s: SIGTERM to every process of it, "
+		   "SIGKILL in %g s",
+		   h->o->timeout, h->o->grace);
+	job_end_with(h, SIGTERM);
+	return HOLD_EV_NONE;
+}
+
+double job_timeout_next(const struct holding *h)
+{
+	if (h->o->timeout <= 0 || !h->started_at || h->done || h->killed_at)
+		return INFINITY;
+	return h->timed_out_at ? h->timed_out_at + h->o->grace : h->started_at + h->o->timeout;
+}
+
+enum hold_event job_timeout_due(const struct holding *h)
+{
+	return now_seconds() >= job_timeout_next(h) ? HOLD_EV_TIMEOUT : HOLD_EV_NONE;
 }
 
 /* A line for people that is no event (hold_events.warning). */

@@ -55,9 +55,9 @@ no-line|src/take.c|s/\tst = sem_find_free\(s, slot, max\);/\treturn sem_acquire(
 mark-lapse-kept-late|src/line.c|s/\t\ts->hold->place\.lapsed = true;\n//; s/\tif \(s->line == LINE_UP && !s->hold->place\.lapsed &&/\tif (!s->hold->place.lapsed \&\&/|entries.bats|^under an expires policy
 line-gone-polls|src/line.c|s/\tif \(code == AMQP_NOT_FOUND &&/\tif (0 \&\&/|entries.bats|deleted under its waiters
 entry-missing-ignored|src/line.c|s/if \(st == AL_OK && !found\[0\] && entries_wanted/if (0 \&\& !found[0] \&\& entries_wanted/|entries.bats|deleted under its waiters
-timeout-never-killed|src/hold.c|s/\tif \(h->timed_out_at\) \{\n\t\tjob_kill\(h\);/\tif (h->timed_out_at) {/|timeout.bats|grandchild that ignores SIGTERM
+timeout-never-killed|src/job.c|s/\tif \(h->timed_out_at\) \{\n\t\tjob_kill\(h\);/\tif (h->timed_out_at) {/|timeout.bats|grandchild that ignores SIGTERM
 timeout-own-status|src/hold.c|s/h\.timed_out_at \? HOLD_TIMEOUT_EXIT : h\.code/h.code/|timeout.bats|^a command that ends on SIGTERM
-timeout-env-ignored|src/cli.c|s/getenv\("AMQPLOCK_TIMEOUT"\)/NULL/|timeout.bats|^AMQPLOCK_TIMEOUT
+timeout-env-ignored|src/cmd_client.c|s/getenv\("AMQPLOCK_TIMEOUT"\)/NULL/|timeout.bats|^AMQPLOCK_TIMEOUT
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\treturn lose\(h, true\);/\treturn lose(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->hold->lease\.on \? req_lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = req_lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)
