@@ -34,7 +34,7 @@ ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 # their own by tests/unit. url.c needs librabbitmq's amqp_parse_url and
 # list.c cJSON, hence $(PKG_LIBS) on the unit tests' link line. Every
 # other src/*.c is amqplock's too.
-PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c src/list.c src/rules.c
+PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c src/list.c src/rules.c src/metrics.c
 SRCS := $(PURE_SRCS) $(filter-out $(PURE_SRCS),$(sort $(wildcard src/*.c)))
 OBJS := $(SRCS:src/%.c=build/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,build/unit/%,$(wildcard tests/unit/test_*.c))
@@ -66,7 +66,7 @@ build/unit/%: tests/unit/%.c $(PURE_SRCS:src/%.c=build/%.o) build/flags
 # missing. Does nothing when all are there. (libc6-dev: gcc only recommends
 # it, and install-deps.sh installs no recommends.)
 DEB_PKGS := gcc libc6-dev make pkg-config openssl librabbitmq-dev libcjson-dev libcurl4-openssl-dev rabbitmq-server jq clang-format bats \
-	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 psmisc spin
+	bats-support bats-assert valgrind groff-base zsh fish bash-completion python3 python3-prometheus-client psmisc spin
 deps:
 	@tests/lib/install-deps.sh $(DEB_PKGS)
 

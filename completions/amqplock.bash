@@ -24,7 +24,8 @@ _amqplock_command_opts() {
     case $1 in
     create | add | max) echo --admin-wait --overshoot --slot-type ;;
     destroy | remove) echo --admin-wait --overshoot ;;
-    status) echo --overshoot --no-names ;;
+    status) echo --overshoot --no-names --metrics ;;
+    list) echo --metrics ;;
     check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
     acquire) echo --nonblock --wait --conflict-exit-code --lease --min-hold --create ;;

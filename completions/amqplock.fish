@@ -131,6 +131,7 @@ complete -c amqplock -n $admin -l admin-wait -x -d 'Wait up to SECS for another 
 complete -c amqplock -n $scan -l overshoot -x -d 'Look N slots past max for strays and orphans'
 complete -c amqplock -n '__amqplock_using check' -l repair -d 'Delete the stray queues found'
 complete -c amqplock -n '__amqplock_using status' -l no-names -d 'Do not ask the holders who they are'
+complete -c amqplock -n '__amqplock_using status list' -l metrics -d 'Print OpenMetrics text'
 complete -c amqplock -n '__amqplock_using create add max' -l slot-type -x -a 'classic quorum' -d 'Type of the slot queues'
 
 # acquire, hold and wait.

@@ -78,6 +78,7 @@ enum opt_id {
 	OPT_MIN_HOLD,
 	OPT_CREATE,
 	OPT_TIMEOUT,
+	OPT_METRICS,
 };
 
 /* What an option does with its field. */
@@ -165,6 +166,8 @@ static const struct opt_def opt_defs[] = {
 		 "classic, others the type of the slots there are"},
 	{"repair", OPT_REPAIR, NULL, REPAIR, FLAG(repair),
 	 .help = "delete the stray queues found (the other problems stay)"},
+	{"metrics", OPT_METRICS, NULL, METRICS, FLAG(metrics),
+	 .help = "print OpenMetrics text (Prometheus, node_exporter's textfile collector)"},
 	{"no-names", OPT_NO_NAMES, NULL, NAMES, FLAG(sem.no_names),
 	 .help = "do not ask the holders who they are (no wait for their answers)"},
 	{"nonblock", OPT_NONBLOCK, NULL, WAIT, FLAG(hold.nonblock),

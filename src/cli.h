@@ -23,9 +23,10 @@ enum scope {
 	GROW = 1 << 5,  /* may declare slot queues */
 	/* check --repair: may delete the strays it finds */
 	REPAIR = 1 << 6,
-	LEASE = 1 << 7, /* holds a slot */
-	NAMES = 1 << 8, /* status: asks holders who they are */
-	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE | NAMES,
+	LEASE = 1 << 7,   /* holds a slot */
+	NAMES = 1 << 8,   /* status: asks holders who they are */
+	METRICS = 1 << 9, /* status, list: OpenMetrics text */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE | NAMES | METRICS,
 };
 
 /* What to show instead of running a command: --help, --version. */
@@ -38,6 +39,9 @@ enum cli_show { CLI_SHOW_NOTHING, CLI_SHOW_HELP, CLI_SHOW_VERSION };
 #ifndef AMQPLOCK_VERSION
 #define AMQPLOCK_VERSION "unknown"
 #endif
+
+/* How many semaphores one status may name. */
+#define STATUS_NAMES_MAX 1000
 
 /* The most seconds any option (or $AMQPLOCK_TIMEOUT) takes. */
 #define MAX_SECONDS 1e6
@@ -68,6 +72,8 @@ struct cli {
 	enum cli_show show;
 	/* check */
 	bool repair;
+	/* status, list */
+	bool metrics;
 	/* acquire, hold, wait */
 	unsigned conflict_exit;
 	/* acquire, hold: --create N, 0 if not given */
