@@ -209,7 +209,7 @@ entries() {
     finish b w
 }
 
-@test "NAME#line deleted under its waiters (an expires policy, by hand): they enter it again, each served within 2.5 s of a release" {
+@test "NAME#line deleted under its waiters (an expires policy, by hand): they enter it again, served within 2.5 s and 4 s of the releases" {
     al create "$n" 2
     holder a
     holder b
@@ -227,7 +227,9 @@ entries() {
     wait_until 10 served 2 || fail "the second not served: $(cat "$T/w1.err" "$T/w2.err")"
     took=$(since "$t0")
     note "second served $took s after the release"
-    awk -v t="$took" 'BEGIN { exit !(t < 2.5) }' || fail "served $took s after the release"
+    # its entry went with the line: it finds the slot by its own look
+    # (every 2 s at most); 4 s still tells that from the 5 s stall
+    awk -v t="$took" 'BEGIN { exit !(t < 4) }' || fail "served $took s after the release"
     cat "$T/w1.err" "$T/w2.err" | grep -Eq "was gone, our place with it|our entry is missing" ||
         fail "nobody entered again: $(cat "$T/w1.err" "$T/w2.err")"
     finish w1 w2
