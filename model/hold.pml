@@ -28,7 +28,10 @@
  *   - an adversary of the holders' own login, ADV actions per run: a
  *     forged offer, an answer with the live lease's token (tokens are
  *     public) and a guessed id, a seen answer replayed, a note taken from
- *     the line, a holder queue deleted, the slot removed or added again.
+ *     the line, a holder queue deleted, the slot removed or added again;
+ *   - with -DEVICT, an administrator's `amqplock evict` (src/evict.c):
+ *     once someone holds, the slot queue deleted, then, once neither -B
+ *     nor -L is left, made again and the line woken.
  *
  * Properties, asserted at every step (SAFE) or every tick:
  *   SAFE    at most one command runs on the slot: the ghost `running`
@@ -43,6 +46,11 @@
  *           slot at once. (The model has no horizon, but a waiter's
  *           polls make "eventually" hold trivially; SERVED is the bounded
  *           promise that the line itself keeps.)
+ *   EVICTED when an eviction gives the slot back, no command runs: the
+ *           evicted one has ended with every process, and nobody else
+ *           could start one meanwhile. (SERVED says nothing once an
+ *           eviction has begun: it removes the slot, as the adversary
+ *           may.)
  *
  * Known-bad variants, each a -D switch that model/run.sh expects to fail
  * (all but BUG_NO_WAKE with -DSAFE_ONLY, which leaves SERVED out, so that
@@ -55,6 +63,8 @@
  *   BUG_OFFERER_ENDS_LEASE the offerer ends the lease after its answer
  *   BUG_NO_WAKE            a release wakes nobody
  *   BUG_ANY_ANSWER         an answer is taken without checking its id
+ *   BUG_EVICT_FREES        an eviction frees the slot at once (deletes
+ *                          -B and -L) instead of removing the slot queue
  *
  * Time: a tick is the renewal interval (1 s); it passes only when nothing
  * else can happen (timeout), so every process has done what it does at
@@ -616,6 +626,30 @@ end:	do
 		kind = 0; n = 0; id = 0; t = 0 }
 	od
 }
+
+#ifdef EVICT
+/* --- amqplock evict: the slot queue deleted under the holder, which then
+ * ends its job as for a removed slot, keeping -B (and -L) until the last
+ * process has gone; the slot queue made again once both have gone ------ */
+active proctype evictor() {
+	b_owner != NONE;
+	/* a removal of the slot, as the adversary's: SERVED no longer
+	 * speaks (a claim under way when the slot queue comes back fails,
+	 * and its waiter looks again a poll later) */
+	atomic {
+		disturbed = true;
+#ifdef BUG_EVICT_FREES
+		b_owner = NONE; empty_bq(); l_token = 0; l_age = 0
+#else
+		a_exists = false
+#endif
+	}
+	atomic { b_owner == NONE && l_token == 0 ->
+		assert(running == 0);	/* EVICTED */
+		a_exists = true;
+		wake() }
+}
+#endif
 
 /* --- time: a tick passes when nothing else can happen ------------------ */
 active proctype clock() {

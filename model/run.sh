@@ -9,7 +9,8 @@
 # non-zero on any failure.
 #
 #   model/run.sh [NAME...]   NAME: a configuration below (faults, adversary,
-#                            both, line-faults, line-adversary, line-both),
+#                            both, evict, evict-faults, line-faults,
+#                            line-adversary, line-both),
 #                            a BUG_ variant or a REACH_ point; default: all
 #                            but both
 #
@@ -20,6 +21,10 @@
 #   adversary   FAULTS=0 ADV=1   exhaustive (about 15 million states)
 #   both        FAULTS=1 ADV=1   bitstate, only when named or for `make
 #                                model` (MODEL_ALL=1): too large to keep
+#   evict       FAULTS=0 ADV=0, an administrator's eviction  exhaustive
+#                                (about 6 million states)
+#   evict-faults FAULTS=1 ADV=0, the same  exhaustive (about 46 million
+#                                states; not in make check)
 # and of the line (model/line.pml: 2 slots):
 #   line-faults     FAULTS=1 ADV=0, 4 clients  exhaustive (about 21 million
 #                                states; not in make check)
@@ -43,6 +48,8 @@ declare -A CONFIG=(
     [line-faults]="-DFAULTS=1 -DADV=0"
     [line-adversary]="-DFAULTS=0 -DADV=1 -DCLIENTS=3"
     [line-both]="-DFAULTS=1 -DADV=1 -DCLIENTS=3"
+    [evict]="-DFAULTS=0 -DADV=0 -DEVICT"
+    [evict-faults]="-DFAULTS=1 -DADV=0 -DEVICT"
 )
 # Each variant in the configuration that shows its fault.
 declare -A BUG=(
@@ -52,6 +59,7 @@ declare -A BUG=(
     [BUG_OFFERER_ENDS_LEASE]="-DSAFE_ONLY -DFAULTS=1 -DADV=0"
     [BUG_NO_WAKE]="-DFAULTS=0 -DADV=0"
     [BUG_ANY_ANSWER]="-DSAFE_ONLY -DFAULTS=1 -DADV=2"
+    [BUG_EVICT_FREES]="-DSAFE_ONLY -DFAULTS=0 -DADV=0 -DEVICT"
     [BUG_ACK_AT_GET]="-DFAULTS=1 -DADV=0"
     [BUG_SINGLE_OFFER]="-DFAULTS=1 -DADV=0"
     [BUG_WAKE_ACKS]="-DFAULTS=1 -DADV=0"
@@ -79,7 +87,7 @@ model_of() {
     esac
 }
 ORDER=(faults adversary BUG_ADOPT_OFFER BUG_KEEPER_LATE BUG_LATE_CLAIM
-    BUG_OFFERER_ENDS_LEASE BUG_NO_WAKE BUG_ANY_ANSWER
+    BUG_OFFERER_ENDS_LEASE BUG_NO_WAKE BUG_ANY_ANSWER evict evict-faults BUG_EVICT_FREES
     line-faults line-adversary line-both BUG_ACK_AT_GET BUG_SINGLE_OFFER BUG_WAKE_ACKS
     BUG_SKIP_COUNT REACH_HANDOVER REACH_TWO_AT_ONCE REACH_GONE_ENTRY
     REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The holder's protocol as a model (model/hold.pml) that SPIN explores in
 # full (model/run.sh): no violation of SAFE, FREE or SERVED under an
-# adversary of the holders' own login, and a counterexample for each
+# adversary of the holders' own login, nor of SAFE, FREE and EVICTED under
+# an administrator's eviction, and a counterexample for each
 # known-bad variant, or the model has lost its teeth. The same for the
 # line designed for hand-overs at every slot count (model/line.pml: SAFE,
 # KEPT, SERVED, ORDER), with the runs it must reach. The searches under
@@ -21,6 +22,14 @@ model() {
 
 @test "the protocol under an adversary of the holders' login (forged offers and answers, replays, notes taken, queues deleted, the slot removed): no violation" {
     model adversary
+}
+
+@test "an administrator's eviction (amqplock evict): no second command, and the slot comes back only once the evicted job has ended (under kills and stops too: make model's evict-faults)" {
+    model evict
+}
+
+@test "an eviction that frees the slot at once (BUG_EVICT_FREES) gives it back while the evicted command runs: SPIN finds it" {
+    model BUG_EVICT_FREES
 }
 
 @test "a waiter that takes an offer for the lease (BUG_ADOPT_OFFER) runs beside the holder: SPIN finds it" {
