@@ -11,7 +11,7 @@ _amqplock_global_opts='--url --password-file --cacert --cert --key --insecure
     --prefix --management-url --json --quiet --verbose --heartbeat
     --connect-timeout --rpc-timeout --help --version'
 
-_amqplock_commands='create destroy add remove max status list check wait acquire hold help'
+_amqplock_commands='create destroy add remove max status list evict check wait acquire hold help'
 
 # The signals amqplock accepts for --lost-signal: those whose default action
 # ends a process, by the names glibc gives them (not KILL STOP CONT CHLD
@@ -26,6 +26,7 @@ _amqplock_command_opts() {
     destroy | remove) echo --admin-wait --overshoot ;;
     status) echo --overshoot --no-names --metrics ;;
     list) echo --metrics ;;
+    evict) echo --admin-wait --nonblock --wait --conflict-exit-code --no-names ;;
     check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
     acquire) echo --nonblock --wait --conflict-exit-code --lease --min-hold --create ;;

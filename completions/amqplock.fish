@@ -97,13 +97,14 @@ complete -c amqplock -n $nocmd -a remove -d 'Remove the COUNT highest slots (def
 complete -c amqplock -n $nocmd -a max -d 'Print the number of slots, or set it to N'
 complete -c amqplock -n $nocmd -a status -d 'Show held, free and orphan slots'
 complete -c amqplock -n $nocmd -a list -d 'List the semaphores, with max, held and waiting'
+complete -c amqplock -n $nocmd -a evict -d "End the job of SLOT's holder; give the slot back once it has ended"
 complete -c amqplock -n $nocmd -a check -d 'Report what is wrong with a semaphore, or repair it'
 complete -c amqplock -n $nocmd -a wait -d 'Wait until no holder is left above max'
 complete -c amqplock -n $nocmd -a acquire -d 'Take a slot, print it, hold it until a signal'
 complete -c amqplock -n $nocmd -a hold -d 'Run a command while holding a slot'
 complete -c amqplock -n $nocmd -a help -d "Show a command's options"
 complete -c amqplock -n '__amqplock_using help' \
-    -a 'create destroy add remove max status list check wait acquire hold'
+    -a 'create destroy add remove max status list evict check wait acquire hold'
 
 # Global options, before or after the command (not after hold's "--").
 set -l global 'not __amqplock_after_hold_dashdash'
@@ -125,17 +126,17 @@ complete -c amqplock -n $global -s h -l help -d 'Show help and exit'
 complete -c amqplock -n $global -s V -l version -d 'Show the version and exit'
 
 # The administrative commands.
-set -l admin '__amqplock_using create destroy add remove max check'
+set -l admin '__amqplock_using create destroy add remove max evict check'
 set -l scan '__amqplock_using create destroy add remove max status check wait'
 complete -c amqplock -n $admin -l admin-wait -x -d 'Wait up to SECS for another administrator'
 complete -c amqplock -n $scan -l overshoot -x -d 'Look N slots past max for strays and orphans'
 complete -c amqplock -n '__amqplock_using check' -l repair -d 'Delete the stray queues found'
-complete -c amqplock -n '__amqplock_using status' -l no-names -d 'Do not ask the holders who they are'
+complete -c amqplock -n '__amqplock_using status evict' -l no-names -d 'Do not ask the holders who they are'
 complete -c amqplock -n '__amqplock_using status list' -l metrics -d 'Print OpenMetrics text'
 complete -c amqplock -n '__amqplock_using create add max' -l slot-type -x -a 'classic quorum' -d 'Type of the slot queues'
 
 # acquire, hold and wait.
-set -l waiting '__amqplock_using acquire hold wait'
+set -l waiting '__amqplock_using acquire hold wait evict'
 complete -c amqplock -n $waiting -s n -l nonblock -d 'Try once; do not wait'
 complete -c amqplock -n $waiting -s w -l wait -x -d 'Give up after SECS (0 = -n)'
 complete -c amqplock -n $waiting -s E -l conflict-exit-code -x -d 'Exit code when nothing was obtained in time'

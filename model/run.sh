@@ -23,8 +23,9 @@
 #                                model` (MODEL_ALL=1): too large to keep
 #   evict       FAULTS=0 ADV=0, an administrator's eviction  exhaustive
 #                                (about 6 million states)
-#   evict-faults FAULTS=1 ADV=0, the same  exhaustive (about 46 million
-#                                states; not in make check)
+#   evict-faults FAULTS=1 ADV=0, the same  bitstate (its full search
+#                                passes MODEL_MEMORY: about 129 million
+#                                states, hash factor 16.6; not in make check)
 # and of the line (model/line.pml: 2 slots):
 #   line-faults     FAULTS=1 ADV=0, 4 clients  exhaustive (about 21 million
 #                                states; not in make check)

@@ -188,14 +188,26 @@ enum al_status sem_paused_busy(const struct sem *s)
 		    s->label, s->label);
 }
 
+/* Whether an administrator holds the semaphore's mutex (a probe of it,
+ * which needs no permission on it). */
+static enum al_status admin_at_work(struct sem *s, bool *at_work)
+{
+	enum al_status st = conn_publish_probe(s->conn, s->name.base);
+
+	return st == AL_OK ? conn_note_routed(s->conn, at_work) : st;
+}
+
 /* No slot queue: the semaphore does not exist, unless its record says it
  * does, its slot queues gone behind amqplock's back, or it is paused:
- * then no slot is free, and a waiter waits for a resume as for a release. */
+ * then no slot is free, and a waiter waits for a resume as for a release.
+ * Slot queues gone while an administrator holds the mutex are its doing
+ * (evict deletes a held slot's until its job has ended): busy, not
+ * damaged. */
 static enum al_status no_slots(struct sem *s)
 {
 	enum al_status st;
 	unsigned recorded;
-	bool paused;
+	bool paused, at_work;
 
 	if ((st = record_read(s->conn, &s->name, 0, &recorded)) != AL_OK)
 		return st;
@@ -205,6 +217,13 @@ static enum al_status no_slots(struct sem *s)
 		return sem_paused_busy(s);
 	if (recorded == 0)
 		return fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
+	if ((st = admin_at_work(s, &at_work)) != AL_OK)
+		return st;
+	if (at_work)
+		return fail(AL_BUSY,
+			    "the slot queues of %s are gone while an administrator holds its "
+			    "mutex (an evict under way?)",
+			    s->label);
 	return fail(AL_DAMAGED,
 		    "the slot queues of %s are gone, its %u slot%s all missing (an expires "
 		    "policy? deleted by hand?): amqplock check --repair %s makes them again",

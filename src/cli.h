@@ -167,6 +167,7 @@ bool cli_look_again(const struct conn *c, enum al_status st, int *tries);
 /* The commands, in cmd_*.c. */
 enum al_status cmd_create(struct cli *cli, int argc, char **argv);
 enum al_status cmd_destroy(struct cli *cli, int argc, char **argv);
+enum al_status cmd_evict(struct cli *cli, int argc, char **argv);
 enum al_status cmd_add(struct cli *cli, int argc, char **argv);
 enum al_status cmd_remove(struct cli *cli, int argc, char **argv);
 enum al_status cmd_max(struct cli *cli, int argc, char **argv);

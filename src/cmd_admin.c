@@ -126,6 +126,52 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 	return out_end();
 }
 
+/* Whom it evicted, and how long its job took to end. */
+enum al_status cmd_evict(struct cli *cli, int argc, char **argv)
+{
+	struct deadline until = cli->hold.nonblock    ? deadline_in(0)
+				: cli->hold.wait >= 0 ? deadline_in(cli->hold.wait)
+						      : deadline_never();
+	struct sem_eviction ev;
+	struct conn c;
+	struct sem s;
+	enum al_status st;
+	unsigned k;
+
+	(void)argc;
+	if ((st = cli_count(argv[1], "slot", 1, SLOTS_MAX, &k)) != AL_OK)
+		return st;
+	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
+		return st;
+	st = sem_evict(&s, k, until, &ev);
+	conn_close(&c);
+	if (st == AL_ACCESS)
+		fail_context(st,
+			     "evict ends another's job, which this user may not do (it needs the "
+			     "admin role's configure permission; see Permissions in the README): ");
+	if (st != AL_OK)
+		return st;
+	out_begin();
+	out_bool("ok", true);
+	out_str("semaphore", "evicted %s", cli->name);
+	out_uint("slot", " slot %lu: ", k);
+	/* As status names holders: a list, empty if it did not answer. */
+	out_list_begin("holders");
+	if (ev.named) {
+		out_item_begin();
+		out_uint("slot", NULL, k);
+		out_str("host", "held by %s", ev.holder.host);
+		out_uint("pid", " pid %lu", (unsigned long)ev.holder.pid);
+		out_str("since", " since %s", ev.holder.since);
+		out_str("command", " (%s); ", ev.holder.command);
+		out_item_end();
+	}
+	out_list_end();
+	out_uint("waited_ms", "its job ended %lu ms after, and the slot is free again\n",
+		 (unsigned long)(ev.waited * 1000));
+	return out_end();
+}
+
 static enum al_status optional_count(int argc, char **argv, unsigned *n)
 {
 	*n = 1;

@@ -10,6 +10,9 @@
 
 #include "clock.h"
 
+/* Who deletes a held slot's queue: what a lost slot's message names. */
+#define SLOT_GONE_CAUSES "amqplock evict, remove or max by an administrator, or an expires policy"
+
 void sem_hold_init(struct sem *s, struct sem_hold *h, unsigned lease_ms, int64_t token)
 {
 	memset(h, 0, sizeof(*h));
@@ -111,7 +114,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 	if (done == 1 && refused == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
 	if (done == renewed && refused == AMQP_NOT_FOUND)
-		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+		return fail(AL_LOST, "its slot queue %s was deleted (%s)", queue, SLOT_GONE_CAUSES);
 	if (done == renewed + 1 && refused == AMQP_RESOURCE_LOCKED) {
 		/* The broker has not yet dropped our old connection, whose
 		 * holder queue it is; the lease keeps the slot meanwhile. */
@@ -432,7 +435,7 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 			       : fail(AL_LOST, "the connection failed");
 	}
 	if (kind == SLOT_QUEUE && st == AL_NOT_FOUND)
-		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+		return fail(AL_LOST, "its slot queue %s was deleted (%s)", queue, SLOT_GONE_CAUSES);
 	if (kind == HOLDER_QUEUE && (st == AL_NOT_FOUND || st == AL_BUSY))
 		return fail(AL_LOST, "its holder queue %s was %s", queue,
 			    st == AL_BUSY ? "taken by another connection" : "deleted");

@@ -276,6 +276,25 @@ struct sem_holder {
 	char command[16]; /* acquire or hold: never the job's arguments */
 };
 
+/* What sem_evict did. */
+struct sem_eviction {
+	unsigned max;
+	bool named; /* the holder answered who it is: */
+	struct sem_holder holder;
+	double deleted_at; /* now_seconds() when its slot queue went */
+	double waited;     /* seconds from then until its job had ended */
+};
+
+/* Ends the job of slot k's holder (evict.c), under the admin mutex: its
+ * slot queue deleted, then made again once the holder queue and the lease
+ * have gone, which its holder lets happen only when its last process has
+ * ended; the next in line is then woken. AL_NOT_FOUND if the slot is free
+ * or there is none; AL_BUSY if the holder is still there at `until` (the
+ * slot queue stays deleted: nobody can take the slot; sem_evict again
+ * waits on). */
+enum al_status sem_evict(struct sem *s, unsigned k, struct deadline until,
+			 struct sem_eviction *out);
+
 /* A holder's side: it answers status's questions about its slot, asked
  * through its own holder queue, from a connection of its own (see
  * sem_answers_send). hold.c keeps one per hold. */

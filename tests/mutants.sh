@@ -60,6 +60,8 @@ timeout-own-status|src/hold.c|s/h\.timed_out_at \? HOLD_TIMEOUT_EXIT : h\.code/h
 timeout-env-ignored|src/cmd_client.c|s/getenv\("AMQPLOCK_TIMEOUT"\)/NULL/|timeout.bats|^AMQPLOCK_TIMEOUT
 metrics-up-always|src/metrics.c|s/\t\*v = s->up;/\t*v = 1;/|metrics.bats|^status --metrics
 status-stops-at-first|src/cmd_look.c|s/(\t\tif \(first == AL_OK\)\n\t\t\tfirst = st;\n)/$1\t\tif (st != AL_OK)\n\t\t\tbreak;\n/|metrics.bats|NAME NAME
+evict-gives-back-early|src/evict.c|s/if \(\(\*gone = !holder && !lease\) \x7c\x7c deadline_passed\(until\)\)/if ((*gone = true) \x7c\x7c deadline_passed(until))/|evict.bats|^evict ends the whole job
+evict-waiters-damaged|src/claim.c|s/\tif \(at_work\)\n\t\treturn fail\(AL_BUSY,/\tif (0)\n\t\treturn fail(AL_BUSY,/|evict.bats|^evict ends the whole job
 no-added-wakeups|src/admin.c|s/\t\tst = sem_wake_added\(s, added \+ out->filled\);/\t\t;/|line.bats|^add wakes
 orphan-leaves-early|src/hold.c|s/\treturn lose\(h, true\);/\treturn lose(h, false);/|client.bats|counts as an orphan until
 no-lease-claim|src/claim.c|s/st = s->hold->lease\.on \? req_lease_send\(s, DECLARE_LEASE, k\) : AL_OK;/st = AL_OK;/; s/\t\tlease_st = req_lease_answer\(s, DECLARE_LEASE, &lease_refused\);\n/\t\t;\n/|lease.bats|^a (newcomer while a holder is away|waiter woken for a freed slot)

@@ -388,7 +388,7 @@ set_permissions_in() {
     [ ! -e "$T/ran" ]
 }
 
-@test "client: acquire, hold, status, max and wait work; admin commands exit 77 and change nothing" {
+@test "client: acquire, hold, status, max and wait work; admin commands and evict exit 77 and change nothing" {
     as admin create "$n" 2
     run -0 as client hold "$n" -- printenv AMQPLOCK_SLOT
     assert_output 1
@@ -406,6 +406,9 @@ set_permissions_in() {
     refused client destroy "$n"
     refused client add "$n" 3
     refused client remove "$n"
+    refused client evict "$n" 1
+    [[ $stderr == "amqplock: evict ends another's job, which this user may not do (it needs the admin role's configure permission"* ]] ||
+        fail "evict's message does not say what the user lacks: '$stderr'"
     refused client max "$n" 0
     [[ $stderr == *"access to queue 'amqplock.$n'"* ]] ||
         fail "the message does not name the admin mutex: '$stderr'"
