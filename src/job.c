@@ -225,20 +225,32 @@ void job_lost(struct holding *h)
 	}
 }
 
+/* News for the user: an event (hold_events.notice, with one figure) or,
+ * with event NULL, a line for people that is no event
+ * (hold_events.warning); traced if nobody listens. */
+static void tell(struct holding *h, const char *event, const char *key, double seconds,
+		 const char *fmt, va_list ap)
+{
+	char text[512];
+
+	vsnprintf(text, sizeof(text), fmt, ap);
+	if (event && h->o->events.notice)
+		h->o->events.notice(h->o->events.arg, event, key,
+				    seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
+	else if (!event && h->o->events.warning)
+		h->o->events.warning(h->o->events.arg, text);
+	else
+		trace("%s", text);
+}
+
 void job_notice(struct holding *h, const char *event, const char *key, double seconds,
 		const char *fmt, ...)
 {
-	char text[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
+	tell(h, event, key, seconds, fmt, ap);
 	va_end(ap);
-	if (h->o->events.notice)
-		h->o->events.notice(h->o->events.arg, event, key,
-				    seconds > 0 ? (unsigned long)(seconds * 1000) : 0, text);
-	else
-		trace("%s", text);
 }
 
 /* --timeout: the command has had its time. Every process of it gets
@@ -271,20 +283,14 @@ enum hold_event job_timeout_due(const struct holding *h)
 	return now_seconds() >= job_timeout_next(h) ? HOLD_EV_TIMEOUT : HOLD_EV_NONE;
 }
 
-/* A line for people that is no event (hold_events.warning). */
 static void job_warn(struct holding *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void job_warn(struct holding *h, const char *fmt, ...)
 {
-	char text[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
+	tell(h, NULL, NULL, 0, fmt, ap);
 	va_end(ap);
-	if (h->o->events.warning)
-		h->o->events.warning(h->o->events.arg, text);
-	else
-		trace("%s", text);
 }
 
 static void hand_terminal(struct holding *h)
