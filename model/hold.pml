@@ -31,7 +31,11 @@
  *     the line, a holder queue deleted, the slot removed or added again;
  *   - with -DEVICT, an administrator's `amqplock evict` (src/evict.c):
  *     once someone holds, the slot queue deleted, then, once neither -B
- *     nor -L is left, made again and the line woken.
+ *     nor -L is left, made again and the line woken;
+ *   - with -DTOKEN, the fencing token as designed for issue 44 (src/ does
+ *     not take one yet): once its claim or adoption is granted, and
+ *     before its command starts, a holder appends to the semaphore's
+ *     stream, and the offset of its entry is its token.
  *
  * Properties, asserted at every step (SAFE) or every tick:
  *   SAFE    at most one command runs on the slot: the ghost `running`
@@ -51,6 +55,9 @@
  *           could start one meanwhile. (SERVED says nothing once an
  *           eviction has begun: it removes the slot, as the adversary
  *           may.)
+ *   FENCED  every grant's token is larger than every earlier grant's: a
+ *           resource that refuses tokens below the largest it has seen
+ *           refuses a late write of an earlier holder.
  *
  * Known-bad variants, each a -D switch that model/run.sh expects to fail
  * (all but BUG_NO_WAKE with -DSAFE_ONLY, which leaves SERVED out, so that
@@ -65,6 +72,8 @@
  *   BUG_ANY_ANSWER         an answer is taken without checking its id
  *   BUG_EVICT_FREES        an eviction frees the slot at once (deletes
  *                          -B and -L) instead of removing the slot queue
+ *   BUG_TOKEN_EARLY        the token is drawn when the claim is sent, not
+ *                          once it is granted
  *
  * Time: a tick is the renewal interval (1 s); it passes only when nothing
  * else can happen (timeout), so every process has done what it does at
@@ -242,7 +251,26 @@ inline pick_id(v) {
 	pk = 0
 }
 
+#ifdef TOKEN
+/* The fencing token (-DTOKEN): an append to the semaphore's stream once
+ * the slot is granted, its offset the token; before the command starts. */
+byte seq = 0;			/* the stream's next offset */
+byte gtok[CLIENTS];		/* the token of a client's grant */
+byte last_grant = 0;		/* ghost: the latest grant's token */
+inline draw_token(i) {
+	if :: seq < 250 -> seq++ :: else -> skip fi;
+	gtok[i] = seq
+}
+#endif
+
 inline cmd_start(i) {
+#ifdef TOKEN
+#ifndef BUG_TOKEN_EARLY
+	draw_token(i);
+#endif
+	assert(gtok[i] > last_grant);	/* FENCED */
+	last_grant = gtok[i];
+#endif
 	cmd[i] = true;
 	running++;
 	assert(running <= 1)	/* SAFE */
@@ -349,6 +377,9 @@ claim:
 	 * the tok[i] as the claim is sent. */
 	atomic {
 		pick_token(tok[i]);
+#if defined(TOKEN) && defined(BUG_TOKEN_EARLY)
+		draw_token(i);
+#endif
 		got_b = false; got_l = false; got_a = a_exists;
 		k_token[i] = tok[i]; k_ends[i] = true;
 		renew_sent(i) }

@@ -9,7 +9,8 @@
 # non-zero on any failure.
 #
 #   model/run.sh [NAME...]   NAME: a configuration below (faults, adversary,
-#                            both, evict, evict-faults, line-faults,
+#                            both, evict, evict-faults, token,
+#                            token-adversary, line-faults,
 #                            line-adversary, line-both),
 #                            a BUG_ variant or a REACH_ point; default: all
 #                            but both
@@ -26,6 +27,10 @@
 #   evict-faults FAULTS=1 ADV=0, the same  bitstate (its full search
 #                                passes MODEL_MEMORY: about 129 million
 #                                states, hash factor 16.6; not in make check)
+#   token       FAULTS=0 ADV=0, the fencing token  exhaustive (about 1.6
+#                                million states)
+#   token-adversary FAULTS=0 ADV=1, the same  exhaustive (about 16 million
+#                                states; not in make check)
 # and of the line (model/line.pml: 2 slots):
 #   line-faults     FAULTS=1 ADV=0, 4 clients  exhaustive (about 21 million
 #                                states; not in make check)
@@ -51,6 +56,8 @@ declare -A CONFIG=(
     [line-both]="-DFAULTS=1 -DADV=1 -DCLIENTS=3"
     [evict]="-DFAULTS=0 -DADV=0 -DEVICT"
     [evict-faults]="-DFAULTS=1 -DADV=0 -DEVICT"
+    [token]="-DFAULTS=0 -DADV=0 -DTOKEN"
+    [token-adversary]="-DFAULTS=0 -DADV=1 -DTOKEN"
 )
 # Each variant in the configuration that shows its fault.
 declare -A BUG=(
@@ -61,6 +68,7 @@ declare -A BUG=(
     [BUG_NO_WAKE]="-DFAULTS=0 -DADV=0"
     [BUG_ANY_ANSWER]="-DSAFE_ONLY -DFAULTS=1 -DADV=2"
     [BUG_EVICT_FREES]="-DSAFE_ONLY -DFAULTS=0 -DADV=0 -DEVICT"
+    [BUG_TOKEN_EARLY]="-DSAFE_ONLY -DFAULTS=1 -DADV=0 -DTOKEN"
     [BUG_ACK_AT_GET]="-DFAULTS=1 -DADV=0"
     [BUG_SINGLE_OFFER]="-DFAULTS=1 -DADV=0"
     [BUG_WAKE_ACKS]="-DFAULTS=1 -DADV=0"
@@ -89,6 +97,7 @@ model_of() {
 }
 ORDER=(faults adversary BUG_ADOPT_OFFER BUG_KEEPER_LATE BUG_LATE_CLAIM
     BUG_OFFERER_ENDS_LEASE BUG_NO_WAKE BUG_ANY_ANSWER evict evict-faults BUG_EVICT_FREES
+    token token-adversary BUG_TOKEN_EARLY
     line-faults line-adversary line-both BUG_ACK_AT_GET BUG_SINGLE_OFFER BUG_WAKE_ACKS
     BUG_SKIP_COUNT REACH_HANDOVER REACH_TWO_AT_ONCE REACH_GONE_ENTRY
     REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE)

@@ -32,6 +32,14 @@ model() {
     model BUG_EVICT_FREES
 }
 
+@test "fencing tokens drawn once a claim or adoption is granted grow with every grant (the design for issue 44)" {
+    model token
+}
+
+@test "a token drawn when the claim is sent (BUG_TOKEN_EARLY) can be smaller than an earlier grant's: SPIN finds it" {
+    model BUG_TOKEN_EARLY
+}
+
 @test "a waiter that takes an offer for the lease (BUG_ADOPT_OFFER) runs beside the holder: SPIN finds it" {
     model BUG_ADOPT_OFFER
 }
