@@ -193,40 +193,52 @@ static enum al_status print_metrics(const struct metrics_sem *m, size_t n, enum 
 	return out_end();
 }
 
-/* Each NAME in turn. With several, a failure is said at once and the
- * others are still looked at; the first failure is the exit status.
- * --metrics prints every one (amqplock_up 0 for a failure) at the end. */
+/* Each NAME in turn. With several, a failure of one is said at once and
+ * the others are still looked at; one of the connection (the broker, the
+ * login, memory) would be the same for every name left: the looking
+ * stops there. The first failure is the exit status. --metrics prints
+ * every name at the end, amqplock_up 0 for one that failed or was not
+ * looked at. */
 enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 {
 	struct metrics_sem *m = NULL;
 	struct sem_status ss;
 	enum al_status st = AL_OK, first = AL_OK;
-	int i;
+	bool printed = false, whole = false;
+	int i, j;
 
 	if (cli->metrics && cli->json)
 		return fail(AL_USAGE, "give --json or --metrics, not both");
 	if (cli->metrics && !(m = calloc((size_t)argc, sizeof(*m))))
 		return fail(AL_INTERNAL, "out of memory");
-	for (i = 0; i < argc; i++) {
+	for (i = 0; i < argc && !whole; i++) {
 		memset(&ss, 0, sizeof(ss));
 		if ((st = cli_check_name(cli, argv[i])) == AL_OK)
 			st = read_status(cli, &ss);
 		if (m)
 			m[i] = metrics_of(argv[i], &ss, st == AL_OK);
 		else if (st == AL_OK) {
-			if (i > 0)
+			if (printed)
 				out_str(NULL, "%s", "\n");
+			printed = true;
 			st = print_status(cli, &ss);
 		}
 		sem_status_free(&ss);
-		if (st != AL_OK && argc > 1) {
-			out_error(st, argv[i], status_message());
-			status_clear();
-			cli->reported = true;
-		}
+		if (st == AL_OK)
+			continue;
+		whole = st == AL_CONNECTION || st == AL_ACCESS || st == AL_INTERNAL;
 		if (first == AL_OK)
 			first = st;
+		/* main says the last one, unless one was said before it */
+		if (argc > 1 && (!whole || cli->reported)) {
+			out_error(st, argv[i], status_message());
+			cli->reported = true;
+		}
+		if (!whole)
+			status_clear();
 	}
+	for (j = i; m && j < argc; j++)
+		m[j] = (struct metrics_sem){.name = argv[j], .oldest_age = -1};
 	if (m) {
 		st = print_metrics(m, (size_t)argc, METRICS_STATUS);
 		free(m);

@@ -225,7 +225,7 @@ teardown() {
     usage_error add "$bad" 1 2
     usage_error remove "$bad" 1 2
     usage_error max "$bad" 1 2
-    usage_error status "$bad" x
+    usage_error evict "$bad" 1 2
 }
 
 @test "usage: unknown command" {

@@ -278,7 +278,9 @@ options_table() {
     row 'create without anything'          -                  create
     row 'acquire without NAME'             -                  acquire
     row 'wait without NAME'                -                  wait -w 1
-    row 'status with an extra argument'    -                  status jobs extra
+    row 'evict with an extra argument'     -                  evict jobs 1 extra
+    row 'evict without SLOT'               -                  evict jobs
+    row 'evict with slot 0'                -                  evict jobs 0
     row 'check --repair with two names'    -                  check --repair jobs extra
     row 'check --repair without NAME'      -                  check --repair
     row 'acquire with an extra argument'   -                  acquire jobs extra

@@ -95,3 +95,11 @@ sample() {
     run -64 al max --metrics "$n"
     [[ $output == *"does not apply to max"* ]] || fail "$output"
 }
+
+@test "status NAME NAME with the broker unreachable: one line, exit 69; --metrics still prints amqplock_up 0 for each" {
+    run -69 --separate-stderr al -u amqp://guest:guest@127.0.0.1:1/ status "$n" "$n.b"
+    [ "$(wc -l <<<"$stderr")" -eq 1 ] || fail "stderr: $stderr"
+    run -69 --separate-stderr al -u amqp://guest:guest@127.0.0.1:1/ status --metrics "$n" "$n.b"
+    [ "$(wc -l <<<"$stderr")" -eq 1 ] || fail "stderr: $stderr"
+    [ "$(grep -c '^amqplock_up{.*} 0$' <<<"$output")" -eq 2 ] || fail "$output"
+}

@@ -799,7 +799,7 @@ option_forms() {
             ;;
         esac
         args=("$n")
-        [ "$c" != create ] || args=("$n" 1)
+        [ "$c" != create ] && [ "$c" != evict ] || args=("$n" 1)
         [ "$c" != hold ] || [ "$long" = command ] || args=("$n" -- true)
         # a client that waits would wait for the closed port to open
         case $c:$long in
