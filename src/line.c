@@ -374,26 +374,23 @@ void sem_wake_done(struct sem *s)
 }
 
 /* Declares #waiters again, the mark that anyone may wait (see
- * sem_line_keep); once it has lapsed, #line too, passively: that keeps a
- * classic #line in use when no release reads it for as long as the
- * policy allows, or finds it gone. */
+ * sem_line_keep). #line is left alone: a declare of it would wait for
+ * ever if its node is down (RabbitMQ 4.0 answers none), and a probe
+ * would stay in it, behind the entries, until it reached the head; one
+ * that an expires policy took is found at the next wake (line_gone). */
 static void keep_mark(struct sem *s)
 {
-	static const struct step keep[] = {{DECLARE_WAITERS, WAITERS_QUEUE},
-					   {DECLARE_PASSIVE, LINE_QUEUE}};
-	size_t done;
+	char queue[QUEUE_NAME_MAX + 1];
 	uint16_t refused;
 
 	s->hold->place.kept = now_seconds();
-	if (req_run_steps(s, 1, keep, s->hold->place.lapsed ? 2 : 1, &done, &refused) != AL_OK) {
-		trace("could not declare the line of %s again: %s", s->label, status_message());
+	line_waiters_queue(s, queue);
+	if (req_ask_one(s, DECLARE_WAITERS, queue, REFUSED_ACCESS | REFUSED_MISMATCH, &refused) !=
+	    AL_OK) {
+		trace("could not declare %s again: %s", queue, status_message());
 		status_clear();
-		return;
-	}
-	if (done > 0)
+	} else if (!refused)
 		s->line = LINE_UP;
-	if (done == 1 && refused == AMQP_NOT_FOUND)
-		line_gone(s, refused);
 }
 
 /* Wakes the oldest waiter of each line: #waiters takes an expiring
