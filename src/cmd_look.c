@@ -233,9 +233,8 @@ enum al_status cmd_status(struct cli *cli, int argc, char **argv)
 		if (argc > 1 && (!whole || cli->reported)) {
 			out_error(st, argv[i], status_message());
 			cli->reported = true;
-		}
-		if (!whole)
 			status_clear();
+		}
 	}
 	for (j = i; m && j < argc; j++)
 		m[j] = (struct metrics_sem){.name = argv[j], .oldest_age = -1};
