@@ -61,6 +61,18 @@ __attribute__((format(printf, 2, 3))) static void warn_if(unsigned count, const 
 	out_error_line(warning);
 }
 
+/* Refused at the admin mutex, the first thing every change declares
+ * (and evict): a user of the client or inspector role, not a broken
+ * broker. */
+static void admin_refused(enum al_status st, const char *command, const char *does)
+{
+	if (st == AL_ACCESS)
+		fail_context(st,
+			     "%s %s, which this user may not do (it needs the admin role's "
+			     "configure permission; see Permissions in the README): ",
+			     command, does);
+}
+
 /* Every administrative command is this: connect, change under the admin
  * mutex, report. */
 static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
@@ -74,14 +86,7 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 		return st;
 	st = sem_admin(&s, op, n, &ch);
 	conn_close(&c);
-	/* Refused at the admin mutex, the first thing every change declares:
-	 * a user of the client or inspector role, not a broken broker. */
-	if (st == AL_ACCESS)
-		fail_context(st,
-			     "%s changes a semaphore, which this user may not do (it needs "
-			     "the admin role's configure permission; see Permissions in the "
-			     "README): ",
-			     cli->command_name);
+	admin_refused(st, cli->command_name, "changes a semaphore");
 	if (ch.swept)
 		trace("deleted %u stray slot queue(s) above slot %u", ch.swept, ch.previous);
 	if (ch.swept_holders)
@@ -145,10 +150,7 @@ enum al_status cmd_evict(struct cli *cli, int argc, char **argv)
 		return st;
 	st = sem_evict(&s, k, until, &ev);
 	conn_close(&c);
-	if (st == AL_ACCESS)
-		fail_context(st,
-			     "evict ends another's job, which this user may not do (it needs the "
-			     "admin role's configure permission; see Permissions in the README): ");
+	admin_refused(st, "evict", "ends another's job");
 	if (st != AL_OK)
 		return st;
 	out_begin();
