@@ -134,8 +134,7 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 		st = holder ? fail(AL_BUSY,
 				   "the holder of slot %u of %s has not ended its job within the "
 				   "wait: once it has looked (each second, unless it is stopped) "
-				   "it "
-				   "ends it within its --grace, and keeps the slot until then",
+				   "it ends it within its --grace, and keeps the slot until then",
 				   k, s->label)
 			    : fail(AL_BUSY,
 				   "the holder of slot %u of %s is away, and keeps the slot if it "
