@@ -76,9 +76,8 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 	enum slot_type type;
 	enum al_status st;
 	uint16_t refused;
-	bool holder, lease, missing = false, gone;
+	bool holder, lease, missing, gone;
 	unsigned filled;
-	size_t i;
 
 	if ((st = admin_count_slots(s, &cs)) != AL_OK)
 		goto out;
@@ -91,8 +90,7 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 		st = fail(AL_NOT_FOUND, "%s has no slot %u (max %u)", s->label, k, cs.max);
 		goto out;
 	}
-	for (i = 0; i < cs.missing.len; i++)
-		missing = missing || cs.missing.slot[i] == k;
+	missing = req_has(&cs.missing, k);
 	if ((st = slot_taken(s, k, &holder, &lease)) != AL_OK)
 		goto out;
 	if (!holder && !lease) {

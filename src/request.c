@@ -242,6 +242,16 @@ void *req_make_room(void *array, size_t len, size_t *cap, size_t size)
 	return grown;
 }
 
+bool req_has(const struct slot_list *l, unsigned slot)
+{
+	size_t i;
+
+	for (i = 0; i < l->len; i++)
+		if (l->slot[i] == slot)
+			return true;
+	return false;
+}
+
 enum al_status req_append(struct slot_list *l, unsigned slot)
 {
 	unsigned *room = req_make_room(l->slot, l->len, &l->cap, sizeof(*room));

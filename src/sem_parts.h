@@ -93,6 +93,8 @@ enum al_status req_pipeline(struct sem *s, enum queue_op op, unsigned from, unsi
 			    bool descending, unsigned *done);
 void *req_make_room(void *array, size_t len, size_t *cap, size_t size);
 enum al_status req_append(struct slot_list *l, unsigned slot);
+/* Whether slot is in l. */
+bool req_has(const struct slot_list *l, unsigned slot);
 enum al_status req_slot_send(struct sem *s, enum queue_op op, unsigned k, enum slot_kind kind);
 enum al_status req_send_steps(struct sem *s, unsigned slot, const struct step *step, size_t n);
 enum al_status req_await_steps(struct sem *s, const struct step *step, size_t n, size_t *done,

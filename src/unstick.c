@@ -31,12 +31,9 @@ static enum al_status still_free(struct sem *s, unsigned slot, bool *free_still)
 {
 	struct slot_list free_list = {0};
 	unsigned max;
-	size_t i;
 	enum al_status st = look_find_free(s, &max, &free_list, true);
 
-	*free_still = false;
-	for (i = 0; st == AL_OK && i < free_list.len; i++)
-		*free_still = *free_still || free_list.slot[i] == slot;
+	*free_still = st == AL_OK && req_has(&free_list, slot);
 	free(free_list.slot);
 	return st;
 }
