@@ -301,11 +301,12 @@ start_relay_stalling() {
     AMQPLOCK_RELAY_STALL=$1 start_relay
 }
 
-# start_relay_holding TEXT SECONDS: start_relay, whose first connection to
-# send TEXT then hears from the broker only SECONDS later (proxy.pl,
+# start_relay_holding TEXT SECONDS [UNTIL]: start_relay, whose first
+# connection to send TEXT then hears from the broker only SECONDS later,
+# and not before the broker has sent it UNTIL if that is given (proxy.pl,
 # AMQPLOCK_RELAY_HOLD): to that client, a pause right after it sent TEXT.
 start_relay_holding() {
-    AMQPLOCK_RELAY_HOLD="$1 $2" start_relay
+    AMQPLOCK_RELAY_HOLD="$1 $2${3:+ $3}" start_relay
 }
 
 # expire_policy MS: an expires policy on the queues of this test's

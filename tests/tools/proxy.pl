@@ -25,7 +25,9 @@
 # then on, and passed on, in order, once SECONDS have gone by; relayed as
 # usual after. To the client that is a pause of SECONDS right after it
 # sent TEXT (a stopped process, a paused VM), while the broker and the
-# other clients go on.
+# other clients go on. With a third word, UNTIL, held back until the
+# bytes held back hold UNTIL too (something the broker sends that client
+# on another's word, say).
 #
 # SIGUSR1 cuts every connection on the broker's side only: the broker sees
 # its clients go, each client's socket stays open and silent, and what the
@@ -55,11 +57,12 @@ my $sel = IO::Select->new($l);
 my (%peer, %pending, %client, %stalled, %held, %heldbuf, @cut);
 my $stall = $ENV{AMQPLOCK_RELAY_STALL};
 $stall =~ s/\\x([0-9a-fA-F]{2})/chr(hex($1))/ge if defined $stall;
-my ($hold, $hold_for) = split ' ', ($ENV{AMQPLOCK_RELAY_HOLD} // '');
+my ($hold, $hold_for, $hold_until) = split ' ', ($ENV{AMQPLOCK_RELAY_HOLD} // '');
 use Time::HiRes qw(time);
 # Passes on what was held back for a connection whose time has come.
 sub release_held {
     for my $o (grep { $held{$_}[1] <= time } keys %held) {
+        next if defined $hold_until && index($heldbuf{$o} // '', $hold_until) < 0;
         my $sock = $held{$o}[0];
         delete $held{$o};
         my $buf = delete $heldbuf{$o} // '';
