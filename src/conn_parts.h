@@ -1,10 +1,14 @@
-/* What conn.c, connect.c and channels.c share about a connection's
- * insides; nothing else includes this (the rest of amqplock sees conn.h).
- */
+/* What conn.c, connect.c, channels.c and messages.c share about a
+ * connection's insides; nothing else includes this (the rest of amqplock
+ * sees conn.h). */
 #ifndef AMQPLOCK_CONN_PARTS_H
 #define AMQPLOCK_CONN_PARTS_H
 
 #include "conn.h"
+
+/* Direct reply-to: the broker gives a question's answers to the channel
+ * that published it, if that channel consumes this pseudo-queue. */
+#define REPLY_TO "amq.rabbitmq.reply-to"
 
 /* conn.c */
 
