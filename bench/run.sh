@@ -8,7 +8,8 @@
 #   1. `amqplock hold NAME -- true` on a 1-slot semaphore against
 #      bench/floor (connect, login, channel.open, one exclusive
 #      queue.declare, connection.close: the least an AMQP client can do for
-#      a hold), `flock FILE true` and `etcdctl lock NAME true`;
+#      a hold), `flock FILE true` and `etcdctl lock NAME true`, and what
+#      `hold --token` (a fencing token) adds;
 #   2. `amqplock max NAME` at 1, 100 and 1000 slots;
 #   3. acquiring once, as `amqplock hold -n NAME -- true`, at 1 slot, at 1000
 #      slots with none held and at 1000 slots with 999 held (by
@@ -315,6 +316,7 @@ log "1: hold vs floor vs flock vs etcd, $ROUNDS rounds"
 step "$WORK/m1.txt" "$T" -r "$ROUNDS" -w 3 -t 60 -o "$WORK/raw.txt" -- \
     hold "$AL" hold bench-1 -- true :: \
     hold0 "$AL" hold --lease 0 bench-1 -- true :: \
+    holdtoken "$AL" hold --token bench-1 -- true :: \
     floor "$B/floor" :: \
     flock flock "$WORK/flock" true :: \
     etcd etcdctl --endpoints="$ETCD_URL" lock bench-1 true :: \
@@ -534,6 +536,10 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
         "hold/floor $R_HOLD" "≤ 1.5" "$(met le "$R_HOLD" 1.5)"
     row 1 '`amqplock hold --lease 0 NAME -- true` (no lease)' "$(m hold0)" "$(spread hold0)" \
         "${N[hold0]}" "hold/hold0 $R_LEASE" "≤ 1.2" "$(met le "$R_LEASE" 1.2)"
+    row 1 '`amqplock hold --token NAME -- true` (a fencing token)' "$(m holdtoken)" \
+        "$(spread holdtoken)" "${N[holdtoken]}" \
+        "$(awk -v a="${MED[holdtoken]}" -v b="${MED[hold]}" 'BEGIN { printf "+%.2f ms over hold", a - b }')" \
+        "" ""
     row 1 '`bench/floor` (connect, login, channel, exclusive declare, close)' "$(m floor)" \
         "$(spread floor)" "${N[floor]}" "" "" ""
     row 1 '`flock FILE true`' "$(m flock)" "$(spread flock)" "${N[flock]}" \

@@ -374,16 +374,32 @@ enum al_status admin_set_marker(struct sem *s, bool quorum)
 	return req_ask_ok(s, quorum ? DECLARE_QUORUM : DELETE_QUEUE, queue);
 }
 
-/* A destroy deletes the line of entries too (#line, which has no expiry:
- * waiters of a semaphore destroyed find it gone at their next look); an
- * administrator whose permissions predate it is not refused for it. */
-static enum al_status drop_line(struct sem *s)
+/* The stream of fencing tokens (fencing.c), made with the semaphore and
+ * deleted with it; a create refused after it leaves it, to be used by
+ * the create run again (its offsets go on). */
+enum al_status admin_make_tokens(struct sem *s)
 {
-	char line[QUEUE_NAME_MAX + 1];
+	char queue[QUEUE_NAME_MAX + 1];
+
+	sem_name_slot(&s->name, 1, TOKENS_QUEUE, queue);
+	return req_ask_ok(s, DECLARE_TOKENS, queue);
+}
+
+/* A destroy deletes the line of entries too (#line, which has no expiry:
+ * waiters of a semaphore destroyed find it gone at their next look) and
+ * the stream of fencing tokens (made again by a create, its tokens count
+ * from 1 again); an administrator whose permissions predate them is not
+ * refused for them. */
+static enum al_status drop_extras(struct sem *s)
+{
+	char line[QUEUE_NAME_MAX + 1], tokens[QUEUE_NAME_MAX + 1];
 	uint16_t refused;
+	enum al_status st;
 
 	line_entries_queue(s, line);
-	return req_ask_one(s, DELETE_QUEUE, line, REFUSED_ACCESS, &refused);
+	sem_name_slot(&s->name, 1, TOKENS_QUEUE, tokens);
+	st = req_ask_one(s, DELETE_QUEUE, line, REFUSED_ACCESS, &refused);
+	return st == AL_OK ? req_ask_one(s, DELETE_QUEUE, tokens, REFUSED_ACCESS, &refused) : st;
 }
 
 /* Takes back what a create refused halfway made (create_new): its slot
@@ -410,7 +426,8 @@ static void unmake(struct sem *s, unsigned n, unsigned made, bool marker)
  * (docs/design.md, "A create stopped halfway"): a quorum marker first,
  * which tells the slots' type to holders and to whoever finishes a
  * stopped create; the record from slot 2 up; the slot queues from 2 up,
- * then slot 1's; a stray quorum marker deleted; slot 1 recorded last.
+ * then slot 1's; a stray quorum marker deleted; the stream of fencing
+ * tokens; slot 1 recorded last.
  * Slots 2..written are recorded already (a create stopped while writing
  * the record): those above n are cut. Refused, it takes back what it
  * made (unmake). */
@@ -430,6 +447,8 @@ static enum al_status create_new(struct sem *s, unsigned n, unsigned written)
 		made = n;
 	if (st == AL_OK && !quorum)
 		st = admin_set_marker(s, false);
+	if (st == AL_OK)
+		st = admin_make_tokens(s);
 	if (st == AL_OK)
 		st = record_write(s->conn, &s->name, 1, 1);
 	if (st != AL_OK)
@@ -461,7 +480,7 @@ static enum al_status create_locked(struct sem *s, const struct census *cs, unsi
 	} else if (cs->max > 0 && cs->unfinished && n == cs->max) {
 		/* What a user who runs the create again expects: done. */
 		trace("finishing %s, a create of %u slots stopped halfway", s->label, n);
-		if ((st = keep_slot_type(s, cs)) != AL_OK ||
+		if ((st = keep_slot_type(s, cs)) != AL_OK || (st = admin_make_tokens(s)) != AL_OK ||
 		    (st = admin_set_marker(s, s->opts.slot_type == SLOT_QUORUM)) != AL_OK ||
 		    (st = admin_fill_holes(s, cs, n, &out->filled)) != AL_OK)
 			return st;
@@ -577,7 +596,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	 * said). */
 	if (st == AL_OK && op == SEM_DESTROY) {
 		if ((st = admin_set_marker(s, false)) == AL_OK)
-			st = drop_line(s);
+			st = drop_extras(s);
 	} else if (st == AL_OK &&
 		   (target > max || s->opts.slot_type_given || (pausing && max > 0))) {
 		st = admin_set_marker(s, s->opts.slot_type == SLOT_QUORUM);

@@ -23,6 +23,9 @@
 #define LISTEN_CHANNEL  1003
 #define REPLIES_CHANNEL 1004
 #define LISTEN_CHANNEL2 1005
+/* conn_stream_append's: the line's close may still be under way when a
+ * waiter that got its slot draws its fencing token. */
+#define STREAM_CHANNEL 1006
 
 /* Ends the consumer: publishes `last` on its channel if asked, closes
  * the channel (unless the broker has: closed), and tells the owner why. */
@@ -82,7 +85,15 @@ static enum al_status take_consumed(struct conn *c, amqp_channel_t reading, cons
 		c->delivering = d->delivery_tag;
 		c->delivering_again = d->redelivered;
 	} else if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
-		amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+		/* Read while its opening was answered: the refusal is the
+		 * reader's (reply_code and reply_text); otherwise the main
+		 * channel's may be in them. */
+		if (being_read)
+			(void)conn_channel_closed(c, c->consumer_channel,
+						  f->payload.method.decoded);
+		else
+			amqp_send_method(c->amqp, c->consumer_channel, AMQP_CHANNEL_CLOSE_OK_METHOD,
+					 &ok);
 		end_consumer(c, NULL, true, CONSUMER_REFUSED);
 	} else if (f->payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
 		/* Its queue was deleted: nothing more will come. */
@@ -329,6 +340,48 @@ enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
 	st = opening_replies(c, replies, sizeof(replies) / sizeof(replies[0]), 4, &ok);
 	*ahead = st == AL_OK ? ok.message_count : 0;
 	return st;
+}
+
+enum al_status conn_stream_append(struct conn *c, const char *stream, const char *message_id,
+				  const struct conn_consumer *hooks)
+{
+	amqp_channel_open_t open = {0};
+	/* Deliveries of others' entries before ours come without waiting
+	 * for each one's ack. */
+	amqp_basic_qos_t qos = {.prefetch_count = 64};
+	amqp_table_entry_t at = {
+		.key = amqp_cstring_bytes("x-stream-offset"),
+		.value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes("next")}};
+	amqp_basic_consume_t consume = {.queue = amqp_cstring_bytes(stream),
+					.arguments = {.num_entries = 1, .entries = &at}};
+	amqp_basic_properties_t props = {
+		._flags = AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+			  (c->user[0] ? AMQP_BASIC_USER_ID_FLAG : 0),
+		.message_id = amqp_cstring_bytes(message_id),
+		.delivery_mode = AMQP_DELIVERY_PERSISTENT,
+		.user_id = amqp_cstring_bytes(c->user),
+	};
+	const struct opening req[] = {{AMQP_CHANNEL_OPEN_METHOD, &open},
+				      {AMQP_BASIC_QOS_METHOD, &qos},
+				      {AMQP_BASIC_CONSUME_METHOD, &consume}};
+	static const amqp_method_number_t replies[] = {AMQP_CHANNEL_OPEN_OK_METHOD,
+						       AMQP_BASIC_QOS_OK_METHOD,
+						       AMQP_BASIC_CONSUME_OK_METHOD};
+	enum al_status st;
+	int r;
+
+	if ((st = consumer_begin(c, STREAM_CHANNEL, hooks)) != AL_OK)
+		return st;
+	c->reply_code = 0;
+	/* One round trip: the entry goes once the consumer is in place, so
+	 * that it is among what the consumer reads (a refusal before it
+	 * closes the channel, and the entry goes with it). */
+	if ((r = send_opening(c, req, sizeof(req) / sizeof(req[0]))) ||
+	    (r = amqp_basic_publish(c->amqp, c->consumer_channel, amqp_empty_bytes,
+				    amqp_cstring_bytes(stream), 0, 0, &props, amqp_empty_bytes)))
+		return conn_failed(c, r, "appending to a stream");
+	return opening_replies(c, replies, sizeof(replies) / sizeof(replies[0]),
+			       sizeof(replies) / sizeof(replies[0]), NULL);
 }
 
 bool conn_delivered_again(const struct conn *c)

@@ -60,7 +60,8 @@ static enum al_status check_stray_slots(struct sem *s, bool repair, struct sem_c
 
 /* A create stopped halfway (slot 1 not recorded): one problem, however
  * many slot queues it did not make. With `repair` finished as a create of
- * its size finishes it (its holes made, slot 1 recorded last); stopped
+ * its size finishes it (its holes made, its stream of fencing tokens,
+ * slot 1 recorded last); stopped
  * while writing the record (no slot queue made, nothing anyone could
  * use), its record is taken off instead, since its size is not known. */
 static enum al_status check_unfinished(struct sem *s, bool repair, const struct census *cs,
@@ -72,7 +73,7 @@ static enum al_status check_unfinished(struct sem *s, bool repair, const struct 
 		st = record_cut(s->conn, &s->name, cs->unfinished, 2);
 	else if (repair)
 		st = admin_fill_holes(s, cs, cs->max, filled);
-	if (st == AL_OK && repair && cs->max > 0)
+	if (st == AL_OK && repair && cs->max > 0 && (st = admin_make_tokens(s)) == AL_OK)
 		st = record_write(s->conn, &s->name, 1, 1);
 	if (st == AL_OK && (st = add_problem(c, SEM_UNFINISHED, 0, repair)) == AL_OK)
 		c->problem[c->len - 1].count =
@@ -287,6 +288,33 @@ static enum al_status check_marker(struct sem *s, bool repair, struct sem_check 
 	return add_problem(c, quorum ? SEM_MISSING_MARKER : SEM_STRAY_MARKER, 0, repair);
 }
 
+/* The stream of fencing tokens, which a create makes since amqplock 0.5:
+ * with `repair` made (a semaphore that has slots, or is paused). Part of
+ * a create stopped halfway, which makes it as it finishes. */
+static enum al_status check_tokens(struct sem *s, bool repair, struct sem_check *c)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	uint16_t refused;
+	enum al_status st;
+	size_t i;
+
+	if (c->max == 0 && !c->paused)
+		return AL_OK;
+	for (i = 0; i < c->len; i++)
+		if (c->problem[i].kind == SEM_UNFINISHED)
+			return AL_OK;
+	/* (a passive declare: a probe, a publish, would be an entry; one
+	 * that a broker from 4.2.6 refuses an inspector tells nothing) */
+	sem_name_slot(&s->name, 1, TOKENS_QUEUE, queue);
+	if ((st = req_ask_one(s, DECLARE_PASSIVE, queue, REFUSED_NOT_FOUND | REFUSED_ACCESS,
+			      &refused)) != AL_OK ||
+	    refused != AMQP_NOT_FOUND)
+		return st;
+	if (repair && (st = admin_make_tokens(s)) != AL_OK)
+		return st;
+	return add_problem(c, SEM_MISSING_TOKENS, 0, repair);
+}
+
 /* The pause marker beside slots: readers never look at it while there
  * are slots, but a semaphore that loses them all (an expires policy)
  * would read as paused rather than damaged. Deleted with `repair`,
@@ -326,6 +354,8 @@ enum al_status sem_check(struct sem *s, bool repair, struct sem_check *out)
 		st = check_holders(s, repair, out);
 	if (st == AL_OK && locked)
 		st = check_marker(s, repair, out);
+	if (st == AL_OK)
+		st = check_tokens(s, repair && locked, out);
 	/* As in sem_admin: after a failure, closing the connection releases
 	 * the mutex. */
 	if (st == AL_OK && locked)
@@ -351,6 +381,8 @@ void sem_problem_queue(const struct sem *s, const struct sem_problem *p, char *b
 		snprintf(buf, QUEUE_NAME_MAX + 1, "%s", s->name.base);
 	else if (p->kind == SEM_MISSING_MARKER || p->kind == SEM_STRAY_MARKER)
 		sem_name_slot(&s->name, 1, QUORUM_MARKER_QUEUE, buf);
+	else if (p->kind == SEM_MISSING_TOKENS)
+		sem_name_slot(&s->name, 1, TOKENS_QUEUE, buf);
 	else if (p->kind == SEM_UNRECORDED || p->kind == SEM_UNFINISHED)
 		sem_name_slot(&s->name, 1, SLOT_QUEUE, buf);
 	else if (p->kind == SEM_STRAY_PAUSE)

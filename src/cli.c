@@ -79,6 +79,7 @@ enum opt_id {
 	OPT_CREATE,
 	OPT_TIMEOUT,
 	OPT_METRICS,
+	OPT_TOKEN,
 };
 
 /* What an option does with its field. */
@@ -194,6 +195,9 @@ static const struct opt_def opt_defs[] = {
 	 .field = TYPED(hold.min_hold, double), .max = MAX_MIN_HOLD,
 	 .help = "keep the slot SECS after it was taken, even if done sooner;\n"
 		 "amqplock exits at once, the broker frees it (at most a day)"},
+	{"token", OPT_TOKEN, NULL, LEASE, FLAG(hold.token),
+	 .help = "draw a fencing token once the slot is ours: CMD's\n"
+		 "$AMQPLOCK_TOKEN, \"token\" in --json (costs a round trip)"},
 	{"create", OPT_CREATE, "N", LEASE, COUNT(create, 1, SLOTS_MAX),
 	 .help = "create the semaphore with N slots if it does not exist\n"
 		 "(needs the admin role only when it creates)"},

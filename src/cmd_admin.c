@@ -268,6 +268,8 @@ static const char *problem_name(enum sem_problem_kind kind)
 		return "unrecorded";
 	case SEM_UNFINISHED:
 		return "unfinished";
+	case SEM_MISSING_TOKENS:
+		return "missing_tokens";
 	}
 	return "unknown";
 }
@@ -279,9 +281,11 @@ static const char *verdict(const struct sem_problem *p, unsigned max)
 	if (p->repaired && p->kind == SEM_UNFINISHED)
 		return max > 0 ? "finished" : "taken off";
 	if (p->repaired)
-		return p->kind == SEM_MISSING_MARKER || p->kind == SEM_MISSING_SLOT ? "made again"
-		       : p->kind == SEM_UNRECORDED                                  ? "written"
-										    : "deleted";
+		return p->kind == SEM_MISSING_MARKER || p->kind == SEM_MISSING_SLOT ||
+				       p->kind == SEM_MISSING_TOKENS
+			       ? "made again"
+		       : p->kind == SEM_UNRECORDED ? "written"
+						   : "deleted";
 	if (p->kind == SEM_MIXED_TYPE)
 		return "cannot be repaired, recreate the semaphore";
 	if (p->kind == SEM_EXCLUSIVE_SLOT)
@@ -350,6 +354,10 @@ static void print_problem(struct cli *cli, const struct sem *s, const struct sem
 		break;
 	case SEM_STRAY_MARKER:
 		out_str("queue", "quorum marker %s, but the slots are not quorum queues", queue);
+		break;
+	case SEM_MISSING_TOKENS:
+		out_str("queue", "stream of fencing tokens %s is missing: hold --token is refused",
+			queue);
 		break;
 	case SEM_MISSING_SLOT:
 		out_str("queue", "slot queue %s is gone (an expires policy, or deleted by hand?)",

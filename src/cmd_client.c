@@ -490,7 +490,10 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
-	out_uint(NULL, "%lu\n", cl.slot);
+	/* With --token: "SLOT TOKEN" on one line, for read(1). */
+	out_uint(NULL, cl.hold.fencing_token ? "%lu" : "%lu\n", cl.slot);
+	if (cl.hold.fencing_token)
+		out_uint("token", " %lu\n", cl.hold.fencing_token);
 	out_uint("max", NULL, max);
 	/* The slot's number unwritten (a closed pipe), nobody can use the
 	 * slot: it goes back at once, its lease too. */
@@ -516,6 +519,8 @@ static void command_env(void *arg, unsigned slot)
 	snprintf(slot_text, sizeof(slot_text), "%u", slot);
 	setenv("AMQPLOCK_SEMAPHORE", cl->cli->name, 1);
 	setenv("AMQPLOCK_SLOT", slot_text, 1);
+	/* (an outer hold's; ours, if any, comes with the keeper's go) */
+	unsetenv("AMQPLOCK_TOKEN");
 	unsetenv("AMQPLOCK_URL");
 	unsetenv("AMQP_URL");
 }
@@ -545,6 +550,8 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
 	event(&cl, "acquired");
+	if (cl.hold.fencing_token)
+		out_uint("token", NULL, cl.hold.fencing_token);
 	out_uint("max", NULL, max);
 	out_end();
 	st = hold_run(&s, cl.slot, &o, sig_fd, &code);

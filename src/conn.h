@@ -319,6 +319,16 @@ enum al_status conn_enter(struct conn *c, const struct conn_entry *e,
 enum al_status conn_consume(struct conn *c, const char *queue, const amqp_table_t *arguments,
 			    const struct conn_consumer *hooks, bool *alone);
 
+/* Consumes from `stream` (a stream queue, which must exist) from its next
+ * entry on, on conn_consume's channel, and appends an empty entry of
+ * `message_id` to it once the consumer is in place, all in one round
+ * trip: every entry appended from then on, this one among them, comes to
+ * hooks->delivered (its header "x-stream-offset" says where it is); ack
+ * each with conn_ack, end with conn_consume_end. A refusal (404: no such
+ * stream, 403) leaves reply_code set and the connection usable. */
+enum al_status conn_stream_append(struct conn *c, const char *stream, const char *message_id,
+				  const struct conn_consumer *hooks);
+
 /* Inside hooks->delivered: whether the broker had delivered the message
  * before, to a consumer that left without acknowledging it. */
 bool conn_delivered_again(const struct conn *c);

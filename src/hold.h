@@ -72,6 +72,9 @@ struct hold_opts {
 	 * by a lease of that length left behind (sem_lease_minimum); 0:
 	 * none. */
 	double min_hold;
+	/* --token: a fencing token is drawn once the slot is ours, before
+	 * the command starts (hold_take; the holder's side keeps it). */
+	bool token;
 	/* Where to connect again after a lost connection, with a lease. */
 	struct conn_opts *conn_opts;
 	/* Who is told what happens (cmd_client.c prints it). */

@@ -180,11 +180,12 @@ void job_start(struct holding *h)
 	 * claim_window): amqplock stopped between its decision and the
 	 * keeper's must not start the command on a slot lost meanwhile. */
 	so.start_by = h->s->hold->lease.renewed + h->s->hold->claim_window;
+	so.token = h->s->hold->fencing_token;
 	if (kp && kp->ready && kp->end.slot == h->slot) {
 		/* Readied during the claim: it runs the command now. */
 		h->sv = kp->sv;
 		kp->ready = false;
-		super_go(&h->sv, so.give_terminal, so.start_by);
+		super_go(&h->sv, so.give_terminal, so.start_by, so.token);
 	} else if (super_start(&h->sv, &so) != AL_OK) {
 		snprintf(h->no_start, sizeof(h->no_start), "cannot start %s: %s", h->o->argv[0],
 			 status_message());

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,6 +440,15 @@ static void drop_stdio(void)
 	}
 }
 
+/* CMD's fencing token, in the environment it inherits from us. */
+static void set_token(uint64_t token)
+{
+	char text[24];
+
+	snprintf(text, sizeof(text), "%" PRIu64, token);
+	setenv("AMQPLOCK_TOKEN", text, 1);
+}
+
 /* Until GO, CMD does not exist. DONE: amqplock has no use for us (its
  * claim failed, or it is done with a slot whose command never started).
  * amqplock gone: its claim may have made the slot ours, so the last act is
@@ -454,6 +464,8 @@ static void await_go(struct keeper *k, bool *give_terminal)
 		if (n == (ssize_t)sizeof(m) && m.order == GO && give_terminal) {
 			*give_terminal = m.sig != 0;
 			k->start_by = m.when;
+			if (m.token)
+				set_token(m.token);
 			return;
 		}
 		if (n == (ssize_t)sizeof(m) && m.order == DONE)

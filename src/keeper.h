@@ -7,6 +7,7 @@
 #define AMQPLOCK_KEEPER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Its name in ps, /proc/PID/comm and /proc/PID/cmdline (supervise.h says
@@ -33,8 +34,9 @@ struct super_opts {
 	 * NULL. */
 	void (*hold_on)(void *arg);
 	void *arg;
-	/* super_start: start_by as super_go takes it. */
+	/* super_start: start_by and token as super_go takes them. */
 	double start_by;
+	uint64_t token;
 };
 
 /* What it reports (super_next); SUPER_NOTHING and SUPER_VANISHED are

@@ -78,6 +78,7 @@ static const char *single_suffix(enum slot_kind kind)
 	return kind == QUORUM_MARKER_QUEUE ? "#quorum"
 	       : kind == WAITERS_QUEUE     ? "#waiters"
 	       : kind == LINE_QUEUE        ? "#line"
+	       : kind == TOKENS_QUEUE      ? "#tokens"
 					   : NULL;
 }
 

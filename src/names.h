@@ -21,7 +21,8 @@
  * "<prefix><name>#waiters" is the line of clients waiting for a slot
  * that older amqplocks wait in, "<prefix><name>#line" the line of entries
  * that newer ones wait in, each entry naming its waiter's own queue,
- * "<prefix><name>#w" and 12 hex digits. */
+ * "<prefix><name>#w" and 12 hex digits; "<prefix><name>#tokens" is the
+ * stream whose offsets are its fencing tokens. */
 /* Room left for "-<slot>-A" with any unsigned slot number. */
 #define BASE_MAX (QUEUE_NAME_MAX - 14)
 
@@ -47,6 +48,7 @@ enum slot_kind {
 	QUORUM_MARKER_QUEUE = 'Q',
 	WAITERS_QUEUE = 'W',
 	LINE_QUEUE = 'N',
+	TOKENS_QUEUE = 'T',
 };
 
 /* Writes the queue name of slot k into buf (QUEUE_NAME_MAX + 1 bytes). */

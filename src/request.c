@@ -81,6 +81,17 @@ static amqp_table_entry_t waiters_arguments[] = {
 	 .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1}},
 };
 
+/* The stream of fencing tokens keeps its offsets for ever, and about the
+ * last megabyte of entries (a few thousand): nobody reads old ones. */
+static amqp_table_entry_t tokens_arguments[] = {
+	{.key = {sizeof("x-queue-type") - 1, "x-queue-type"},
+	 .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = {sizeof("stream") - 1, "stream"}}},
+	{.key = {sizeof("x-max-length-bytes") - 1, "x-max-length-bytes"},
+	 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = 1000000}},
+	{.key = {sizeof("x-stream-max-segment-size-bytes") - 1, "x-stream-max-segment-size-bytes"},
+	 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = 100000}},
+};
+
 amqp_table_t req_waiters_arguments(void)
 {
 	return (amqp_table_t){.num_entries = 2, .entries = waiters_arguments};
@@ -104,7 +115,10 @@ void *req_build(const struct sem *s, struct queue_request *r, enum queue_op op, 
 	r->id = AMQP_QUEUE_DECLARE_METHOD;
 	r->declare.queue = amqp_cstring_bytes(queue);
 	r->declare.durable = op == DECLARE_SLOT || op == DECLARE_QUORUM || op == DECLARE_CLASSIC ||
-			     op == DECLARE_LEASE || op == DECLARE_WAITERS;
+			     op == DECLARE_LEASE || op == DECLARE_WAITERS || op == DECLARE_TOKENS;
+	if (op == DECLARE_TOKENS)
+		r->declare.arguments =
+			(amqp_table_t){.num_entries = 3, .entries = tokens_arguments};
 	if (op == DECLARE_WAITERS)
 		r->declare.arguments = req_waiters_arguments();
 	if (op == DECLARE_QUORUM)

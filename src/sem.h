@@ -92,6 +92,9 @@ struct sem_hold {
 	/* The broker refused us a place in #line (a permission, a line of
 	 * other arguments): we wait in #waiters. */
 	bool entries_refused;
+	/* --token's fencing token for our grant (sem_fencing_token; 0:
+	 * none): the command's $AMQPLOCK_TOKEN. */
+	uint64_t fencing_token;
 	/* Our place in the line, while we are in it (sem_join_line). */
 	struct {
 		/* The broker has shown that we are first: we joined an empty
@@ -284,6 +287,13 @@ struct sem_eviction {
 	double deleted_at; /* now_seconds() when its slot queue went */
 	double waited;     /* seconds from then until its job had ended */
 };
+
+/* fencing.c: a fencing token for a grant of ours, drawn once the slot is
+ * ours and before its command starts: larger than every token drawn
+ * before (by a grant whose command has ended, above all). AL_DAMAGED
+ * if the semaphore has no stream of tokens, AL_ACCESS if we may not read
+ * it. */
+enum al_status sem_fencing_token(struct sem *s, uint64_t *token);
 
 /* Ends the job of slot k's holder (evict.c), under the admin mutex: its
  * slot queue deleted, then made again once the holder queue and the lease
@@ -589,6 +599,10 @@ enum sem_problem_kind {
 	 * semaphore does not exist). Repaired by finishing it, or by taking
 	 * the part-written record off. */
 	SEM_UNFINISHED,
+	/* No stream of fencing tokens (a semaphore made by amqplock 0.4 or
+	 * older, or its stream deleted by hand): `hold --token` is refused.
+	 * Repaired by making it (its tokens count from 1). */
+	SEM_MISSING_TOKENS,
 };
 
 struct sem_problem {

@@ -64,6 +64,8 @@ enum queue_op {
 	DELETE_QUEUE,
 	/* #waiters, as its waiters declare it (req_waiters_arguments) */
 	DECLARE_WAITERS,
+	/* #tokens, the stream of fencing tokens (fencing.c) */
+	DECLARE_TOKENS,
 };
 
 struct queue_request {
@@ -144,6 +146,7 @@ enum al_status admin_marked_type(struct sem *s, enum slot_type *type);
 enum al_status admin_fill_holes(struct sem *s, const struct census *cs, unsigned upto,
 				unsigned *filled);
 enum al_status admin_set_marker(struct sem *s, bool quorum);
+enum al_status admin_make_tokens(struct sem *s);
 
 /* notes.c: the notes of a hand-over, by their type: the offer (to the
  * first in line), the ask (to the offerer's holder queue), the answer

@@ -59,7 +59,7 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o)
 	enum al_status st = super_prepare(sv, o);
 
 	if (st == AL_OK)
-		super_go(sv, o->give_terminal, o->start_by);
+		super_go(sv, o->give_terminal, o->start_by, o->token);
 	return st;
 }
 
@@ -137,14 +137,14 @@ void super_done(struct supervisor *sv)
 
 static void order(struct supervisor *sv, enum order what, int sig)
 {
-	struct order_msg m = {what, sig, 0};
+	struct order_msg m = {what, sig, 0, 0};
 
 	send_order(sv, &m);
 }
 
-void super_go(struct supervisor *sv, bool give_terminal, double start_by)
+void super_go(struct supervisor *sv, bool give_terminal, double start_by, uint64_t token)
 {
-	struct order_msg m = {GO, give_terminal, start_by};
+	struct order_msg m = {GO, give_terminal, start_by, token};
 
 	send_order(sv, &m);
 }
@@ -214,7 +214,7 @@ void super_continue_all(struct supervisor *sv)
 
 void super_kill_at(struct supervisor *sv, double when)
 {
-	struct order_msg m = {KILL_AT, 0, when};
+	struct order_msg m = {KILL_AT, 0, when, 0};
 
 	/* Its clock checks run with the watch for a stopped amqplock, so the
 	 * kill comes up to its WATCH_INTERVAL_MS late: the lease's margin is

@@ -52,7 +52,9 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o);
 
 /* super_start in two steps, so that the fork costs nothing on the way to
  * CMD: super_prepare forks the keeper, which readies itself and waits;
- * super_go has it run CMD (give_terminal as in super_opts, decided now),
+ * super_go has it run CMD (give_terminal as in super_opts, decided now;
+ * token, if not 0, in CMD's environment as AMQPLOCK_TOKEN, a fencing
+ * token drawn once the slot was ours),
  * unless start_by (boot_seconds(); 0: none) has passed by the time it
  * reads the order (then SUPER_DEADLINE with value 1: amqplock stopped
  * between its decision and the keeper's must not start a command past
@@ -60,7 +62,7 @@ enum al_status super_start(struct supervisor *sv, const struct super_opts *o);
  * keeper whose amqplock dies before either does its last act
  * (o->last_act). */
 enum al_status super_prepare(struct supervisor *sv, const struct super_opts *o);
-void super_go(struct supervisor *sv, bool give_terminal, double start_by);
+void super_go(struct supervisor *sv, bool give_terminal, double start_by, uint64_t token);
 void super_abandon(struct supervisor *sv);
 
 /* amqplock is done with what the keeper guards (the slot is released,

@@ -4,6 +4,8 @@
 #ifndef AMQPLOCK_SUPERVISE_PARTS_H
 #define AMQPLOCK_SUPERVISE_PARTS_H
 
+#include <stdint.h>
+
 /* Requests from amqplock to the keeper. */
 enum order {
 	SIGNAL_GROUP,
@@ -19,6 +21,7 @@ enum order {
 struct order_msg {
 	int order, sig; /* GO: sig says whether CMD gets the terminal */
 	double when;    /* KILL_AT: the kill deadline; GO: start_by (0: none) */
+	uint64_t token; /* GO: CMD's $AMQPLOCK_TOKEN (0: none) */
 };
 /* The keeper's answer to STOP_ALL, among the events: every descendant is
  * stopped. Never returned by super_next. */

@@ -135,6 +135,22 @@ static double claim_window(const struct hold_opts *o, const struct conn *c)
 	return rules_claim_window(o->lease, o->grace, c->heartbeat, c->rpc_timeout);
 }
 
+/* --token: the fencing token, drawn once the slot is ours (one drawn
+ * before the grant could be smaller than that of a grant made
+ * meanwhile) and before anything runs. Without one the slot goes back
+ * at once (if the connection is gone, its lease runs out). */
+static enum al_status draw_token(struct sem *s, const struct hold_opts *o, unsigned slot)
+{
+	enum al_status st = sem_fencing_token(s, &s->hold->fencing_token);
+
+	if (st == AL_OK)
+		return st;
+	hold_keeper_abandon(o->keeper);
+	if (s->conn->dead || sem_released(s, slot) != AL_OK)
+		trace("could not give slot %u back: its lease, if any, runs out", slot);
+	return st;
+}
+
 enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadline until,
 			 unsigned *slot, unsigned *max)
 {
@@ -220,5 +236,7 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	sem_leave_line(s, st == AL_OK);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
 		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
+	if (st == AL_OK && o->token)
+		st = draw_token(s, o, *slot);
 	return st;
 }

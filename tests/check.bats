@@ -316,10 +316,11 @@ hole_below_top() {
 }
 
 @test "a semaphore without a size record (amqplock 0.2): reported; a hole is filled upward, not swept; --repair writes the record" {
-    # slot queues alone, as amqplock 0.2 made them; slot 2 gone
+    # slot queues alone, as amqplock 0.2 made them (no stream of fencing
+    # tokens either); slot 2 gone
     damage --shared "amqplock.$n-1-A" "amqplock.$n-3-A"
     run -65 --separate-stderr al --json check "$n"
-    assert_json '(.problems | map([.kind, .slot // 0])) == [["missing_slot", 2], ["unrecorded", 0]]
+    assert_json '(.problems | map([.kind, .slot // 0])) == [["missing_slot", 2], ["unrecorded", 0], ["missing_tokens", 0]]
         and .max == 3'
     run -0 --separate-stderr al check --repair "$n"
     run sem_queues

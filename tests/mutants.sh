@@ -58,6 +58,11 @@ entry-missing-ignored|src/line.c|s/if \(st == AL_OK && !found\[0\] && entries_wa
 timeout-never-killed|src/job.c|s/\tif \(h->timed_out_at\) \{\n\t\tjob_kill\(h\);/\tif (h->timed_out_at) {/|timeout.bats|grandchild that ignores SIGTERM
 timeout-own-status|src/hold.c|s/h\.timed_out_at \? HOLD_TIMEOUT_EXIT : h\.code/h.code/|timeout.bats|^a command that ends on SIGTERM
 timeout-env-ignored|src/cmd_client.c|s/getenv\("AMQPLOCK_TIMEOUT"\)/NULL/|timeout.bats|^AMQPLOCK_TIMEOUT
+token-not-given|src/keeper.c|s/\t\t\tif \(m\.token\)\n\t\t\t\tset_token\(m\.token\);\n//|fencing.bats|^hold --token gives
+token-outer-leaks|src/cmd_client.c|s/\tunsetenv\("AMQPLOCK_TOKEN"\);\n//|fencing.bats|^without --token
+token-from-zero|src/fencing.c|s/\*token = \(uint64_t\)d\.offset \+ 1;/*token = (uint64_t)d.offset;/|fencing.bats|without its stream
+tokens-unchecked|src/check.c|s/(static enum al_status check_tokens\(struct sem \*s, bool repair, struct sem_check \*c\)\n\{)/$1\n\t(void)s, (void)repair, (void)c;\n\treturn AL_OK;/|fencing.bats|without its stream
+tokens-kept-by-destroy|src/admin.c|s/return st == AL_OK \? req_ask_one\(s, DELETE_QUEUE, tokens, REFUSED_ACCESS, &refused\) : st;/return st;/|fencing.bats|without its stream
 metrics-up-always|src/metrics.c|s/\t\*v = s->up;/\t*v = 1;/|metrics.bats|^status --metrics
 status-stops-at-first|src/cmd_look.c|s/(\t\tif \(first == AL_OK\)\n\t\t\tfirst = st;\n)/$1\t\tif (st != AL_OK)\n\t\t\tbreak;\n/|metrics.bats|NAME NAME
 evict-gives-back-early|src/evict.c|s/if \(\(\*gone = !holder && !lease\) \x7c\x7c deadline_passed\(until\)\)/if ((*gone = true) \x7c\x7c deadline_passed(until))/|evict.bats|^evict ends the whole job

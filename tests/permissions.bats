@@ -23,12 +23,12 @@ load lib/helper
 # unnamed is the client of before holders were named, without read on
 # holder queues; noholder may make leases but not holder queues; client04
 # is the client of amqplock 0.4, before the line of entries (#line and
-# the waiters' own queues #w...); nobody has no permissions on the vhost
-# at all.
+# the waiters' own queues #w...) and the stream of fencing tokens
+# (#tokens); nobody has no permissions on the vhost at all.
 roles() {
     cat <<'ROLES'
 inspector ^$ ^amq\.default$ ^amqplock\..+(-0-A|#waiters|#line)$
-client ^amqplock\..+(-[0-9]+-[BL]|#waiters|#line|#w[0-9a-f]{12})$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters|#line|#w[0-9a-f]{12})$
+client ^amqplock\..+(-[0-9]+-[BL]|#waiters|#line|#w[0-9a-f]{12})$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters|#line|#w[0-9a-f]{12}|#tokens)$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
 adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^amqplock\..+-[0-9]+-B$
 noread ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$
@@ -219,8 +219,8 @@ set_permissions_in() {
     # quorum slots: the administrator re-declares slot 1 to learn their
     # type, and keeps the quorum marker (configure on it)
     run -0 as adminonly create --slot-type quorum "$n" 1
-    [ "$(vhost_queues "amqplock.$n#" | cut -d' ' -f1)" = "amqplock.$n#quorum" ] ||
-        fail "no quorum marker: '$(vhost_queues "amqplock.$n#")'"
+    [ "$(vhost_queues "amqplock.$n#" | cut -d' ' -f1 | sort | tr '\n' ' ')" = "amqplock.$n#quorum amqplock.$n#tokens " ] ||
+        fail "no quorum marker or no stream of tokens: '$(vhost_queues "amqplock.$n#")'"
     run -0 as adminonly add "$n"
     run -0 as adminonly remove "$n"
     run -0 as adminonly max "$n" 4
@@ -579,6 +579,19 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     wait_exit "$w" 10
     [ "$rc" -eq 0 ] || fail "w exited $rc: $(cat "$T/w.err")"
     grep -q "woken: first in line" "$T/w.err" || fail "w was not woken: $(cat "$T/w.err")"
+}
+
+@test "fencing tokens: the client draws them; without read on #tokens, hold --token exits 77, runs nothing and leaves the slot free" {
+    as admin create "$n" 1
+    run -0 as client hold --token "$n" -- sh -c 'echo "$AMQPLOCK_TOKEN" >"$0"' "$T/t"
+    [ "$(cat "$T/t")" = 1 ] || fail "token $(cat "$T/t")"
+    run -77 --separate-stderr as client04 hold --token "$n" -- touch "$T/ran"
+    assert_error_line
+    [[ $stderr == *"may not read amqplock.$n#tokens"* ]] || fail "$stderr"
+    [ ! -e "$T/ran" ] || fail "the command ran"
+    [ "$(as admin --json status --no-names "$n" | jq -c '[.held, .away]')" = '[[],[]]' ] ||
+        fail "still held: $(as admin --json status --no-names "$n")"
+    run -0 as admin check "$n"
 }
 
 @test "waiters: a client consumes from #waiters; without read or configure on it, it polls" {
