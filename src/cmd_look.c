@@ -77,7 +77,10 @@ static void holder_lines(const struct sem_status *ss)
 		out_str("host", "%s", who->host);
 		out_uint("pid", " pid %lu", (unsigned long)who->pid);
 		out_str("since", " since %s", who->since);
-		out_str("command", " (%s)\n", who->command);
+		out_str("command", " (%s)", who->command);
+		if (who->until[0])
+			out_str("min_hold_until", ", kept until %s by --min-hold", who->until);
+		out_str(NULL, "\n", NULL);
 		out_item_end();
 	}
 	out_list_end();

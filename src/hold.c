@@ -571,6 +571,9 @@ enum al_status hold_run(struct sem *s, unsigned slot, const struct hold_opts *o,
 
 	h.answers.taken_at = (long long)time(NULL);
 	h.end.min_until = job_minimum_until(o);
+	/* (status shows it: a minimum needs a lease, whole seconds up) */
+	if (h.end.min_until && o->lease > 0)
+		h.answers.min_until = h.answers.taken_at + (long long)(o->min_hold + 0.999);
 	h.heard = now_seconds();
 	h.next_verify = h.heard + VERIFY_INTERVAL;
 	*code = 0;

@@ -85,6 +85,10 @@ void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot, str
 		a->me.since[0] = '\0';
 		if (gmtime_r(&t, &tm))
 			strftime(a->me.since, sizeof(a->me.since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		t = (time_t)a->min_until;
+		a->me.until[0] = '\0';
+		if (a->min_until && gmtime_r(&t, &tm))
+			strftime(a->me.until, sizeof(a->me.until), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		a->me.slot = slot;
 		snprintf(a->me.host, sizeof(a->me.host), "%s", opts->who.host);
 		a->me.pid = opts->who.pid;
@@ -116,8 +120,11 @@ static void send_answers(struct sem_answers *a, const char *pid)
 		{.key = amqp_cstring_bytes("command"),
 		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
 			   .value.bytes = amqp_cstring_bytes(a->me.command)}},
+		{.key = amqp_cstring_bytes("until"),
+		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
+			   .value.bytes = amqp_cstring_bytes(a->me.until)}},
 	};
-	amqp_table_t headers = {.num_entries = 4, .entries = e};
+	amqp_table_t headers = {.num_entries = 5, .entries = e};
 	struct conn answering;
 	unsigned i;
 
@@ -212,6 +219,7 @@ static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t
 	h->pid = strtol(pid, NULL, 10);
 	header_text(p, "since", h->since, sizeof(h->since));
 	header_text(p, "command", h->command, sizeof(h->command));
+	header_text(p, "until", h->until, sizeof(h->until));
 	q->out->holders_len++;
 	q->answered++;
 }

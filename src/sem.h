@@ -276,6 +276,7 @@ struct sem_holder {
 	char host[64];
 	long pid;
 	char since[32];   /* when it took the slot: ISO 8601, UTC */
+	char until[32];   /* --min-hold: kept at least until then ("": none) */
 	char command[16]; /* acquire or hold: never the job's arguments */
 };
 
@@ -313,9 +314,10 @@ struct sem_answers {
 	struct sem *s;
 	struct conn_opts *opts;
 	struct sem_holder me;
-	long long taken_at; /* time(2) when the slot was taken: set by the caller */
-	bool listening;     /* a consumer of the holder queue is there */
-	bool refused;       /* the broker refused it: unnamed from now on */
+	long long taken_at;  /* time(2) when the slot was taken: set by the caller */
+	long long min_until; /* time(2) until which --min-hold keeps it (0: none) */
+	bool listening;      /* a consumer of the holder queue is there */
+	bool refused;        /* the broker refused it: unnamed from now on */
 	/* Questions taken, to answer; how many were answered or dropped in
 	 * the second that began at window. */
 	unsigned pending;

@@ -47,6 +47,35 @@ ask() {
     [[ $output == *"slot 2: held by $(hostname) pid $acq_pid since "*" (acquire)"* ]] || fail "$output"
 }
 
+@test "status says until when --min-hold keeps a running holder's slot; after the job, the slot is held by its lease alone" {
+    al create "$n" 2
+    local t0
+    t0=$(date +%s)
+    bg h hold --min-hold 30 "$n" -- sh -c "touch $T/h.in; while [ ! -e $T/go ]; do sleep 0.05; done"
+    local h=$BG
+    wait_until 10 test -e "$T/h.in" || fail "$(cat "$T/h.err")"
+    wait_until 20 named "$n" 1 || fail "not named: $(al status "$n")"
+    run -0 al --json status "$n"
+    # whole seconds, from when the slot was taken
+    assert_json '.holders[0].min_hold_until | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")'
+    local until
+    until=$(jq -r '.holders[0].min_hold_until' <<<"$output")
+    until=$(date -u -d "$until" +%s)
+    [ "$until" -ge $((t0 + 30)) ] && [ "$until" -le $((t0 + 33)) ] ||
+        fail "until $until, started at $t0: $output"
+    run -0 al status "$n"
+    [[ $output == *"(hold), kept until "*"Z by --min-hold"* ]] || fail "$output"
+    # without --min-hold: no such key
+    bg k hold "$n" -- sleep 60
+    wait_until 20 named "$n" 2 || fail "not named: $(al status "$n")"
+    run -0 al --json status "$n"
+    assert_json '[.holders[] | has("min_hold_until")] == [true, false]'
+    touch "$T/go"
+    wait_exit "$h" 10
+    run -0 al status "$n"
+    [[ $output == *"slot 1: held by its lease alone"* ]] || fail "$output"
+}
+
 @test "status counts the clients waiting in line, in text and JSON" {
     al create "$n" 1
     bg holder acquire "$n"
