@@ -8,125 +8,10 @@
 #include "cli.h"
 #include "clock.h"
 #include "hold.h"
+#include "news.h"
 #include "out.h"
 #include "parse.h"
 #include "signals.h"
-
-struct client {
-	struct cli *cli;
-	unsigned slot;
-	bool waiting_told;       /* the "waiting" event is out */
-	bool waiting_line;       /* a waiting line is on the terminal */
-	const char *waiting_for; /* "a slot of", or wait's words */
-	/* acquire and hold: the holder's side of the semaphore. */
-	struct sem_hold hold;
-};
-
-static void event(struct client *cl, const char *name)
-{
-	out_begin();
-	out_str("event", NULL, name);
-	out_str("semaphore", NULL, cl->cli->name);
-	out_uint("slot", NULL, cl->slot);
-}
-
-static void report_lost(void *arg)
-{
-	struct client *cl = arg;
-
-	out_error_line(status_message());
-	event(cl, "lost");
-	out_str("reason", NULL, status_message());
-	out_end();
-	cl->cli->reported = true;
-}
-
-static void report_notice(void *arg, const char *name, const char *key, unsigned long ms,
-			  const char *text)
-{
-	struct client *cl = arg;
-
-	if (!cl->cli->quiet)
-		out_error_line(text);
-	event(cl, name);
-	out_uint(key, NULL, ms);
-	out_str("message", NULL, text);
-	out_end();
-}
-
-static void report_warning(void *arg, const char *text)
-{
-	(void)arg;
-	out_error_line(text);
-}
-
-/* Whether to tell a person at a terminal how a wait goes: never on a
- * pipe (cron mails stay quiet), nor with -q or --json. */
-static bool telling(const struct client *cl)
-{
-	return !cl->cli->quiet && out_for_people() && isatty(STDERR_FILENO);
-}
-
-/* A wait longer than a second is news: a "waiting" event once, and for a
- * person at a terminal one line, rewritten in place, that says for what
- * and how long (never on a pipe: cron mails stay quiet). */
-static void report_waiting(void *arg, unsigned max, double waited)
-{
-	struct client *cl = arg;
-	char held[NAME_MAX_BYTES + 64];
-
-	if (waited >= 0 && !cl->waiting_told) {
-		cl->waiting_told = true;
-		out_begin();
-		out_str("event", NULL, "waiting");
-		out_str("semaphore", NULL, cl->cli->name);
-		out_uint("max", NULL, max);
-		out_end();
-	}
-	if (!telling(cl))
-		return;
-	if (waited < 0) {
-		if (cl->waiting_line)
-			fputs("\r\033[K", stderr);
-		cl->waiting_line = false;
-		return;
-	}
-	sem_all_held(held, sizeof(held), max, cl->cli->name);
-	/* Back to the line's start, and the rest of the old one erased. */
-	fprintf(stderr, "\ramqplock: waiting, %s (%u s)\033[K", held, (unsigned)waited);
-	cl->waiting_line = true;
-}
-
-/* At a terminal, once per outage: the broker is away, and amqplock
- * tries again (until -w's deadline: how long it has left). */
-static void report_away(struct client *cl, struct deadline wait_end)
-{
-	if (!telling(cl))
-		return;
-	if (deadline_is_never(wait_end))
-		fprintf(stderr, "amqplock: %s; trying again until it answers\n", status_message());
-	else
-		fprintf(stderr, "amqplock: %s; trying again for up to %.0f s (-w)\n",
-			status_message(), deadline_left(wait_end));
-}
-
-/* At a terminal, when a connection is made again after report_away. */
-static void report_back(struct client *cl, const struct conn *c)
-{
-	if (telling(cl))
-		fprintf(stderr, "amqplock: connected to %s again; waiting for %s %s\n", c->where,
-			cl->waiting_for, cl->cli->name);
-}
-
-/* At a terminal, what a hold still waits for once its command has
- * exited: a prompt that does not come back says why. */
-static void report_remaining(void *arg, const char *what)
-{
-	struct client *cl = arg;
-
-	if (telling(cl))
-		fprintf(stderr, "amqplock: waiting for %s\n", what);
-}
 
 /* The lease given or the default, checked against what it must cover: the
  * command's --grace and the silence that tells a lost connection. */
@@ -186,11 +71,11 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 		o.grace = 0;
 	o.argv = argv;
 	o.conn_opts = &cli->conn;
-	o.events.lost = report_lost;
-	o.events.notice = report_notice;
-	o.events.warning = report_warning;
-	o.events.waiting = report_waiting;
-	o.events.remaining = report_remaining;
+	o.events.lost = news_lost;
+	o.events.notice = news_notice;
+	o.events.warning = news_warning;
+	o.events.waiting = news_waiting;
+	o.events.remaining = news_remaining;
 	o.events.arg = cl;
 	return o;
 }
@@ -268,7 +153,7 @@ struct retries {
 static void connected(struct client *cl, const struct conn *c, struct retries *r)
 {
 	if (r->away)
-		report_back(cl, c);
+		news_back(cl, c);
 	r->away = false;
 	r->away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST);
 }
@@ -298,7 +183,7 @@ static bool reconnect_due(struct client *cl, const struct conn *c, bool connecti
 	}
 	if (!r->away) {
 		r->away = true;
-		report_away(cl, wait_end);
+		news_away(cl, wait_end);
 	}
 	/* The last pause ends at the deadline, for one more try. */
 	pause = backoff_next(&r->away_pauses, wait_end);
@@ -351,16 +236,7 @@ static bool alarm_ridden(struct client *cl, struct conn *c, const struct hold_op
 		return false;
 	trace("the broker at %s blocked us for a resource alarm (%s); waiting for it to clear",
 	      c->where, conn_blocked(c));
-	if (telling(cl) && deadline_is_never(wait_end))
-		fprintf(stderr,
-			"amqplock: the broker at %s is under a resource alarm (%s); waiting "
-			"for it to clear\n",
-			c->where, conn_blocked(c));
-	else if (telling(cl))
-		fprintf(stderr,
-			"amqplock: the broker at %s is under a resource alarm (%s); waiting for it "
-			"to clear, for up to %.0f s (-w)\n",
-			c->where, conn_blocked(c), deadline_left(wait_end));
+	news_alarm(cl, c, wait_end);
 	status_clear();
 	*st = conn_await_unblocked(c, wait_end);
 	if (*st == AL_BUSY)
@@ -368,10 +244,7 @@ static bool alarm_ridden(struct client *cl, struct conn *c, const struct hold_op
 	if (*st != AL_OK)
 		return false;
 	trace("the resource alarm has cleared; connecting again");
-	if (telling(cl))
-		fprintf(stderr,
-			"amqplock: the resource alarm at %s has cleared; waiting for %s %s\n",
-			c->where, cl->waiting_for, cl->cli->name);
+	news_alarm_over(cl, c);
 	return true;
 }
 
@@ -489,7 +362,7 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	o = hold_opts_from(cli, &cl, NULL);
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
-	event(&cl, "acquired");
+	news_event(&cl, "acquired");
 	/* With --token: "SLOT TOKEN" on one line, for read(1). */
 	out_uint(NULL, cl.hold.fencing_token ? "%lu" : "%lu\n", cl.slot);
 	if (cl.hold.fencing_token)
@@ -503,7 +376,7 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 		sem_released(&s, cl.slot);
 	conn_close(&c);
 	if (st == AL_OK) {
-		event(&cl, "released");
+		news_event(&cl, "released");
 		st = out_end();
 	}
 	return st;
@@ -549,7 +422,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	/* Output goes to stderr (main.c): stdout belongs to the command. */
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
 		return st;
-	event(&cl, "acquired");
+	news_event(&cl, "acquired");
 	if (cl.hold.fencing_token)
 		out_uint("token", NULL, cl.hold.fencing_token);
 	out_uint("max", NULL, max);
@@ -557,7 +430,7 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	st = hold_run(&s, cl.slot, &o, sig_fd, &code);
 	conn_close(&c);
 	if (st == AL_OK) {
-		event(&cl, "released");
+		news_event(&cl, "released");
 		out_uint("exit_status", NULL, (unsigned long)code);
 		out_end();
 		cli->exit_code = code;
