@@ -26,8 +26,6 @@ static const char default_url[] = DEFAULT_URL;
 #define DEFAULT_HEARTBEAT       5
 #define DEFAULT_CONNECT_TIMEOUT 5
 #define DEFAULT_RPC_TIMEOUT     10
-/* "Did you mean": how long the management API may take, all of it. */
-#define SUGGEST_SECONDS 1.5
 /* Long enough for a peer's create of a few thousand slots. */
 #define DEFAULT_ADMIN_WAIT 30
 /* A pipelined probe of 128 missing queues costs about 1 ms. */
@@ -595,43 +593,6 @@ enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, str
 	if (st == AL_OK)
 		sem_reconnected(s);
 	return st;
-}
-
-enum al_status cli_list(struct cli *cli, struct deadline by, struct sem_list *l)
-{
-	const char *why;
-
-	*l = (struct sem_list){0};
-	/* The environment's, which the option's check has not seen. */
-	if (cli->management_url && (why = mgmt_url_problem(cli->management_url)))
-		return fail(AL_USAGE, "invalid AMQPLOCK_MANAGEMENT_URL: %s", why);
-	if (cli->conn.insecure)
-		out_error_line("warning: --insecure: the broker's certificate is not verified");
-	return mgmt_list(&cli->conn, cli->management_url, cli->prefix, by, l);
-}
-
-void cli_suggest(struct cli *cli, enum al_status st)
-{
-	char message[1024], hint[NAME_MAX_BYTES + 32] = "";
-	const char *near;
-	struct sem_list l;
-	int on = trace_enabled;
-
-	if (st != AL_NOT_FOUND || !cli->name || !cli->conn.brokers ||
-	    (cli->management_url && mgmt_url_problem(cli->management_url)))
-		return;
-	snprintf(message, sizeof(message), "%s", status_message());
-	/* Quietly: whatever the API answers, the failure stays the one said. */
-	trace_enabled = 0;
-	if (mgmt_list(&cli->conn, cli->management_url, cli->prefix, deadline_in(SUGGEST_SECONDS),
-		      &l) == AL_OK) {
-		if ((near = list_nearest(&l, cli->name)))
-			snprintf(hint, sizeof(hint), " (did you mean %s?)", near);
-		list_free(&l);
-	}
-	trace_enabled = on;
-	status_clear();
-	fail(st, "%s%s", message, hint);
 }
 
 /* A broker that crashes every look is not racing a deletion. */
