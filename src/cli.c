@@ -571,7 +571,7 @@ static enum al_status cli_open(struct cli *cli, struct conn *c, struct deadline 
 	st = conn_open(c, &cli->conn, by);
 	/* In cron, the environment a login shell sets is not there: say that
 	 * the broker tried was nobody's choice. */
-	if ((st == AL_CONNECTION || st == AL_ACCESS) && cli->conn.url == default_url)
+	if ((st == AL_CONNECTION || st == AL_ACCESS) && cli_url_is_default(cli))
 		fail_context(st, "no broker URL was given (--url, AMQPLOCK_URL or AMQP_URL), and "
 				 "the default one failed: ");
 	if (st != AL_OK)
@@ -584,6 +584,11 @@ enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struc
 	/* The name was checked before. */
 	sem_init(s, c, cli->prefix, cli->name, &cli->sem);
 	return cli_open(cli, c, by);
+}
+
+bool cli_url_is_default(const struct cli *cli)
+{
+	return cli->conn.url == default_url;
 }
 
 enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by)

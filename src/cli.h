@@ -151,6 +151,10 @@ void cli_name_connections(struct cli *cli, unsigned slot);
  * closed. */
 enum al_status cli_connect(struct cli *cli, struct conn *c, struct sem *s, struct deadline by);
 
+/* Whether the broker URL is the built-in default, given nowhere (no
+ * --url, AMQPLOCK_URL or AMQP_URL): cron's empty environment. */
+bool cli_url_is_default(const struct cli *cli);
+
 /* After s's connection was lost (and closed): opens it again as the
  * options say, and s goes on with what outlives a connection (see
  * sem_reconnected). On failure the connection is already closed. */

@@ -94,6 +94,12 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
 #define RECONNECT_FIRST   0.1
 #define RECONNECT_LONGEST 2.0
 #define RECONNECTS_MAX    5
+/* A broker that has not answered once since amqplock started is more
+ * likely a wrong URL than an outage: the wait for it ends after this long
+ * (-w's end if sooner), and at once for the built-in default URL, which
+ * nobody chose (cron's empty environment). Once it has answered, its
+ * absence is ridden out until -w's end. */
+#define NEVER_ANSWERED_LIMIT 60.0
 
 /* Until the slot is held, a signal ends amqplock at once, with these
  * words: whatever it is doing (resolving, connecting, logging in, waiting
@@ -144,9 +150,11 @@ struct retries {
 	int refusals;        /* connections lost to a lease in the way, in a row */
 	double last_refusal; /* now_seconds() */
 	struct backoff pauses;
-	bool away;                  /* the broker is away: report_away has told */
+	bool away;                  /* the broker is away: news_away has told */
 	struct backoff away_pauses; /* while it is */
 	bool looked;                /* the broker has taken a publish of ours (conn_confirmed) */
+	bool answered;              /* a connection was made since we started */
+	double started;             /* now_seconds() when we started */
 };
 
 /* A connection made: an outage, if any, is over. */
@@ -155,6 +163,7 @@ static void connected(struct client *cl, const struct conn *c, struct retries *r
 	if (r->away)
 		news_back(cl, c);
 	r->away = false;
+	r->answered = true;
 	r->away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST);
 }
 
@@ -166,10 +175,28 @@ static void connected(struct client *cl, const struct conn *c, struct retries *r
 static bool reconnect_due(struct client *cl, const struct conn *c, bool connecting,
 			  const struct hold_opts *o, struct deadline wait_end, struct retries *r)
 {
-	double pause;
+	double pause, waited = now_seconds() - r->started;
+	struct deadline until = wait_end;
+	const char *why = "-w";
 
 	if (o->nonblock)
 		return false;
+	/* Never answered: the default URL at once, another after a while. */
+	if (!r->answered && conn_broker_away(c) && cli_url_is_default(cl->cli))
+		return false;
+	if (!r->answered && conn_broker_away(c) && waited >= NEVER_ANSWERED_LIMIT) {
+		fail_context(
+			AL_CONNECTION,
+			"gave up after %.0f s: the broker has not answered once since amqplock "
+			"started (a wrong host or port in the URL?): ",
+			waited);
+		return false;
+	}
+	/* (-w's, if the two end within the second shown) */
+	if (!r->answered && deadline_left(wait_end) > NEVER_ANSWERED_LIMIT - waited + 0.5) {
+		until = deadline_within(wait_end, NEVER_ANSWERED_LIMIT - waited);
+		why = "it has not answered yet";
+	}
 	if (!conn_broker_away(c)) {
 		if (connecting || deadline_passed(wait_end) || r->reconnects++ >= RECONNECTS_MAX)
 			return false;
@@ -183,10 +210,10 @@ static bool reconnect_due(struct client *cl, const struct conn *c, bool connecti
 	}
 	if (!r->away) {
 		r->away = true;
-		news_away(cl, wait_end);
+		news_away(cl, until, why);
 	}
 	/* The last pause ends at the deadline, for one more try. */
-	pause = backoff_next(&r->away_pauses, wait_end);
+	pause = backoff_next(&r->away_pauses, until);
 	trace("%s; connecting again in %.2f s", status_message(), pause);
 	sleep_seconds(pause);
 	return true;
@@ -287,7 +314,8 @@ static enum al_status wait_for_slot(struct cli *cli, struct client *cl, const st
 				    struct conn *c, struct sem *s, unsigned *max, int *sig_fd)
 {
 	struct deadline wait_end, replies_end;
-	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST)};
+	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST),
+				  .started = now_seconds()};
 	enum al_status st;
 	bool connecting, created = false;
 
@@ -444,7 +472,8 @@ enum al_status cmd_wait(struct cli *cli, int argc, char **argv)
 	struct client cl = {.cli = cli, .waiting_for = "the holders above max of"};
 	struct deadline wait_end, replies_end;
 	struct slot_list orphans = {0};
-	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST)};
+	struct retries retries = {.away_pauses = backoff_start(RECONNECT_FIRST, RECONNECT_LONGEST),
+				  .started = now_seconds()};
 	double start = now_seconds();
 	struct conn c;
 	struct sem s;

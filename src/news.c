@@ -81,19 +81,19 @@ void news_waiting(void *arg, unsigned max, double waited)
 }
 
 /* At a terminal, once per outage: the broker is away, and amqplock
- * tries again (until -w's deadline: how long it has left). */
-void news_away(struct client *cl, struct deadline wait_end)
+ * tries again (until `until`: how long it has left, and why no longer). */
+void news_away(struct client *cl, struct deadline until, const char *why)
 {
 	if (!telling(cl))
 		return;
-	if (deadline_is_never(wait_end))
+	if (deadline_is_never(until))
 		fprintf(stderr, "amqplock: %s; trying again until it answers\n", status_message());
 	else
-		fprintf(stderr, "amqplock: %s; trying again for up to %.0f s (-w)\n",
-			status_message(), deadline_left(wait_end));
+		fprintf(stderr, "amqplock: %s; trying again for up to %.0f s (%s)\n",
+			status_message(), deadline_left(until), why);
 }
 
-/* At a terminal, when a connection is made again after report_away. */
+/* At a terminal, when a connection is made again after news_away. */
 void news_back(struct client *cl, const struct conn *c)
 {
 	if (telling(cl))

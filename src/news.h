@@ -34,8 +34,8 @@ void news_waiting(void *arg, unsigned max, double waited);
 void news_remaining(void *arg, const char *what);
 
 /* At a terminal, once per outage: the broker is away, and amqplock tries
- * again until `until`; then, when it is back. */
-void news_away(struct client *cl, struct deadline until);
+ * again until `until` (`why`: "-w", say); then, when it is back. */
+void news_away(struct client *cl, struct deadline until, const char *why);
 void news_back(struct client *cl, const struct conn *c);
 /* At a terminal: the broker blocked us for a resource alarm, and we wait
  * for it to clear until `until`. */

@@ -343,6 +343,42 @@ teardown() {
     [[ $stderr == "amqplock: cannot connect to localhost:5672: "* ]] || fail "stderr: '$stderr'"
 }
 
+@test "cron's empty environment and nothing on localhost:5672: hold, acquire and wait exit 69 at once, naming the default URL, and run nothing" {
+    local cmd t0 took
+    for cmd in "hold $n -- touch $T/ran" "acquire $n" "wait $n"; do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        run -69 --separate-stderr env -i PATH=/usr/bin:/bin unshare --net \
+            timeout 20 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" $cmd
+        took=$(since "$t0")
+        assert_error_line
+        [[ $stderr == "amqplock: no broker URL was given (--url, AMQPLOCK_URL or AMQP_URL), and the default one failed: cannot connect to localhost:5672: "* ]] ||
+            fail "$cmd: '$stderr'"
+        at_most "$took" 10
+    done
+    [ ! -e "$T/ran" ] || fail "the command ran"
+}
+
+@test "a URL given whose broker never answers: a hold without -w gives up after 60 s (69), naming it; -w 3 at 3 s" {
+    local url="amqp://guest:guest@127.0.0.1:$(closed_port)/" t0 took
+    t0=$(now)
+    run -69 --separate-stderr al -u "$url" hold -w 3 "$n" -- touch "$T/ran"
+    took=$(since "$t0")
+    at_least "$took" 2.5
+    at_most "$took" 6
+    [[ $stderr == *"gave up at the end of -w 3 s"* ]] || fail "$stderr"
+    t0=$(now)
+    run -69 --separate-stderr timeout 90 ${AMQPLOCK_WRAP:-} "$AMQPLOCK_BIN" -u "$url" hold "$n" -- touch "$T/ran"
+    took=$(since "$t0")
+    note "gave up after $took s: $stderr"
+    assert_error_line
+    [[ $stderr == "amqplock: gave up after 60 s: the broker has not answered once since amqplock started (a wrong host or port in the URL?): cannot connect to 127.0.0.1:"*": connection refused"* ]] ||
+        fail "$stderr"
+    at_least "$took" 59
+    at_most "$took" 65
+    [ ! -e "$T/ran" ] || fail "the command ran"
+}
+
 @test "access: a URL with a user and no password: the refusal says the password is missing" {
     run -77 --separate-stderr al -u "amqp://amqplock-nopw@$HOST_PORT/" status "$n"
     [[ $stderr == *"refused"*"(the URL gives a user but no password: put it in a --password-file)" ]] ||
