@@ -32,7 +32,7 @@ setup_file() {
         my $salt = pack("N", int(rand(2**32)));
         print encode_base64($salt . sha256($salt . $ARGV[0]), "")' "$EX_PW")
     jq -n --arg u "$EX_USER" --arg h "$hash" '
-        {users: [{name: $u, password_hash: $h, tags: [],
+        {users: [{name: $u, password_hash: $h, tags: ["monitoring"],
                   hashing_algorithm: "rabbit_password_hashing_sha256"}],
          permissions: [{user: $u, vhost: "/", configure: ".*", write: ".*", read: ".*"}]}' >"$defs"
     rmqctl import_definitions "$defs" >"$BATS_FILE_TMPDIR/import.out" 2>&1 ||
@@ -76,6 +76,15 @@ teardown() {
 run_examples() {
     local url=(AMQPLOCK_URL="$EX_URL")
     [ -z "${NO_URL:-}" ] || url=(-u AMQPLOCK_URL -u AMQP_URL)
+    # (the test broker's management API stands for a real broker's on
+    # port 15672, which `amqplock list` would find by itself; the user is
+    # tagged monitoring, as `list` needs). NO_API=1: not set, as in a
+    # fresh shell.
+    if [ -z "${NO_API:-}" ]; then
+        url+=(AMQPLOCK_MANAGEMENT_URL="$AMQPLOCK_TEST_MANAGEMENT_URL")
+    else
+        url+=(-u AMQPLOCK_MANAGEMENT_URL)
+    fi
     run --separate-stderr env "${url[@]}" timeout 120 bash -c '
         . "$1/prelude.sh"
         __ex_dir=$1
@@ -104,8 +113,9 @@ THE_REST="tour-job tour-look tour-resize tour-cron tour-scripts"
 }
 
 @test "README's tour, on a private broker, in order" {
-    # the private-broker block must set AMQPLOCK_URL itself
-    NO_URL=1 run_examples tour-private $THE_REST
+    # the private-broker block must set AMQPLOCK_URL and the management
+    # API's URL (for list) itself
+    NO_URL=1 NO_API=1 run_examples tour-private $THE_REST
     jobs_ran nightly
 }
 

@@ -12,8 +12,9 @@
 # quorum lease's fsync costs nothing. make bench never sets it: its
 # broker writes to disk, as etcd does beside it.
 #
-# DIR/env is a shell fragment: it exports AMQPLOCK_URL for the private node
-# and the variables rabbitmqctl needs to reach it (see rmqctl in
+# DIR/env is a shell fragment: it exports AMQPLOCK_URL and
+# AMQPLOCK_MANAGEMENT_URL (for `amqplock list`) for the private node, and
+# the variables rabbitmqctl needs to reach it (see rmqctl in
 # tests/lib/helper.bash). Ports are picked at random among free ones, so several
 # runs (or a system broker on 5672) do not collide. Runs as root, without the
 # Debian service wrapper.
@@ -141,6 +142,7 @@ export AMQPLOCK_TEST_MANAGEMENT_URL='http://127.0.0.1:$MGMT_PORT/'
 export AMQPLOCK_TEST_TLS_DIR='$dir/tls'
 export AMQPLOCK_TEST_NODE='$node'
 export AMQPLOCK_URL='amqp://guest:guest@127.0.0.1:$port/'
+export AMQPLOCK_MANAGEMENT_URL='http://127.0.0.1:$MGMT_PORT/'
 ENV
     launch "$dir"
     local deadline=$((SECONDS + 90))
