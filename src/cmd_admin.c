@@ -69,7 +69,7 @@ static void admin_refused(enum al_status st, const char *command, const char *do
 	if (st == AL_ACCESS)
 		fail_context(st,
 			     "%s %s, which this user may not do (it needs the admin role's "
-			     "configure permission; see Permissions in the README): ",
+			     "configure permission; see PERMISSIONS in amqplock(1)): ",
 			     command, does);
 }
 

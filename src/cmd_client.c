@@ -296,7 +296,7 @@ static enum al_status create_missing(struct cli *cli, struct sem *s)
 	if (st == AL_ACCESS)
 		fail_context(st,
 			     "%s does not exist, and --create may not make it (it needs the admin "
-			     "role's configure permission; see Permissions in the README): ",
+			     "role's configure permission; see PERMISSIONS in amqplock(1)): ",
 			     cli->name);
 	if (st != AL_OK)
 		return st;

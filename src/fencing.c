@@ -67,7 +67,7 @@ enum al_status sem_fencing_token(struct sem *s, uint64_t *token)
 	if (st != AL_OK && !s->conn->dead && s->conn->reply_code == AMQP_ACCESS_REFUSED)
 		return fail(AL_ACCESS,
 			    "the broker refused us a fencing token: this login may not read %s "
-			    "(a client needs read on it; see Permissions in the README)",
+			    "(a client needs read on it; see PERMISSIONS in amqplock(1))",
 			    stream);
 	while (st == AL_OK && d.offset < 0 && !d.ended && !deadline_passed(by))
 		if (conn_wait_readable(s->conn, by))

@@ -185,7 +185,7 @@ set_permissions_in() {
             print "$1 $2 $3 $4\n" }' "$1"
 }
 
-@test "the set_permissions lines of README and docs/operators.md are the roles tested here" {
+@test "the set_permissions lines of README, the man page and docs/operators.md are the roles tested here" {
     local readme=$TOP/README.md ops=$TOP/docs/operators.md role
     grep -qs '^## Permissions' "$readme" || fail "README.md has no Permissions section"
     grep -qs '^## RabbitMQ permissions' "$ops" || fail "docs/operators.md has no RabbitMQ permissions section"
@@ -195,6 +195,12 @@ set_permissions_in() {
         assert_line "$(roles | grep "^$role ")"
     done
     [ "${#lines[@]}" -eq 3 ] || fail "README's set_permissions lines not tested here: $output"
+    # the man page (an installed package's): the same three, roff's \e
+    # undone
+    local from_readme=$output
+    sed 's/\\e/\\/g' "$TOP/man/amqplock.1" >"$T/man.txt"
+    run -0 set_permissions_in "$T/man.txt"
+    [ "$output" = "$from_readme" ] || fail "the man page's roles: $output"
     # the operator's guide: another prefix, and nothing else
     run -0 set_permissions_in "$ops"
     assert_output "$(roles | grep "^team ")"

@@ -7,8 +7,10 @@
 # the manual page, and the bash, zsh and fish completions must be where
 # those shells look. Prints one TAP line per test and how long each phase
 # took, and ends with one line "N passed, N failed"; exits non-zero on any
-# failure. Runs as root (debootstrap, mount, chroot); about 15 s with the
-# root kept from an earlier run, about a minute more without (debootstrap).
+# failure. Also: `dpkg -c` lists the README and docs/ under
+# /usr/share/doc/amqplock. Runs as root (debootstrap, mount, chroot);
+# about 15 s with the root kept from an earlier run, about a minute more
+# without (debootstrap).
 #
 #   AMQPLOCK_ROOTS  where the roots live (default
 #                   ${TMPDIR:-/tmp}/amqplock-roots), as for
@@ -138,6 +140,21 @@ main() {
         indent "$DEB_WORK/make-deb.log" 30
     fi
     phase_end "make deb"
+
+    # The package is self-contained: the README and docs/ that the man
+    # page and the messages point to are in it.
+    if [ -f "$deb" ]; then
+        local listed missing=
+        listed=$(dpkg -c "$deb" | awk '{ print $NF }')
+        for r in README.md docs/operators.md docs/guarantees.md docs/design.md; do
+            grep -qE "^\./usr/share/doc/amqplock/$r(\.gz)?$" <<<"$listed" || missing+=" $r"
+        done
+        if [ -z "$missing" ]; then
+            ok "dpkg -c lists the README and docs/ under /usr/share/doc/amqplock"
+        else
+            not_ok "dpkg -c does not list under /usr/share/doc/amqplock:$missing"
+        fi
+    fi
 
     if [ -f "$deb" ]; then
         phase_start
