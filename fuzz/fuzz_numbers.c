@@ -86,13 +86,19 @@ static void check_uint(const char *s, unsigned long min, unsigned long max)
 
 static void check_seconds(const char *s, double max)
 {
-	double v = -7;
+	double v = -7, unit = 1;
 	const char *why = parse_seconds(s, max, &v);
-	const char *p;
+	const char *p, *end = s + strlen(s);
 	int digits = 0, points = 0;
-	bool form = *s != '\0';
+	bool form;
 
-	for (p = s; *p; p++) {
+	/* one unit at the end: s, m or h */
+	if (end > s && strchr("smh", end[-1])) {
+		unit = end[-1] == 'h' ? 3600 : end[-1] == 'm' ? 60 : 1;
+		end--;
+	}
+	form = end > s;
+	for (p = s; p < end; p++) {
 		if (*p >= '0' && *p <= '9')
 			digits++;
 		else if (*p == '.')
@@ -105,13 +111,13 @@ static void check_seconds(const char *s, double max)
 		check(why != NULL && v == -7);
 		return;
 	}
-	if (strtod(s, NULL) > max) {
+	if (strtod(s, NULL) * unit > max) {
 		check(why != NULL && v == -7);
 		return;
 	}
 	check(why == NULL);
 	check(!isnan(v) && v >= 0 && v <= max);
-	check(v == strtod(s, NULL));
+	check(v == strtod(s, NULL) * unit);
 }
 
 static void check_signal(const char *s)

@@ -7,26 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *digits_problem(const char *s, int allow_point)
+/* The first n bytes of s: digits, and with allow_point one '.'. */
+static const char *digits_problem(const char *s, size_t n, int allow_point)
 {
 	int digits = 0, points = 0;
+	const char *end = s + n;
 
-	if (*s == '\0')
+	if (n == 0)
 		return "is empty";
-	for (; *s; s++) {
+	for (; s < end; s++) {
 		if (*s >= '0' && *s <= '9')
 			digits++;
 		else if (*s == '.' && allow_point && points++ == 0)
 			continue;
 		else
-			return allow_point ? "is not a number of seconds" : "is not a whole number";
+			return allow_point ? "is not a duration (seconds, or with s, m or h: 90, "
+					     "1.5m, 2h)"
+					   : "is not a whole number";
 	}
 	return digits ? NULL : "is not a number";
 }
 
 const char *parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
 {
-	const char *why = digits_problem(s, 0);
+	const char *why = digits_problem(s, strlen(s), 0);
 	unsigned long v;
 
 	if (why)
@@ -43,12 +47,19 @@ const char *parse_uint(const char *s, unsigned long min, unsigned long max, unsi
 
 const char *parse_seconds(const char *s, double max, double *out)
 {
-	const char *why = digits_problem(s, 1);
-	double v;
+	size_t n = strlen(s);
+	double unit = 1, v;
+	const char *why;
 
-	if (why)
+	/* One unit at the end, systemd's habit: 90s, 1.5m, 2h. */
+	if (n > 0 && (s[n - 1] == 's' || s[n - 1] == 'm' || s[n - 1] == 'h')) {
+		unit = s[n - 1] == 'h' ? 3600 : s[n - 1] == 'm' ? 60 : 1;
+		n--;
+	}
+	if ((why = digits_problem(s, n, 1)))
 		return why;
-	v = strtod(s, NULL);
+	/* (strtod stops at the unit) */
+	v = strtod(s, NULL) * unit;
 	if (v > max)
 		return "is too large";
 	*out = v;

@@ -1,8 +1,8 @@
 /* Parsing of numbers and durations given on the command line, and of the
  * broker's version (connect.c). Pure
  * functions: each returns NULL on success or a short reason for a usage
- * message. Only plain decimal is accepted, so "0x10", "1e3", " 5", "+5" and
- * "5s" are refused rather than guessed at. */
+ * message. Only plain decimal is accepted, so "0x10", "1e3", " 5" and "+5"
+ * are refused rather than guessed at (a duration may end in a unit). */
 #ifndef AMQPLOCK_PARSE_H
 #define AMQPLOCK_PARSE_H
 
@@ -11,7 +11,9 @@
 /* A whole number in [min, max]. */
 const char *parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out);
 
-/* Seconds with an optional fraction ("2", "0.5", ".25"), in [0, max]. */
+/* A duration in seconds, in [0, max]: a number with an optional fraction
+ * ("2", "0.5", ".25"), and optionally one unit after it: s, m (60 s) or
+ * h (3600 s): "90s", "1.5m", "2h". */
 const char *parse_seconds(const char *s, double max, double *out);
 
 /* A signal by name ("TERM", "SIGTERM", "term") or number ("15"). */

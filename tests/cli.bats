@@ -253,6 +253,29 @@ teardown() {
     usage_error create --overshoot -1 "$bad" 1
 }
 
+@test "durations take a unit as systemd's do: -w 0.05m waits 3 s, --min-hold 2s keeps the slot 2 s; 1x, 1mm and 1M are refused (64)" {
+    al create "$n" 1
+    bg h hold "$n" -- sleep 60
+    local h=$BG t0 took
+    wait_until 10 slot_held "$n" 1 || fail "$(cat "$T/h.err")"
+    t0=$(now)
+    run -1 al hold -w 0.05m "$n" -- true
+    took=$(since "$t0")
+    at_least "$took" 2.9
+    at_most "$took" 4
+    kill -TERM "$h"
+    wait_exit "$h" 10
+    run -0 al hold --min-hold 2s "$n" -- true
+    run -1 al hold -n "$n" -- true
+    wait_until 8 al hold -n "$n" -- true || fail "still held after the 2 s"
+    local bad
+    for bad in 1x 1mm 1M; do
+        usage_error hold -w "$bad" "$n" -- true
+        [[ $stderr == *"is not a duration (seconds, or with s, m or h: 90, 1.5m, 2h)" ]] || fail "$stderr"
+    done
+    AMQPLOCK_TIMEOUT=0.01m run -124 al hold "$n" -- sleep 30
+}
+
 @test "usage: an option of another command (status --admin-wait 1 x)" {
     usage_error status --admin-wait 1 "$bad"
 }

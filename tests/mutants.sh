@@ -66,6 +66,7 @@ tokens-kept-by-destroy|src/admin.c|s/return st == AL_OK \? req_ask_one\(s, DELET
 min-hold-until-unsaid|src/hold.c|s/\t\th\.answers\.min_until = [^\n]*\n/\t\t;\n/|holders.bats|until when --min-hold
 default-url-waited|src/cmd_client.c|s/\tif \(!r->answered && conn_broker_away\(c\) && cli_url_is_default\(cl->cli\)\)\n\t\treturn false;\n//|cli.bats|empty environment
 never-answered-waited|src/cmd_client.c|s/#define NEVER_ANSWERED_LIMIT 60\.0/#define NEVER_ANSWERED_LIMIT 600.0/|cli.bats|never answers
+duration-unit-ignored|src/parse.c|s/v = strtod\(s, NULL\) \* unit;/v = strtod(s, NULL);/|cli.bats|durations take a unit
 metrics-up-always|src/metrics.c|s/\t\*v = s->up;/\t*v = 1;/|metrics.bats|^status --metrics
 status-stops-at-first|src/cmd_look.c|s/(\t\tif \(first == AL_OK\)\n\t\t\tfirst = st;\n)/$1\t\tif (st != AL_OK)\n\t\t\tbreak;\n/|metrics.bats|NAME NAME
 evict-gives-back-early|src/evict.c|s/if \(\(\*gone = !holder && !lease\) \x7c\x7c deadline_passed\(until\)\)/if ((*gone = true) \x7c\x7c deadline_passed(until))/|evict.bats|^evict ends the whole job

@@ -59,7 +59,7 @@ at_most() { awk -v t="$1" -v m="$2" 'BEGIN { exit !(t <= m) }'; }
     AMQPLOCK_TIMEOUT=0.5 run -124 al hold "$n" -- sleep 30
     AMQPLOCK_TIMEOUT=0.5 run -0 al hold --timeout 0 "$n" -- sleep 1
     AMQPLOCK_TIMEOUT=soon run -64 al hold "$n" -- true
-    [[ $output == 'amqplock: AMQPLOCK_TIMEOUT="soon" is not a number of seconds'* ]] ||
+    [[ $output == 'amqplock: AMQPLOCK_TIMEOUT="soon" is not a duration'* ]] ||
         fail "message: $output"
     run -64 al hold --timeout soon "$n" -- true
     [[ $output == *'--timeout "soon"'* ]] || fail "message: $output"

@@ -30,8 +30,9 @@ static void whole_numbers(void)
 
 static void durations(void)
 {
-	static const char *const bad[] = {"",    "-1",  "1.2.3", ".",  "1e3", "inf",
-					  "nan", "0x1", "1s",    " 1", "1,5"};
+	static const char *const bad[] = {"",    "-1", "1.2.3", ".",  "1e3", "inf", "nan",
+					  "0x1", " 1", "1,5",   "s",  "m",   "1x",  "1mm",
+					  "1 m", "1M", "1ms",   "h1", ".s",  "1sm"};
 	double v = -1;
 	size_t i;
 
@@ -40,6 +41,11 @@ static void durations(void)
 	ok(parse_seconds(".25", 10, &v) == NULL && v == 0.25, ".25 seconds");
 	ok(parse_seconds("3.", 10, &v) == NULL && v == 3, "3. seconds");
 	ok(parse_seconds("10.5", 10, &v) != NULL, "above the maximum");
+	ok(parse_seconds("90s", 100, &v) == NULL && v == 90, "90s");
+	ok(parse_seconds("1.5m", 100, &v) == NULL && v == 90, "1.5m");
+	ok(parse_seconds("2h", 7200, &v) == NULL && v == 7200, "2h");
+	ok(parse_seconds(".5m", 100, &v) == NULL && v == 30, ".5m");
+	ok(parse_seconds("2h", 7199, &v) != NULL, "2h above the maximum");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ok(parse_seconds(bad[i], 100, &v) != NULL, "\"%s\" is not a duration", bad[i]);
 }
