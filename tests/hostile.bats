@@ -138,7 +138,9 @@ numbers_table() {
 
 durations_table() {
     row '--wait -1'                '"-1"'        acquire --wait -1 jobs
-    row '-w 1s'                    '"1s"'        acquire -w 1s jobs
+    row '-w 1sec'                  '"1sec"'      acquire -w 1sec jobs
+    row '-w 300h, over 1e6 s'      '"300h"'      acquire -w 300h jobs
+    row '-w 1mm'                   '"1mm"'       acquire -w 1mm jobs
     row '-w nan'                   '"nan"'       hold -w nan jobs -- true
     row '-w inf'                   '"inf"'       wait -w inf jobs
     row '-w 1e3'                   '"1e3"'       acquire -w 1e3 jobs
@@ -156,14 +158,14 @@ durations_table() {
     row '--admin-wait 1000000.5'   '"1000000.5"' add jobs --admin-wait 1000000.5
     row '--grace -1'               '"-1"'        hold --grace -1 jobs -- true
     row '--grace NaN'              '"NaN"'       hold --grace NaN jobs -- true
-    row '--grace 10s'              '"10s"'       hold -c true --grace 10s jobs
+    row '--grace 10min'            '"10min"'     hold -c true --grace 10min jobs
     row '--grace 99999999'         '"99999999"'  hold --grace 99999999 jobs -- true
     row '--connect-timeout 0'      '"0"'         --connect-timeout 0 status jobs
     row '--connect-timeout 0.0001' '"0.0001"'    status jobs --connect-timeout 0.0001
     row '--connect-timeout -1'     '"-1"'        --connect-timeout -1 status jobs
     row '--connect-timeout inf'    '"inf"'       --connect-timeout inf status jobs
     row '--rpc-timeout 0'          '"0"'         --rpc-timeout 0 status jobs
-    row '--rpc-timeout 1m'         '"1m"'        status --rpc-timeout 1m jobs
+    row '--rpc-timeout 1d'         '"1d"'        status --rpc-timeout 1d jobs
     row '--rpc-timeout 2000000'    '"2000000"'   --rpc-timeout 2000000 status jobs
     row '--heartbeat -1'           '"-1"'        --heartbeat -1 status jobs
     row '--heartbeat 1s'           '"1s"'        --heartbeat 1s status jobs
