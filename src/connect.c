@@ -115,6 +115,15 @@ static amqp_table_entry_t utf8_entry(const char *key, const char *value)
 			  .value.bytes = amqp_cstring_bytes(value ? value : "")}};
 }
 
+/* Whether the broker has greeted us (its connection.start, whose server
+ * properties rabbitmq-c keeps). */
+static bool greeted(const struct conn *c)
+{
+	amqp_table_t *props = amqp_get_server_properties(c->amqp);
+
+	return props && props->num_entries > 0;
+}
+
 /* What a refused login most likely means: a URL with a user but no
  * password (and no --password-file), which logs in with amqp_parse_url's
  * default "guest"; otherwise `otherwise`. */
@@ -198,8 +207,25 @@ static enum al_status login(struct conn *c, struct conn_opts *o, const struct br
 		 * up yet. */
 		c->away = r.library_error != AMQP_STATUS_SSL_ERROR;
 		if (r.library_error == AMQP_STATUS_TIMEOUT)
-			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
-				    timed_out_after(c, o, waited, sizeof(waited)));
+			return fail(AL_CONNECTION, "no answer from %s while logging in%s%s",
+				    c->where, timed_out_after(c, o, waited, sizeof(waited)),
+				    greeted(c)
+					    ? ""
+					    : ": nothing there greeted us as an AMQP broker (the "
+					      "management API's port, or a TLS port with amqp://? "
+					      "give the AMQP port, 5672 by default, 5671 with "
+					      "amqps://)");
+		/* Closed before the broker's greeting (connection.start, whose
+		 * properties we keep): no AMQP broker listens there. The
+		 * classic mistakes are the management port (an HTTP server
+		 * answers "400" and closes) and amqp:// to a TLS port. */
+		if (!greeted(c))
+			return fail(AL_CONNECTION,
+				    "the server at %s does not speak AMQP (%s before any AMQP "
+				    "greeting): the management API's port, or a TLS port with "
+				    "amqp://? give the AMQP port (5672 by default, 5671 with "
+				    "amqps://)",
+				    c->where, amqp_error_string2(r.library_error));
 		/* RabbitMQ drops the socket on a bad password unless the client
 		 * asked for a close method; either way it is a refusal. But a
 		 * node starting up drops logins as well (RabbitMQ 4.3 before

@@ -402,6 +402,18 @@ teardown() {
     [ ! -e "$T/ran" ] || fail "the command ran"
 }
 
+@test "an amqp:// URL at the management port or at the TLS port: 69, the server does not speak AMQP, which port to give" {
+    local port
+    # (the management API's HTTP server closes at once, or waits for a
+    # request line past --connect-timeout: either way no AMQP greeting)
+    for port in "${AMQPLOCK_TEST_MANAGEMENT_URL##*:}" "$AMQPLOCK_TEST_TLS_PORT/"; do
+        run -69 --separate-stderr al --connect-timeout 2 -u "amqp://guest:guest@127.0.0.1:$port" status "$n"
+        assert_error_line
+        [[ $stderr == "amqplock: "*"127.0.0.1:${port%/}"*"the management API's port, or a TLS port with amqp://? give the AMQP port"*"5672 by default, 5671 with amqps://"* ]] ||
+            fail "$stderr"
+    done
+}
+
 @test "access: a URL with a user and no password: the refusal says the password is missing" {
     run -77 --separate-stderr al -u "amqp://amqplock-nopw@$HOST_PORT/" status "$n"
     [[ $stderr == *"refused"*"(the URL gives a user but no password: put it in a --password-file)" ]] ||
