@@ -305,9 +305,17 @@ static size_t distance(const char *a, const char *b, size_t limit)
 	return r1[lb] <= limit ? r1[lb] : limit + 1;
 }
 
+/* How far a typo may go: farther in a longer name. */
+static size_t typo_limit(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len >= 12 ? 3 : len >= 5 ? 2 : 1;
+}
+
 const char *list_nearest(const struct sem_list *l, const char *name)
 {
-	size_t len = strlen(name), limit = len >= 12 ? 3 : len >= 5 ? 2 : 1, best = limit + 1, d, i;
+	size_t limit = typo_limit(name), best = limit + 1, d, i;
 	const char *found = NULL;
 
 	if (list_find(l, name))
@@ -317,6 +325,23 @@ const char *list_nearest(const struct sem_list *l, const char *name)
 		if (d < best) {
 			best = d;
 			found = l->sem[i].name;
+		}
+	}
+	return found;
+}
+
+const char *list_nearest_word(const char *const *words, size_t n, const char *name)
+{
+	size_t limit = typo_limit(name), best = limit + 1, d, i;
+	const char *found = NULL;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(words[i], name) == 0)
+			return NULL;
+		d = distance(name, words[i], limit);
+		if (d < best) {
+			best = d;
+			found = words[i];
 		}
 	}
 	return found;

@@ -45,4 +45,7 @@ const struct sem_entry *list_find(const struct sem_list *l, const char *name);
  * name itself is in l. */
 const char *list_nearest(const struct sem_list *l, const char *name);
 
+/* The same among n words (a mistyped command: "hlod" -> "hold"). */
+const char *list_nearest_word(const char *const *words, size_t n, const char *name);
+
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "list.h"
 #include "out.h"
 #include "parse.h"
 #include "secret.h"
@@ -136,10 +137,19 @@ static int print_help_or_version(enum cli_show what, const struct command *cmd)
 
 static int unknown_command(struct cli *cli, const char *name)
 {
+	const char *names[N_COMMANDS], *near;
 	char q[64];
+	size_t i;
 
-	fail(AL_USAGE, "unknown command %s (see amqplock --help)",
-	     parse_quote_arg(name, q, sizeof(q)));
+	for (i = 0; i < N_COMMANDS; i++)
+		names[i] = commands[i].name;
+	near = list_nearest_word(names, N_COMMANDS, name);
+	if (near)
+		fail(AL_USAGE, "unknown command %s (did you mean %s? see amqplock --help)",
+		     parse_quote_arg(name, q, sizeof(q)), near);
+	else
+		fail(AL_USAGE, "unknown command %s (see amqplock --help)",
+		     parse_quote_arg(name, q, sizeof(q)));
 	return usage_error(cli, NULL);
 }
 
@@ -207,6 +217,27 @@ static enum al_status missing_dashes(const struct command *cmd, char **args, int
 	return fail(AL_USAGE, "put -- before the command: %s", line);
 }
 
+/* hold NAME CMD -x ...: the flock habit with an option of CMD's, which
+ * getopt takes for one of ours. argv (n words from the command's name,
+ * no "--" among them) is read as amqplock would with options first: if
+ * a word that is no option follows NAME, that is the command, and the
+ * usage error says where "--" goes. copy is a copy of the words taken
+ * before getopt moved them about; false if they do not read so. */
+static bool missing_dashes_before_option(const struct command *cmd, int n, char **copy)
+{
+	struct cli scratch;
+	int at = n;
+	bool habit;
+
+	cli_defaults(&scratch);
+	habit = cli_parse(&scratch, n, copy, cmd->scopes | GLOBAL, true, cmd->name, &at) == AL_OK &&
+		at + 1 < n && copy[at + 1][0] != '-' && !scratch.command_text;
+	status_clear();
+	if (habit)
+		missing_dashes(cmd, copy + at, n - at);
+	return habit;
+}
+
 /* Where results and JSON errors go: stdout, unless it belongs to the
  * command that hold runs; then every word of amqplock's, even a usage
  * error, goes to stderr. */
@@ -236,9 +267,9 @@ static int run(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
 	int cmd_at, opts_end, end, nargs;
+	char **args, **unparsed = NULL;
 	enum al_status st;
 	struct cli cli;
-	char **args;
 
 	if (argc == 2 && strcmp(argv[1], "--list-options") == 0)
 		return list_options();
@@ -265,8 +296,21 @@ static int run(int argc, char **argv)
 	 * among its arguments up to a "--". */
 	for (end = cmd_at + 1; end < argc && strcmp(argv[end], "--") != 0; end++)
 		;
+	/* (the words as given, for the flock habit's hint) */
+	if (cmd->takes_command && end == argc &&
+	    (unparsed = malloc((size_t)(end - cmd_at + 1) * sizeof(*unparsed))))
+		memcpy(unparsed, argv + cmd_at, (size_t)(end - cmd_at + 1) * sizeof(*unparsed));
 	st = cli_parse(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL, false, cmd->name,
 		       &opts_end);
+	if (st != AL_OK && unparsed) {
+		status_clear();
+		if (!missing_dashes_before_option(cmd, end - cmd_at, unparsed))
+			(void)cli_parse(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL,
+					false, cmd->name, &opts_end);
+		free(unparsed);
+		return usage_error(&cli, cmd);
+	}
+	free(unparsed);
 	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, result_stream(cmd));
 	if (st == AL_OK && cli.show != CLI_SHOW_NOTHING)
 		return print_help_or_version(cli.show, cmd);

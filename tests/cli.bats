@@ -228,9 +228,27 @@ teardown() {
     usage_error evict "$bad" 1 2
 }
 
-@test "usage: unknown command" {
+@test "usage: unknown command; a typo of one gets \"did you mean\"" {
     usage_error frobnicate "$bad"
+    [ "$stderr" = 'amqplock: unknown command "frobnicate" (see amqplock --help)' ] || fail "$stderr"
     usage_error CREATE "$bad" 1
+    usage_error hlod "$bad" -- true
+    [ "$stderr" = 'amqplock: unknown command "hlod" (did you mean hold? see amqplock --help)' ] ||
+        fail "$stderr"
+    usage_error stauts "$bad"
+    [[ $stderr == *"(did you mean status? "* ]] || fail "$stderr"
+}
+
+@test "usage: the flock habit, hold NAME CMD ARGS without --: the error shows the line with -- in place, also when CMD has options of its own" {
+    usage_error hold "$bad" echo hi
+    [ "$stderr" = "amqplock: put -- before the command: amqplock hold $bad -- echo hi" ] || fail "$stderr"
+    usage_error hold "$bad" ls -l /x
+    [ "$stderr" = "amqplock: put -- before the command: amqplock hold $bad -- ls -l /x" ] || fail "$stderr"
+    usage_error hold -w 5 "$bad" ls -l
+    [ "$stderr" = "amqplock: put -- before the command: amqplock hold $bad -- ls -l" ] || fail "$stderr"
+    # an option of ours misspelt is still one
+    usage_error hold "$bad" --bogus
+    [ "$stderr" = 'amqplock: unknown option "--bogus"' ] || fail "$stderr"
 }
 
 @test "usage: bad --heartbeat values" {

@@ -129,10 +129,24 @@ static void nearest(void)
 	ok(list_nearest(&l, "x") == NULL, "an empty list");
 }
 
+static void nearest_word(void)
+{
+	static const char *const commands[] = {"create", "destroy", "status", "hold", "acquire"};
+	size_t n = sizeof(commands) / sizeof(commands[0]);
+
+	is_str(list_nearest_word(commands, n, "hlod"), "hold", "a swap");
+	is_str(list_nearest_word(commands, n, "stauts"), "status", "a swap in a longer word");
+	is_str(list_nearest_word(commands, n, "acquir"), "acquire", "a letter missing");
+	is_str(list_nearest_word(commands, n, "hold"), NULL, "the word itself");
+	is_str(list_nearest_word(commands, n, "frobnicate"), NULL, "too far");
+	ok(list_nearest_word(commands, 0, "hold") == NULL, "no words");
+}
+
 int main(void)
 {
 	parsed();
 	refused();
 	nearest();
+	nearest_word();
 	return done_testing();
 }
