@@ -49,6 +49,19 @@ static bool in_list(const struct slot_list *l, unsigned slot)
 	return false;
 }
 
+/* A holder's age, from its `since` (whole seconds, UTC); -1 if that
+ * cannot be read. */
+static double holder_age(const struct sem_holder *who, time_t now)
+{
+	struct tm tm;
+	time_t t;
+
+	memset(&tm, 0, sizeof(tm));
+	if (!strptime(who->since, "%Y-%m-%dT%H:%M:%SZ", &tm) || (t = timegm(&tm)) == (time_t)-1)
+		return -1;
+	return now > t ? (double)(now - t) : 0;
+}
+
 /* Each held slot on a line of its own: its holder as it described itself
  * (JSON: the list "holders"), held by its lease alone (no holder
  * connected), or unnamed (it did not answer). */
@@ -63,6 +76,7 @@ static void holder_lines(const struct sem_status *ss)
 	for (i = 0; i < ss->held.len; i++) {
 		unsigned slot = ss->held.slot[i];
 		const struct sem_holder *who = NULL;
+		double age;
 
 		while (h < ss->holders_len && ss->holders[h].slot < slot)
 			h++;
@@ -77,6 +91,8 @@ static void holder_lines(const struct sem_status *ss)
 		out_str("host", "%s", who->host);
 		out_uint("pid", " pid %lu", (unsigned long)who->pid);
 		out_str("since", " since %s", who->since);
+		if ((age = holder_age(who, time(NULL))) >= 0)
+			out_uint("age_seconds", NULL, (unsigned long)age);
 		out_str("command", " (%s)", who->command);
 		if (who->until[0])
 			out_str("min_hold_until", ", kept until %s by --min-hold", who->until);
@@ -145,13 +161,12 @@ static enum al_status print_status(struct cli *cli, const struct sem_status *ss)
 	return out_end();
 }
 
-/* A status as --metrics counts it: the oldest named holder's age from
- * its `since` (whole seconds, UTC). */
+/* A status as --metrics counts it: the oldest named holder's age. */
 static struct metrics_sem metrics_of(const char *name, const struct sem_status *ss, bool up)
 {
 	struct metrics_sem m = {.name = name, .up = up, .oldest_age = -1};
-	time_t now = time(NULL), t;
-	struct tm tm;
+	time_t now = time(NULL);
+	double age;
 	size_t i;
 
 	if (!up)
@@ -165,14 +180,9 @@ static struct metrics_sem metrics_of(const char *name, const struct sem_status *
 	m.paused = ss->paused;
 	m.waiting_known = ss->waiting_known;
 	m.waiting = ss->waiting;
-	for (i = 0; i < ss->holders_len; i++) {
-		memset(&tm, 0, sizeof(tm));
-		if (!strptime(ss->holders[i].since, "%Y-%m-%dT%H:%M:%SZ", &tm) ||
-		    (t = timegm(&tm)) == (time_t)-1)
-			continue;
-		if (now - t > m.oldest_age)
-			m.oldest_age = now > t ? (double)(now - t) : 0;
-	}
+	for (i = 0; i < ss->holders_len; i++)
+		if ((age = holder_age(&ss->holders[i], now)) > m.oldest_age)
+			m.oldest_age = age;
 	return m;
 }
 

@@ -40,7 +40,8 @@ ask() {
         and .holders[0].slot == 1 and .holders[0].pid == $h and .holders[0].command == "hold"
         and .holders[1].slot == 2 and .holders[1].pid == $a and .holders[1].command == "acquire"
         and .holders[0].host == $host
-        and (.holders[0].since | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"))' \
+        and (.holders[0].since | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"))
+        and (.holders[0].age_seconds | type == "number" and . >= 0 and . < 60)' \
         --argjson h "$hold_pid" --argjson a "$acq_pid" --arg host "$(hostname)"
     run -0 al status "$n"
     [[ $output == *"slot 1: held by $(hostname) pid $hold_pid since "*" (hold)"* ]] || fail "$output"
