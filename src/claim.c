@@ -61,6 +61,12 @@ enum al_status claim_fresh(struct sem *s, unsigned k)
 	return AL_OK;
 }
 
+/* A claim refused for want of a permission: a user of the inspector's
+ * role, most often, not a broken broker. */
+#define CLIENT_ROLE_NEEDED                                                                         \
+	"taking a slot needs the client role's configure permission on holder and lease "          \
+	"queues (see PERMISSIONS in amqplock(1)): "
+
 /* Claims slot k: declares its holder queue exclusive and, in the same
  * round trip, checks that the slot still exists (a remove may have taken
  * it since it was probed) and, with a lease, declares the lease: that
@@ -156,12 +162,14 @@ static enum al_status claim(struct sem *s, unsigned k)
 	 * as when the lease was asked for only after it. */
 	if (refused != 0 && !(done == 1 && refused == AMQP_NOT_FOUND)) {
 		conn_refusal_restore(s->conn, &holder_refusal);
-		return req_step_refused(s, k, &steps[done], conn_status_for_reply(refused));
+		st = req_step_refused(s, k, &steps[done], conn_status_for_reply(refused));
+		return st == AL_ACCESS ? fail_context(st, CLIENT_ROLE_NEEDED) : st;
 	}
 	if (lease_st != AL_OK && lease_refused != AMQP_PRECONDITION_FAILED) {
 		conn_refusal_restore(s->conn, &lease_refusal);
 		sem_name_slot(&s->name, k, LEASE_QUEUE, queue);
-		return conn_refused(s->conn, lease_st, "declaring", queue);
+		st = conn_refused(s->conn, lease_st, "declaring", queue);
+		return st == AL_ACCESS ? fail_context(st, CLIENT_ROLE_NEEDED) : st;
 	}
 	trace("slot %u was %s meanwhile", k,
 	      refused != 0 ? "removed" : "leased by a holder that is away");
@@ -170,6 +178,25 @@ static enum al_status claim(struct sem *s, unsigned k)
 	if (req_ask_ok(s, DELETE_QUEUE, queue) != AL_OK)
 		return AL_CONNECTION;
 	return AL_BUSY;
+}
+
+enum al_status sem_busy_unless_refused(struct sem *s)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	uint16_t refused = 0;
+
+	/* (exclusive: ours alone, gone with the connection; no slot has
+	 * number 0, so nobody's claim meets it) */
+	sem_name_slot(&s->name, 0, HOLDER_QUEUE, queue);
+	if (s->conn->dead ||
+	    req_ask_one(s, DECLARE_EXCLUSIVE, queue, REFUSED_ACCESS, &refused) != AL_OK ||
+	    refused != AMQP_ACCESS_REFUSED)
+		return AL_BUSY;
+	status_clear();
+	return fail(AL_ACCESS,
+		    "no slot of %s is free, and this user could not take one anyway: declaring "
+		    "%s was refused; " CLIENT_ROLE_NEEDED "%s",
+		    s->label, queue, s->conn->reply_text);
 }
 
 bool sem_lost_to_lease(const struct sem *s)

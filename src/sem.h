@@ -289,6 +289,12 @@ struct sem_eviction {
 	double waited;     /* seconds from then until its job had ended */
 };
 
+/* After a wait that found every slot busy (AL_BUSY): AL_ACCESS instead
+ * if this user could not have taken a slot anyway (no configure on holder
+ * queues: the inspector's role), so that a busy answer never hides it;
+ * else AL_BUSY, its message kept. One round trip. */
+enum al_status sem_busy_unless_refused(struct sem *s);
+
 /* fencing.c: a fencing token for a grant of ours, drawn once the slot is
  * ours and before its command starts: larger than every token drawn
  * before (by a grant whose command has ended, above all). AL_DAMAGED

@@ -234,6 +234,8 @@ enum al_status hold_take(struct sem *s, const struct hold_opts *o, struct deadli
 	 * not acknowledged (we are leaving without a slot) goes to it. */
 	sem_handover_forget(s);
 	sem_leave_line(s, st == AL_OK);
+	if (st == AL_BUSY)
+		st = sem_busy_unless_refused(s);
 	if (st == AL_BUSY && o->wait > 0 && !o->nonblock)
 		fail_context(AL_BUSY, "timed out after %g s waiting: ", o->wait);
 	if (st == AL_OK && o->token)

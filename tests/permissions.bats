@@ -359,10 +359,25 @@ set_permissions_in() {
     [ ! -e "$T/ran" ] || fail "hold ran its command without a slot"
     [[ $stderr == *"access to queue 'amqplock.$n-2-B'"* ]] ||
         fail "the message does not name the holder queue: '$stderr'"
+    [[ $stderr == "amqplock: taking a slot needs the client role's configure permission on holder and lease queues (see PERMISSIONS in amqplock(1)): "* ]] ||
+        fail "the message does not name the role: '$stderr'"
     run -77 --separate-stderr as inspector --json create "$n" 1
     assert_json '.ok == false and .error == "access" and (.message | test("ACCESS_REFUSED"))'
     [ "$(snapshot "$n")" = "$before" ] || fail "the semaphore changed: $(snapshot "$n")"
     run -66 as admin max "$n-new"
+    # every slot busy: still 77, not 1, for a user who could not hold one
+    as admin create "$n-full" 1
+    bg_as full client acquire "$n-full"
+    [ "$(await_slot full)" = 1 ]
+    run -77 --separate-stderr as inspector hold -n -E 0 "$n-full" -- touch "$T/ran"
+    assert_error_line
+    [[ $stderr == "amqplock: no slot of $n-full is free, and this user could not take one anyway: declaring amqplock.$n-full-0-B was refused; taking a slot needs the client role's"* ]] ||
+        fail "$stderr"
+    run -77 as inspector hold -w 0.5 "$n-full" -- touch "$T/ran"
+    [ ! -e "$T/ran" ] || fail "hold ran its command"
+    # the client is busy as ever
+    run -1 as client hold -n "$n-full" -- true
+    as admin destroy "$n-full" >/dev/null
 }
 
 @test "hold --create as the client: 77 naming the admin role while the semaphore is missing, nothing made; it holds once the admin made it" {
