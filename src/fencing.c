@@ -22,8 +22,9 @@ struct drawing {
 
 /* Every entry delivered is acknowledged (the next ones come); the first
  * with our id is ours. Anyone who may write to the default exchange can
- * append entries, with any id and headers, but not before ours with an
- * id drawn after them, and the offset is the broker's. */
+ * append entries with any id and headers, but only one with our id
+ * before ours could mislead us, and the id is drawn as we append; the
+ * offset is the broker's. */
 static void heard_entry(void *owner, uint64_t tag, const amqp_basic_properties_t *p)
 {
 	struct drawing *d = owner;
