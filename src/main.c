@@ -221,21 +221,25 @@ static enum al_status missing_dashes(const struct command *cmd, char **args, int
  * getopt takes for one of ours. argv (n words from the command's name,
  * no "--" among them) is read as amqplock would with options first: if
  * a word that is no option follows NAME, that is the command, and the
- * usage error says where "--" goes. copy is a copy of the words taken
- * before getopt moved them about; false if they do not read so. */
-static bool missing_dashes_before_option(const struct command *cmd, int n, char **copy)
+ * usage error says where "--" goes instead of the one recorded. copy is
+ * a copy of the words taken before getopt moved them about. */
+static void missing_dashes_before_option(const struct command *cmd, int n, char **copy)
 {
+	char why[512];
 	struct cli scratch;
 	int at = n;
 	bool habit;
 
+	snprintf(why, sizeof(why), "%s", status_message());
+	status_clear();
 	cli_defaults(&scratch);
 	habit = cli_parse(&scratch, n, copy, cmd->scopes | GLOBAL, true, cmd->name, &at) == AL_OK &&
 		at + 1 < n && copy[at + 1][0] != '-' && !scratch.command_text;
 	status_clear();
 	if (habit)
 		missing_dashes(cmd, copy + at, n - at);
-	return habit;
+	else
+		fail(AL_USAGE, "%s", why);
 }
 
 /* Where results and JSON errors go: stdout, unless it belongs to the
@@ -302,14 +306,8 @@ static int run(int argc, char **argv)
 		memcpy(unparsed, argv + cmd_at, (size_t)(end - cmd_at + 1) * sizeof(*unparsed));
 	st = cli_parse(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL, false, cmd->name,
 		       &opts_end);
-	if (st != AL_OK && unparsed) {
-		status_clear();
-		if (!missing_dashes_before_option(cmd, end - cmd_at, unparsed))
-			(void)cli_parse(&cli, end - cmd_at, argv + cmd_at, cmd->scopes | GLOBAL,
-					false, cmd->name, &opts_end);
-		free(unparsed);
-		return usage_error(&cli, cmd);
-	}
+	if (st != AL_OK && unparsed)
+		missing_dashes_before_option(cmd, end - cmd_at, unparsed);
 	free(unparsed);
 	out_init(cli.json ? OUT_JSON : OUT_TEXT, cli.quiet, result_stream(cmd));
 	if (st == AL_OK && cli.show != CLI_SHOW_NOTHING)

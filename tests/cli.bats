@@ -246,9 +246,13 @@ teardown() {
     [ "$stderr" = "amqplock: put -- before the command: amqplock hold $bad -- ls -l /x" ] || fail "$stderr"
     usage_error hold -w 5 "$bad" ls -l
     [ "$stderr" = "amqplock: put -- before the command: amqplock hold $bad -- ls -l" ] || fail "$stderr"
-    # an option of ours misspelt is still one
+    # an option of ours misspelt is still one, and --json still says it
+    # in JSON (on stderr: hold's stdout is the command's)
     usage_error hold "$bad" --bogus
     [ "$stderr" = 'amqplock: unknown option "--bogus"' ] || fail "$stderr"
+    run -64 --separate-stderr al hold "$bad" --json --bogus
+    [[ $stderr == *'{"ok":false,"error":"usage","message":"unknown option \"--bogus\""}'* ]] ||
+        fail "$stderr"
 }
 
 @test "usage: bad --heartbeat values" {
