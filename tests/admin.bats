@@ -151,34 +151,37 @@ seen_only() {
     watch_max 3>&- &
     WATCH=$!
     keep "$WATCH"
-    create_killed 400 queue "amqplock.$n-50-A"
-    seen_only 400 "hold 400" not_found
+    # (1000 slots, killed once slot queue 20 exists: 980 more to make,
+    # about 3 s of a loaded broker's work; with 400 and slot 50, a CI run
+    # once saw the kill land after the broker had made them all)
+    create_killed 1000 queue "amqplock.$n-20-A"
+    seen_only 1000 "hold 1000" not_found
     run -0 --separate-stderr al --json status --no-names "$n"
-    assert_json '.max == 400 and (.missing | length) > 0 and (.missing | index(1)) != null'
+    assert_json '.max == 1000 and (.missing | length) > 0 and (.missing | index(1)) != null'
     # hold's events go to stderr: stdout is the command's
     run -0 --separate-stderr al --json hold -n "$n" -- true
-    [[ $stderr == '{"event":"acquired",'*'"max":400}'* ]] || fail "$stderr"
+    [[ $stderr == '{"event":"acquired",'*'"max":1000}'* ]] || fail "$stderr"
     # another size: what is there, and what to do
     run -73 --separate-stderr al create "$n" 300
     assert_error_line
-    [[ $stderr == "amqplock: semaphore $n already exists with 400 slots, unfinished (a create stopped halfway, "*" slot queues not made): amqplock create $n 400 finishes it, amqplock destroy $n removes it" ]] ||
+    [[ $stderr == "amqplock: semaphore $n already exists with 1000 slots, unfinished (a create stopped halfway, "*" slot queues not made): amqplock create $n 1000 finishes it, amqplock destroy $n removes it" ]] ||
         fail "$stderr"
     run -65 --separate-stderr al --json check "$n"
-    assert_json '.max == 400 and ([.problems[].kind] == ["unfinished"]) and .problems[0].count > 0
+    assert_json '.max == 1000 and ([.problems[].kind] == ["unfinished"]) and .problems[0].count > 0
         and .problems[0].exchange == "amqplock.\($n)-1-A"' --arg n "$n"
     # the same size: what a user running it again expects; readers
-    # meanwhile see 400
+    # meanwhile see 1000
     rm -f "$T/stop" "$T/seen"
     watch_max 3>&- &
     WATCH=$!
     keep "$WATCH"
-    run -0 --separate-stderr al create "$n" 400
-    assert_output "created $n: 400 slots"
+    run -0 --separate-stderr al create "$n" 1000
+    assert_output "created $n: 1000 slots"
     [[ $stderr == "amqplock: finished $n, a create stopped halfway: made its "*" missing slot queue(s) and recorded slot 1" ]] ||
         fail "$stderr"
-    seen_only 400 "hold 400"
+    seen_only 1000 "hold 1000"
     run -0 --separate-stderr al check "$n"
-    assert_output "checked $n: 400 slots (classic), no problems"
+    assert_output "checked $n: 1000 slots (classic), no problems"
 }
 
 @test "a create killed while writing its size record leaves nothing readers see; check reports it; any create makes the semaphore, destroy and check --repair take it off" {
