@@ -22,8 +22,10 @@ _amqplock_signals='HUP INT QUIT ILL TRAP ABRT BUS FPE USR1 SEGV USR2 PIPE ALRM
 # _amqplock_command_opts COMMAND: the options of COMMAND besides the global ones.
 _amqplock_command_opts() {
     case $1 in
-    create | add | max) echo --admin-wait --overshoot --slot-type ;;
-    destroy | remove) echo --admin-wait --overshoot ;;
+    create | add) echo --admin-wait --overshoot --slot-type ;;
+    max) echo --admin-wait --overshoot --slot-type --drain ;;
+    remove) echo --admin-wait --overshoot --drain ;;
+    destroy) echo --admin-wait --overshoot ;;
     status) echo --overshoot --no-names --metrics ;;
     list) echo --metrics ;;
     evict) echo --admin-wait --nonblock --wait --conflict-exit-code --no-names ;;

@@ -35,7 +35,13 @@
  *   - with -DTOKEN, the fencing token as designed for issue 44 (src/ does
  *     not take one yet): once its claim or adoption is granted, and
  *     before its command starts, a holder appends to the semaphore's
- *     stream, and the offset of its entry is its token.
+ *     stream, and the offset of its entry is its token;
+ *   - with -DDRAIN, an administrator's `max N --drain` (src/drain.c):
+ *     once someone holds, the drain marker -D made, then the slot queue
+ *     deleted, then the marker deleted if neither -B nor -L is left;
+ *     later the slot queue made again, then the marker deleted. A holder
+ *     takes its slot as there while either -A or -D is (its verification
+ *     and its re-attach); a claim checks -A once its -B is granted.
  *
  * Properties, asserted at every step (SAFE) or every tick:
  *   SAFE    at most one command runs on the slot: the ghost `running`
@@ -58,6 +64,10 @@
  *   FENCED  every grant's token is larger than every earlier grant's: a
  *           resource that refuses tokens below the largest it has seen
  *           refuses a late write of an earlier holder.
+ *   DRAINED no command starts on a slot that a drain has removed, but
+ *           one whose claim or adoption checked the slot queue before it
+ *           went: the holder of the drained slot runs on, nobody else
+ *           gets the slot until it is made again.
  *
  * Known-bad variants, each a -D switch that model/run.sh expects to fail
  * (all but BUG_NO_WAKE with -DSAFE_ONLY, which leaves SERVED out, so that
@@ -74,6 +84,8 @@
  *                          -B and -L) instead of removing the slot queue
  *   BUG_TOKEN_EARLY        the token is drawn when the claim is sent, not
  *                          once it is granted
+ *   BUG_DRAIN_ADMITS       a claim takes the drain marker for the slot
+ *                          queue: a slot drained and left is taken
  *
  * Time: a tick is the renewal interval (1 s); it passes only when nothing
  * else can happen (timeout), so every process has done what it does at
@@ -137,12 +149,27 @@ byte on[CLIENTS];		/* its offer's nonce, as a releaser */
 byte k_token[CLIENTS];		/* the lease the keeper ends if amqplock dies */
 bool k_ends[CLIENTS];		/* ... unless it was handed over */
 
+#ifdef DRAIN
+bool d_exists = false;		/* the drain marker */
+#define PRESENT (a_exists || d_exists)
+#else
+#define PRESENT a_exists
+#endif
+#ifdef BUG_DRAIN_ADMITS
+#define CLAIM_SEES PRESENT
+#else
+#define CLAIM_SEES a_exists
+#endif
+
 /* --- ghosts ------------------------------------------------------------ */
 byte running = 0;
 bool cmd[CLIENTS];
 byte faults = 0, adv = 0;
 bool chaos_turn = false;
 bool disturbed = false;		/* a fault or the adversary has acted */
+byte removals = 0;		/* the drain's removals of the slot queue */
+bool drained = false;		/* the slot removed by the drain, not yet back */
+byte checked[CLIENTS];		/* removals when the client last saw -A */
 byte pk = 0;			/* pick_*'s scratch */
 byte pub_nonce = 0;		/* the last offer's nonce: the line is public */
 byte seen_nonce = 0, seen_id = 0, seen_token = 0;	/* the last answer */
@@ -264,6 +291,7 @@ inline draw_token(i) {
 #endif
 
 inline cmd_start(i) {
+	assert(!drained || checked[i] < removals);	/* DRAINED */
 #ifdef TOKEN
 #ifndef BUG_TOKEN_EARLY
 	draw_token(i);
@@ -380,7 +408,12 @@ claim:
 #if defined(TOKEN) && defined(BUG_TOKEN_EARLY)
 		draw_token(i);
 #endif
-		got_b = false; got_l = false; got_a = a_exists;
+		got_b = false; got_l = false;
+#ifdef DRAIN
+		got_a = false;
+#else
+		got_a = a_exists;
+#endif
 		k_token[i] = tok[i]; k_ends[i] = true;
 		renew_sent(i) }
 	if
@@ -389,6 +422,11 @@ claim:
 	:: atomic { grant_l(i) };
 	   atomic { grant_b(i) }
 	fi;
+#ifdef DRAIN
+	/* the slot queue checked, after -B on its channel (without a drain,
+	 * checked as the claim is sent: the same outcomes, fewer states) */
+	atomic { got_a = CLAIM_SEES; checked[i] = removals }
+#endif
 	/* the answers read: late, if amqplock was stopped meanwhile */
 	atomic { can(i) || dead[i] ->
 		if
@@ -456,6 +494,7 @@ adopt:
 		k_token[i] = tok[i]; k_ends[i] = true;
 		if
 		:: (l_token == tok[i] || l_token == 0) && a_exists && b_owner == NONE && conn[i] ->
+			checked[i] = removals;
 			l_token = tok[i]; l_age = 0; b_owner = i;
 			renew_sent(i);
 			state = HOLD_HELD;
@@ -478,7 +517,7 @@ holding:
 	:: atomic { state == HOLD_HELD && can(i) && conn[i] && !renewed[i] ->
 		renewed[i] = true;
 		if
-		:: b_owner == i && l_token == tok[i] && a_exists ->
+		:: b_owner == i && l_token == tok[i] && PRESENT ->
 			l_age = 0;
 			renew_sent(i)
 		:: else -> state = HOLD_LOST	/* HOLD_EV_REFUSED */
@@ -491,7 +530,7 @@ holding:
 		tried[i] = true;
 		conn[i] = true;
 		if
-		:: l_token != tok[i] || !a_exists -> state = HOLD_LOST
+		:: l_token != tok[i] || !PRESENT -> state = HOLD_LOST
 		:: else ->
 			l_age = 0;
 			if
@@ -679,6 +718,25 @@ active proctype evictor() {
 		assert(running == 0);	/* EVICTED */
 		a_exists = true;
 		wake() }
+}
+#endif
+
+#ifdef DRAIN
+/* --- amqplock max N --drain, then max N + 1: the marker made before the
+ * slot queue goes; the marker deleted where neither -B nor -L is left
+ * (drain_sweep); the slot queue made again before the marker goes ------ */
+active proctype drainer() {
+	b_owner != NONE;
+	atomic { disturbed = true; d_exists = true }
+	atomic { a_exists = false; removals++; drained = true }
+	atomic {
+		if
+		:: b_owner == NONE && l_token == 0 -> d_exists = false
+		:: else -> skip
+		fi }
+	/* made again, at some later time */
+	atomic { a_exists = true; drained = false }
+	atomic { d_exists = false; wake() }
 }
 #endif
 

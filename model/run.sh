@@ -10,7 +10,7 @@
 #
 #   model/run.sh [NAME...]   NAME: a configuration below (faults, adversary,
 #                            both, evict, evict-faults, token,
-#                            token-adversary, line-faults,
+#                            token-adversary, drain, drain-faults, line-faults,
 #                            line-adversary, line-both),
 #                            a BUG_ variant or a REACH_ point; default: all
 #                            but both
@@ -31,6 +31,10 @@
 #                                million states)
 #   token-adversary FAULTS=0 ADV=1, the same  exhaustive (about 16 million
 #                                states; not in make check)
+#   drain       FAULTS=0 ADV=0, an administrator's --drain shrink, then
+#                                the slot made again  exhaustive (about 16
+#                                million states)
+#   drain-faults FAULTS=1 ADV=0, the same  (not in make check)
 # and of the line (model/line.pml: 2 slots):
 #   line-faults     FAULTS=1 ADV=0, 4 clients  exhaustive (about 21 million
 #                                states; not in make check)
@@ -58,6 +62,8 @@ declare -A CONFIG=(
     [evict-faults]="-DFAULTS=1 -DADV=0 -DEVICT"
     [token]="-DFAULTS=0 -DADV=0 -DTOKEN"
     [token-adversary]="-DFAULTS=0 -DADV=1 -DTOKEN"
+    [drain]="-DFAULTS=0 -DADV=0 -DDRAIN"
+    [drain-faults]="-DFAULTS=1 -DADV=0 -DDRAIN"
 )
 # Each variant in the configuration that shows its fault.
 declare -A BUG=(
@@ -69,6 +75,7 @@ declare -A BUG=(
     [BUG_ANY_ANSWER]="-DSAFE_ONLY -DFAULTS=1 -DADV=2"
     [BUG_EVICT_FREES]="-DSAFE_ONLY -DFAULTS=0 -DADV=0 -DEVICT"
     [BUG_TOKEN_EARLY]="-DSAFE_ONLY -DFAULTS=1 -DADV=0 -DTOKEN"
+    [BUG_DRAIN_ADMITS]="-DSAFE_ONLY -DFAULTS=0 -DADV=0 -DDRAIN"
     [BUG_ACK_AT_GET]="-DFAULTS=1 -DADV=0"
     [BUG_SINGLE_OFFER]="-DFAULTS=1 -DADV=0"
     [BUG_WAKE_ACKS]="-DFAULTS=1 -DADV=0"

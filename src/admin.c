@@ -526,7 +526,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 {
 	struct census cs;
 	enum al_status st;
-	unsigned max, keep, target = 0;
+	unsigned max, keep, target = 0, held = 0, drained = 0;
 	bool pausing;
 
 	if ((st = admin_count_slots(s, &cs)) != AL_OK)
@@ -561,7 +561,7 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	/* A pause learns the slots' type too: the quorum marker keeps it
 	 * for the resume, no slot queue being left to tell it. */
 	if ((target > max || s->opts.slot_type_given || cs.missing.len > 0 ||
-	     (pausing && max > 0)) &&
+	     (pausing && max > 0) || (s->opts.drain && target < max)) &&
 	    (st = keep_slot_type(s, &cs)) != AL_OK)
 		goto out;
 	if (op == SEM_DESTROY && cs.paused && (st = record_cut(s->conn, &s->name, 0, 0)) != AL_OK)
@@ -572,15 +572,24 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 	if ((st = admin_fill_holes(s, &cs, keep, &out->filled)) != AL_OK ||
 	    (st = record_write(s->conn, &s->name, cs.recorded + 1, keep)) != AL_OK)
 		goto out;
+	/* A size set without --drain (and no growth) ends every job above
+	 * it, those of earlier drains too: their markers go before the slot
+	 * queues. */
+	if (!s->opts.drain && target <= max &&
+	    (st = drain_end(s, target + 1, max, &drained)) != AL_OK)
+		goto out;
 	if (target > max) {
-		if ((st = declare_slots(s, max + 1, target - max)) == AL_OK)
-			st = record_write(s->conn, &s->name, max + 1, target);
+		if ((st = declare_slots(s, max + 1, target - max)) == AL_OK &&
+		    (st = record_write(s->conn, &s->name, max + 1, target)) == AL_OK)
+			st = drain_unmark(s, max + 1, target);
 	} else if (target < max) {
-		if ((st = count_held(s, target + 1, max - target, &out->ended_holders)) == AL_OK &&
+		if ((st = count_held(s, target + 1, max - target, &held)) == AL_OK &&
+		    (!s->opts.drain || (st = drain_mark(s, target + 1, max)) == AL_OK) &&
 		    (st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
 				     target + 1)) == AL_OK)
 			st = delete_slots_down(s, max, max - target);
 	}
+	out->ended_holders = s->opts.drain ? 0 : held + drained;
 	/* A create stopped halfway, now whole: slot 1 recorded, last. */
 	if (st == AL_OK && target > 0 && cs.unfinished) {
 		st = record_write(s->conn, &s->name, 1, 1);
@@ -591,6 +600,9 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		st = record_cut(s->conn, &s->name, 0, 0);
 	if (st == AL_OK)
 		out->max = target;
+	/* Markers nobody holds any more go (drain.c). */
+	if (st == AL_OK)
+		st = drain_sweep(s, target, &out->draining_holders);
 	/* Quorum slots get quorum leases: the marker tells holders so. Its
 	 * type is known here when slots were made or paused (or --slot-type
 	 * said). */

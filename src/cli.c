@@ -70,6 +70,7 @@ enum opt_id {
 	OPT_GRACE,
 	OPT_SLOT_TYPE,
 	OPT_REPAIR,
+	OPT_DRAIN,
 	OPT_NO_NAMES,
 	OPT_LEASE,
 	OPT_MANAGEMENT_URL,
@@ -163,6 +164,9 @@ static const struct opt_def opt_defs[] = {
 	{"slot-type", OPT_SLOT_TYPE, "TYPE", GROW, CALL(set_slot_type),
 	 .help = "classic or quorum (replicated in a cluster); default: create\n"
 		 "classic, others the type of the slots there are"},
+	{"drain", OPT_DRAIN, NULL, SHRINK, FLAG(sem.drain),
+	 .help = "let the holders of the slots removed run their jobs to the\n"
+		 "end; nobody gets those slots meanwhile"},
 	{"repair", OPT_REPAIR, NULL, REPAIR, FLAG(repair),
 	 .help = "delete the stray queues found (the other problems stay)"},
 	{"metrics", OPT_METRICS, NULL, METRICS, FLAG(metrics),

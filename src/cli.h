@@ -26,7 +26,9 @@ enum scope {
 	LEASE = 1 << 7,   /* holds a slot */
 	NAMES = 1 << 8,   /* status: asks holders who they are */
 	METRICS = 1 << 9, /* status, list: OpenMetrics text */
-	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE | NAMES | METRICS,
+	SHRINK = 1 << 10, /* remove, max N: may take slots away */
+	ALL_SCOPES = GLOBAL | ADMIN | SCAN | WAIT | HOLD | GROW | REPAIR | LEASE | NAMES | METRICS |
+		     SHRINK,
 };
 
 /* What to show instead of running a command: --help, --version. */

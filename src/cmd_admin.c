@@ -45,6 +45,8 @@ static void print_change(struct cli *cli, enum sem_admin_op op, const struct sem
 		out_bool("finished", true);
 	if (ch->ended_holders)
 		out_uint("ended_holders", NULL, ch->ended_holders);
+	if (ch->draining_holders)
+		out_uint("draining_holders", NULL, ch->draining_holders);
 }
 
 /* A warning line on stderr, if count (its first argument) is not 0. */
@@ -123,6 +125,16 @@ static enum al_status admin(struct cli *cli, enum sem_admin_op op, unsigned n)
 			  "back when they next look (within a second): their jobs are then "
 			  "signalled and end (amqplock wait %s returns once they have)",
 		ch.ended_holders, cli->name, cli->name);
+	/* --drain: the jobs run on; how to know when they have ended. */
+	warn_if(cli->sem.drain ? ch.draining_holders : 0,
+		ch.draining_holders == 1
+			? "%u running holder of %s drains: its job runs on to its end, and "
+			  "nobody gets its slot meanwhile (amqplock wait %s returns once it has "
+			  "ended)"
+			: "%u running holders of %s drain: their jobs run on to their end, and "
+			  "nobody gets their slots meanwhile (amqplock wait %s returns once they "
+			  "have ended)",
+		ch.draining_holders, cli->name, cli->name);
 	warn_if(ch.holders_kept,
 		"warning: %u stray holder queue(s) of %s could not be deleted (refused by the "
 		"broker); see amqplock check",

@@ -150,6 +150,10 @@ static enum al_status print_status(struct cli *cli, const struct sem_status *ss)
 	else
 		out_str(NULL, "waiting    %s\n", "unknown (the line could not be read)");
 	slot_line("orphans", "orphans    %s\n", &ss->orphans, 0);
+	/* Orphans whose jobs run on: a --drain shrink removed their slots. */
+	slot_line("draining", ss->draining.len ? "draining   %s" : NULL, &ss->draining, 0);
+	if (ss->draining.len)
+		out_str(NULL, " (removed by a --drain shrink: the jobs run on to their end)\n", "");
 	/* Taken by nobody and takeable by nobody until an administrator
 	 * makes them again. */
 	slot_line("missing", ss->missing.len ? "missing    %s" : NULL, &ss->missing, ss->max);

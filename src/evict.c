@@ -108,6 +108,10 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 	if ((st = missing ? admin_marked_type(s, &type) : admin_slot_type_of(s, k, &type)) != AL_OK)
 		goto out;
 	s->opts.slot_type = type;
+	/* A marker left by a drain stopped halfway would keep the holder
+	 * running (drain.c): it goes first. */
+	if ((st = drain_unmark(s, k, k)) != AL_OK)
+		goto out;
 	if (!missing) {
 		sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
 		if ((st = req_ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused)) != AL_OK)

@@ -267,7 +267,7 @@ enum al_status sem_hand_over(struct sem *s, unsigned slot, bool *handed)
 	/* Not while our holder queue is not ours (after a re-attach): the
 	 * first in line asks through it. */
 	if (!rules_offer(s->hold->lease.on, s->conn->user[0] != '\0', conn_consuming(s->conn),
-			 !s->hold->lease.need_holder))
+			 !s->hold->lease.need_holder, s->hold->draining))
 		return AL_OK;
 	if ((st = line_up(s, &up)) != AL_OK || !up)
 		return st;

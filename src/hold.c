@@ -128,6 +128,25 @@ static void verification_sent(struct holding *h)
 	h->next_verify = h->verify_sent + VERIFY_INTERVAL;
 }
 
+/* Our slot removed by a --drain shrink (the job runs on), or made again:
+ * news for the user, once. */
+static void tell_drain(struct holding *h)
+{
+	bool draining;
+
+	if (!sem_drain_news(h->s, &draining))
+		return;
+	if (draining)
+		job_notice(h, "draining", NULL, 0,
+			   "slot %u of %s was removed by a --drain shrink: the command runs on "
+			   "to its end, and nobody gets the slot after it",
+			   h->slot, h->s->label);
+	else
+		job_notice(h, "restored", NULL, 0,
+			   "slot %u of %s was made again: it is held as before the drain", h->slot,
+			   h->s->label);
+}
+
 /* Takes what the broker sent, starts or times out a verification: the
  * event it comes to, if any. */
 static enum hold_event check_slot(struct holding *h, bool readable)
@@ -139,6 +158,7 @@ static enum hold_event check_slot(struct holding *h, bool readable)
 		h->heard = now;
 		if (sem_held_poll(h->s, h->slot, &verified) != AL_OK)
 			return h->s->conn->dead ? HOLD_EV_CONN_LOST : HOLD_EV_REFUSED;
+		tell_drain(h);
 		if (verified && h->verify_sent) {
 			next_verification(h, h->verify_sent);
 			h->verify_sent = 0;
@@ -316,6 +336,7 @@ static enum hold_event back(struct holding *h)
 	job_notice(h, "reconnected", "away_ms", now_seconds() - h->away_since,
 		   "reconnected to %s after %.2f s; slot %u of %s is still ours", h->s->conn->where,
 		   now_seconds() - h->away_since, h->slot, h->s->label);
+	tell_drain(h);
 	if (paused)
 		job_thaw(h);
 	return HOLD_EV_NONE;

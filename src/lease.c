@@ -11,7 +11,12 @@
 #include "clock.h"
 
 /* Who deletes a held slot's queue: what a lost slot's message names. */
-#define SLOT_GONE_CAUSES "amqplock evict, remove or max by an administrator, or an expires policy"
+/* What says that our slot is still there: its slot queue, or, once a
+ * --drain shrink has removed it, its drain marker (drain.c). */
+static enum slot_kind presence(const struct sem *s)
+{
+	return s->hold->draining ? DRAIN_QUEUE : SLOT_QUEUE;
+}
 
 void sem_hold_init(struct sem *s, struct sem_hold *h, unsigned lease_ms, int64_t token)
 {
@@ -98,7 +103,7 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 	uint16_t refused;
 	size_t done, renewed = 1 + renewal_steps(s, &steps[1]), n = renewed + 2;
 
-	steps[renewed] = (struct step){DECLARE_PASSIVE, SLOT_QUEUE};
+	steps[renewed] = (struct step){DECLARE_PASSIVE, presence(s)};
 	steps[renewed + 1] = (struct step){DECLARE_EXCLUSIVE, HOLDER_QUEUE};
 	st = req_run_steps(s, slot, steps, n, &done, &refused);
 	if (st != AL_OK)
@@ -113,8 +118,12 @@ enum al_status sem_reattach(struct sem *s, unsigned slot)
 		return fail(AL_LOST, "its lease %s ran out before amqplock could reconnect", queue);
 	if (done == 1 && refused == AMQP_PRECONDITION_FAILED)
 		return fail(AL_LOST, "its lease %s belongs to another holder now", queue);
-	if (done == renewed && refused == AMQP_NOT_FOUND)
-		return fail(AL_LOST, "its slot queue %s was deleted (%s)", queue, SLOT_GONE_CAUSES);
+	if (done == renewed && refused == AMQP_NOT_FOUND) {
+		/* Drained, or back: the holder queue is declared by the next
+		 * verification. */
+		s->hold->lease.need_holder = true;
+		return drain_look_again(s, slot);
+	}
 	if (done == renewed + 1 && refused == AMQP_RESOURCE_LOCKED) {
 		/* The broker has not yet dropped our old connection, whose
 		 * holder queue it is; the lease keeps the slot meanwhile. */
@@ -345,7 +354,8 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 		st = req_await_steps(s, &delete_holder, 1, &done, &held_refused);
 	if (st == AL_OK && s->hold->lease.on && !s->lease_quorum)
 		lease_st = req_lease_answer(s, DELETE_QUEUE, &refused);
-	if (st == AL_OK && !s->conn->dead) {
+	/* A draining slot was removed: nobody is to be told of it. */
+	if (st == AL_OK && !s->conn->dead && !s->hold->draining) {
 		trace("released slot %u of %s; waking the first in line, if anyone waits", slot,
 		      s->label);
 		st = sem_wake_line(s);
@@ -357,7 +367,8 @@ enum al_status sem_released(struct sem *s, unsigned slot)
 
 /* A verification asks, in one pipelined round trip: the lease declared
  * again (renewed, and refused if it is not ours), the slot queue (the
- * slot may have been removed) and our holder queue (deleted behind our
+ * slot may have been removed; once a --drain shrink has, its drain
+ * marker: presence) and our holder queue (deleted behind our
  * back: rabbitmqctl delete_queue, an `expires` policy) declared passively.
  * The broker answers in order and drops what follows a refusal, so the
  * number of answers already in says which one failed. (A passive declare
@@ -392,9 +403,9 @@ enum al_status sem_verify_send(struct sem *s, unsigned slot)
 		s->hold->verify_kind[n++] = LEASE_QUEUE;
 	if (s->hold->lease.on && s->lease_quorum)
 		s->hold->verify_kind[n++] = LEASE_QUEUE;
-	s->hold->verify_kind[n++] = SLOT_QUEUE;
+	s->hold->verify_kind[n++] = presence(s);
 	if (s->slots_quorum)
-		s->hold->verify_kind[n++] = SLOT_QUEUE;
+		s->hold->verify_kind[n++] = presence(s);
 	s->hold->verify_kind[n++] = HOLDER_QUEUE;
 	s->hold->verify_asked = n;
 	s->hold->verify_answers = 0;
@@ -434,8 +445,11 @@ static enum al_status verify_refused(struct sem *s, unsigned slot, enum al_statu
 			       ? AL_OK
 			       : fail(AL_LOST, "the connection failed");
 	}
-	if (kind == SLOT_QUEUE && st == AL_NOT_FOUND)
-		return fail(AL_LOST, "its slot queue %s was deleted (%s)", queue, SLOT_GONE_CAUSES);
+	if ((kind == SLOT_QUEUE || kind == DRAIN_QUEUE) && st == AL_NOT_FOUND) {
+		/* The rest of the round trip was dropped with the channel. */
+		s->hold->verify_answers = s->hold->verify_asked;
+		return drain_look_again(s, slot);
+	}
 	if (kind == HOLDER_QUEUE && (st == AL_NOT_FOUND || st == AL_BUSY))
 		return fail(AL_LOST, "its holder queue %s was %s", queue,
 			    st == AL_BUSY ? "taken by another connection" : "deleted");

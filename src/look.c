@@ -378,13 +378,48 @@ static int ascending(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The holders above max: holder queues, and leases whose holders are
- * away; each slot once, ascending. */
-static enum al_status scan_orphans(struct sem *s, unsigned max, struct slot_list *orphans)
+/* The held slots among the drain markers above max (drain.c), into
+ * orphans and, if given, draining: markers have no gaps, so these are
+ * found however far above max they are, where the scans of holder queues
+ * and leases stop at the first window without any. */
+static enum al_status scan_draining(struct sem *s, unsigned max, struct slot_list *orphans,
+				    struct slot_list *draining)
 {
-	enum al_status st = look_scan_above(s, HOLDER_QUEUE, max, orphans);
+	struct slot_list marked = {0};
+	enum al_status st = look_scan_above(s, DRAIN_QUEUE, max, &marked);
+	unsigned first = marked.len ? marked.slot[0] : 0,
+		 n = marked.len ? marked.slot[marked.len - 1] - first + 1 : 0, k;
+	bool *holder = calloc(n ? n : 1, sizeof(*holder)),
+	     *lease = calloc(n ? n : 1, sizeof(*lease));
+	size_t i;
+
+	if (st == AL_OK && (!holder || !lease))
+		st = fail(AL_INTERNAL, "out of memory");
+	if (st == AL_OK && n)
+		st = look_probe_taken(s, first, n, holder, lease, NULL);
+	for (i = 0; st == AL_OK && i < marked.len; i++) {
+		k = marked.slot[i];
+		if (!holder[k - first] && !lease[k - first])
+			continue;
+		if ((st = req_append(orphans, k)) == AL_OK && draining)
+			st = req_append(draining, k);
+	}
+	free(holder);
+	free(lease);
+	free(marked.slot);
+	return st;
+}
+
+/* The holders above max: holder queues, and leases whose holders are
+ * away, and the draining ones; each slot once, ascending. */
+static enum al_status scan_orphans(struct sem *s, unsigned max, struct slot_list *orphans,
+				   struct slot_list *draining)
+{
+	enum al_status st = scan_draining(s, max, orphans, draining);
 	size_t i, kept = 0;
 
+	if (st == AL_OK)
+		st = look_scan_above(s, HOLDER_QUEUE, max, orphans);
 	if (st == AL_OK)
 		st = look_scan_above(s, LEASE_QUEUE, max, orphans);
 	if (st != AL_OK || orphans->len == 0)
@@ -402,7 +437,7 @@ enum al_status sem_orphans(struct sem *s, unsigned *max, struct slot_list *orpha
 	enum al_status st = sem_max(s, max);
 
 	orphans->len = 0;
-	return st == AL_OK ? scan_orphans(s, *max, orphans) : st;
+	return st == AL_OK ? scan_orphans(s, *max, orphans, NULL) : st;
 }
 
 /* How many wait in line, by passive declares (which need a permission
@@ -473,7 +508,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 		if ((st = sem_paused(s, &out->paused)) == AL_OK && !out->paused)
 			st = fail(AL_NOT_FOUND, "semaphore %s does not exist", s->label);
 		if (st == AL_OK)
-			st = scan_orphans(s, 0, &out->orphans);
+			st = scan_orphans(s, 0, &out->orphans, &out->draining);
 		return st == AL_OK ? look_at_line(s, out) : st;
 	}
 	holder = calloc(out->max, sizeof(*holder));
@@ -518,7 +553,7 @@ enum al_status sem_status(struct sem *s, struct sem_status *out)
 	free(slot);
 	free(p);
 	if (st == AL_OK)
-		st = scan_orphans(s, out->max, &out->orphans);
+		st = scan_orphans(s, out->max, &out->orphans, &out->draining);
 	if (st == AL_OK)
 		st = count_line(s, out);
 	if (st == AL_OK && !s->opts.no_names)
@@ -533,6 +568,7 @@ void sem_status_free(struct sem_status *st)
 	free(st->unreachable.slot);
 	free(st->free.slot);
 	free(st->orphans.slot);
+	free(st->draining.slot);
 	free(st->missing.slot);
 	free(st->holders);
 	memset(st, 0, sizeof(*st));

@@ -23,7 +23,7 @@ static bool has_slot_suffix(const char *s, size_t len)
 {
 	size_t i;
 
-	if (len < 4 || s[len - 2] != '-' || !strchr("ABL", s[len - 1]))
+	if (len < 4 || s[len - 2] != '-' || !strchr("ABDL", s[len - 1]))
 		return false;
 	i = len - 2;
 	if (i == 0 || s[i - 1] < '0' || s[i - 1] > '9')
@@ -44,7 +44,7 @@ const char *names_problem(const char *name)
 	if (charset_problem(name))
 		return charset_problem(name);
 	if (has_slot_suffix(name, len))
-		return "may not end in -<number>-A, -B or -L (reserved for slot queues)";
+		return "may not end in -<number>-A, -B, -D or -L (reserved for slot queues)";
 	return NULL;
 }
 
@@ -65,7 +65,7 @@ const char *sem_name_init(struct sem_name *sn, const char *prefix, const char *n
 		return "may not start with \"amq.\" (reserved by RabbitMQ), prefix included";
 	/* The name alone was checked, but "p-" and "1-A" make "p-1-A" too. */
 	if (has_slot_suffix(sn->base, (size_t)n))
-		return "may not end in -<number>-A, -B or -L (reserved for slot queues), "
+		return "may not end in -<number>-A, -B, -D or -L (reserved for slot queues), "
 		       "prefix included";
 	sn->len = (size_t)n;
 	return NULL;

@@ -44,6 +44,8 @@ enum slot_kind {
 	SLOT_QUEUE = 'A',
 	HOLDER_QUEUE = 'B',
 	LEASE_QUEUE = 'L',
+	/* A removed slot's drain marker (drain.c): its holder runs on. */
+	DRAIN_QUEUE = 'D',
 	/* One per semaphore each: their "slot" is 1. */
 	QUORUM_MARKER_QUEUE = 'Q',
 	WAITERS_QUEUE = 'W',

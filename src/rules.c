@@ -39,9 +39,9 @@ bool rules_claim_void(double took, double window)
 	return window > 0 && took > window;
 }
 
-bool rules_offer(bool lease, bool login_known, bool listening, bool holder_ours)
+bool rules_offer(bool lease, bool login_known, bool listening, bool holder_ours, bool draining)
 {
-	return lease && login_known && !listening && holder_ours;
+	return lease && login_known && !listening && holder_ours && !draining;
 }
 
 const char *rules_not_adoptable(bool lease, bool signed_by_us, bool old, unsigned offered_ms,

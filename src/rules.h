@@ -39,9 +39,11 @@ bool rules_claim_void(double took, double window);
  * rather than releasing the slot: with a lease, with a login the offer
  * can be signed by, not already listening to anything (a consumer of the
  * line), and with its holder queue its own (not so right after a
- * re-attach): the first in line asks through it. (An offer through
- * #waiters, to an older amqplock, is for one slot only: handover.c.) */
-bool rules_offer(bool lease, bool login_known, bool listening, bool holder_ours);
+ * re-attach): the first in line asks through it; never for a slot that
+ * drains (removed by a --drain shrink: nobody may take it). (An offer
+ * through #waiters, to an older amqplock, is for one slot only:
+ * handover.c.) */
+bool rules_offer(bool lease, bool login_known, bool listening, bool holder_ours, bool draining);
 
 /* What the first in line holds against adopting an offered lease, or
  * NULL: it must be what it would have made itself (a lease of its own

@@ -38,6 +38,9 @@ struct sem_opts {
 	 * question costs the holder a connection, the asker up to a second
 	 * for a holder that does not answer). */
 	bool no_names;
+	/* remove and max N: holders of the slots removed keep running
+	 * (--drain; drain.c); without, their jobs are signalled. */
+	bool drain;
 };
 
 /* What a delivery from the line is to a waiter, as the ear that
@@ -182,6 +185,10 @@ struct sem_hold {
 	 * about, in order, and how many answers are in. */
 	enum slot_kind verify_kind[5];
 	unsigned verify_asked, verify_answers;
+	/* Our slot was removed by a --drain shrink: its drain marker, not
+	 * its slot queue, says that we run on (drain.c); drain_news: that
+	 * changed since hold last asked (sem_drain_news). */
+	bool draining, drain_news;
 };
 
 struct sem {
@@ -242,6 +249,9 @@ struct sem_change {
 	/* Slots taken away that a holder held when they went (shrinking,
 	 * destroy): each holder's job is signalled and ends. */
 	unsigned ended_holders;
+	/* With --drain: slots taken away that a holder held, whose jobs run
+	 * on until they end (drain.c). */
+	unsigned draining_holders;
 };
 
 /* Runs one administrative change under the admin mutex. Every operation
@@ -347,6 +357,9 @@ struct sem_status {
 	 * delete by hand) while the size record keeps them: not free, as
 	 * nobody can take them until an administrator makes them again. */
 	struct slot_list missing;
+	/* The orphans (above max) that a --drain shrink left running:
+	 * their slots' drain markers are there (drain.c). */
+	struct slot_list draining;
 	/* The held slots whose holders answered (holders.c), by slot. */
 	struct sem_holder *holders;
 	size_t holders_len;
@@ -501,6 +514,13 @@ enum al_status sem_wake_added(struct sem *s, unsigned added);
 /* Gives slot back and wakes the first in line, if any, before the
  * connection closes; waits for nothing but the lease's deletion. */
 enum al_status sem_released(struct sem *s, unsigned slot);
+
+/* Whether our slot's drain changed since the last call (drain.c): it
+ * was removed by a --drain shrink and the job runs on (*draining), or it
+ * was made again and is an ordinary held slot once more. A draining
+ * holder's release neither offers its lease nor wakes the line: nobody
+ * may take its slot. */
+bool sem_drain_news(struct sem *s, bool *draining);
 
 /* With a lease, a one-slot semaphore and someone in line, offers our
  * lease of slot to the first in line, and hands it over if it asks in

@@ -131,6 +131,26 @@ void look_note_line(struct sem *s, const struct probe *line);
 enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
 			      bool leases);
 
+/* drain.c */
+/* Declares the drain markers of slots first..last (a --drain shrink,
+ * before it deletes their slot queues). */
+enum al_status drain_mark(struct sem *s, unsigned first, unsigned last);
+/* Deletes every marker from slot first up, the markers above max found as
+ * the orphans are (a shrink without --drain, a destroy, before their
+ * slot queues go): *ended counts the draining holders above max whose
+ * jobs this ends. */
+enum al_status drain_end(struct sem *s, unsigned first, unsigned max, unsigned *ended);
+/* Deletes the markers of slots first..last (made again: their holders
+ * are ordinary ones again, their slot queues back). */
+enum al_status drain_unmark(struct sem *s, unsigned first, unsigned last);
+/* The markers above max: *draining counts those held; none held, all of
+ * them are deleted. */
+enum al_status drain_sweep(struct sem *s, unsigned max, unsigned *draining);
+/* A holder's slot queue (or, draining, its marker) is gone: the other
+ * one asked for (AL_OK: s->hold->draining says which one the holder
+ * checks from now on), or AL_LOST with the reason. */
+enum al_status drain_look_again(struct sem *s, unsigned slot);
+
 /* strays.c */
 enum al_status strays_find(struct sem *s, unsigned max, struct slot_list *strays, unsigned *kept);
 enum al_status strays_find_holders(struct sem *s, unsigned max, struct slot_list *strays,

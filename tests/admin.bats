@@ -545,16 +545,16 @@ seen_only() {
     [ "$(al status "$n" | awk '$1 == "free" { print $2 }')" = 3 ]
 }
 
-@test "status --json reports max and arrays of held, holders, away, unreachable, free, orphan and missing slots" {
+@test "status --json reports max and arrays of held, holders, away, unreachable, free, orphan, draining and missing slots" {
     al create "$n" 3
     run -0 al --json status --no-names "$n"
     assert_json '.ok == true and .semaphore == $n and .max == 3 and .held == []
         and .away == [] and .unreachable == [] and .free == [1, 2, 3] and .orphans == []
-        and .missing == [] and .held_count == 0 and .free_count == 3
+        and .draining == [] and .missing == [] and .held_count == 0 and .free_count == 3
         and .holders == [] and .waiting == 0' --arg n "$n"
     # one key order
     run -0 al --json status --no-names "$n"
-    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","paused","held","held_count","holders","away","unreachable","free","free_count","waiting","orphans","missing"]' ]
+    [ "$(jq -c keys_unsorted <<<"$output")" = '["ok","semaphore","max","paused","held","held_count","holders","away","unreachable","free","free_count","waiting","orphans","draining","missing"]' ]
 }
 
 @test "status shows held slots and orphan holders above max" {

@@ -15,7 +15,7 @@ load lib/helper
 # Every example, by ID (`tests/tools/examples.sh list`); each is run by a
 # test below.
 KNOWN="tour-private tour-own tour-job tour-look tour-resize tour-cron
-tour-fleet cheatsheet tour-scripts admin-shrink clusters man-1 man-2 man-3 man-4 man-5 man-6
+tour-fleet cheatsheet tour-scripts admin-shrink admin-drain clusters man-1 man-2 man-3 man-4 man-5 man-6
 man-7"
 
 # The semaphore names the examples use (examples.sh makes them NAME.$S).
@@ -147,6 +147,12 @@ THE_REST="tour-job tour-look tour-resize tour-cron tour-scripts"
     al create "jobs.$S" 3
     run_examples admin-shrink
     [ "$(al max "jobs.$S")" = 1 ] || fail "max is $(al max "jobs.$S")"
+}
+
+@test "docs/operators.md's Draining: max 0 --drain, wait, max 3 again" {
+    al create "jobs.$S" 3
+    run_examples admin-drain
+    [ "$(al max "jobs.$S")" = 3 ] || fail "max is $(al max "jobs.$S")"
 }
 
 @test "docs/operators.md's Clusters: quorum slots, and every node's URL in AMQPLOCK_URL" {

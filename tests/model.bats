@@ -32,6 +32,14 @@ model() {
     model BUG_EVICT_FREES
 }
 
+@test "a --drain shrink (max N --drain, src/drain.c): the drained holder runs on, and no other command starts on its removed slot until the slot is made again" {
+    model drain
+}
+
+@test "a claim that takes the drain marker for the slot queue (BUG_DRAIN_ADMITS) starts a command on a drained slot: SPIN finds it" {
+    model BUG_DRAIN_ADMITS
+}
+
 @test "fencing tokens drawn once a claim or adoption is granted grow with every grant (the design for issue 44)" {
     model token
 }

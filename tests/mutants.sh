@@ -112,8 +112,14 @@ create-race-fails|src/cmd_client.c|s/\tif \(st == AL_EXISTS\) \{/\tif (0) {/|cro
 create-size-ignored|src/cmd_client.c|s/sem_admin\(s, SEM_CREATE, cli->create, &change\)/sem_admin(s, SEM_CREATE, 1, \&change)/|cron.bats|uses it as it is
 alarm-ends-wait|src/cmd_client.c|s/\tif \(\*st != AL_BROKER \x7c\x7c !conn_blocked\(c\)/\tif (1/|faults.bats|holds waiting in line ride it out
 alarm-wake-as-lease|src/job.c|s/\telse if \(ended\)\n/\telse if (0)\n/|faults.bats|holds waiting in line ride it out
-shrink-unsaid|src/admin.c|s/\(st = count_held\(s, target \+ 1, max - target, &out->ended_holders\)\) == AL_OK &&\n\t\t    //|client.bats|how many running holders
+shrink-unsaid|src/admin.c|s/\(st = count_held\(s, target \+ 1, max - target, &held\)\) == AL_OK &&\n\t\t    //|client.bats|how many running holders
 stdio-left-closed|src/main.c|s/if \(!standard_fds_open\(&which\)\) \{/if (0) {/|cli.bats|stdin, stdout or stderr closed
+drain-not-marked|src/admin.c|s/\(!s->opts\.drain \x7c\x7c \(st = drain_mark/(1 \x7c\x7c (st = drain_mark/|drain.bats|^remove --drain: the removed slot
+drain-marker-ignored|src/drain.c|s/\tif \(refused == 0\) \{\n\t\ts->hold->draining/\tif (refused == 0 && 0) {\n\t\ts->hold->draining/|drain.bats|^remove --drain: the removed slot
+drain-sweeps-held|src/drain.c|s/if \(st == AL_OK && \*draining == 0\)/if (st == AL_OK)/|drain.bats|^remove --drain: the removed slot
+drain-never-ended|src/admin.c|s/if \(!s->opts\.drain && target <= max &&/if (0 \&\& target <= max \&\&/|drain.bats|^a size set without --drain
+drain-kept-on-growth|src/admin.c|s/\t\t\tst = drain_unmark\(s, max \+ 1, target\);/\t\t\tst = AL_OK;/|drain.bats|^a plain remove says
+draining-unseen|src/look.c|s/\tenum al_status st = scan_draining\(s, max, orphans, draining\);/\tenum al_status st = AL_OK;/|drain.bats|^draining holders far above max
 no-start-passes|src/hold.c|s/if \(st == AL_OK && h\.no_start\[0\]\) \{/if (0) {/|cli.bats|out of descriptors on the way
 EOF
 }

@@ -28,7 +28,7 @@ load lib/helper
 roles() {
     cat <<'ROLES'
 inspector ^$ ^amq\.default$ ^amqplock\..+(-0-A|#waiters|#line)$
-client ^amqplock\..+(-[0-9]+-[BL]|#waiters|#line|#w[0-9a-f]{12})$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABL]|#waiters|#line|#w[0-9a-f]{12}|#tokens)$
+client ^amqplock\..+(-[0-9]+-[BL]|#waiters|#line|#w[0-9a-f]{12})$ ^amq\.default$ ^amqplock\..+(-[0-9]+-[ABDL]|#waiters|#line|#w[0-9a-f]{12}|#tokens)$
 admin ^amqplock\. ^amq\.default$ ^amqplock\.
 adminonly ^amqplock\.(?!.*(-[0-9]+-[BL]|#waiters)$) ^amq\.default$ ^amqplock\..+-[0-9]+-B$
 noread ^amqplock\..+(-[0-9]+-[BL]|#waiters)$ ^amq\.default$ ^amqplock\..+-[0-9]+-[AL]$

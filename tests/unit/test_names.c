@@ -18,9 +18,9 @@ static void valid_names(void)
 
 static void invalid_names(void)
 {
-	static const char *const bad[] = {"",     "a b",    "a/b",    "a\tb",       "caf\xc3\xa9",
-					  "\xff", "x-1-A",  "x-22-B", "jobs-007-A", "1-1-B",
-					  "-1-A", "x--1-A", "a*",     "a\nb",       "x-3-L"};
+	static const char *const bad[] = {
+		"",           "a b",   "a/b",  "a\tb",   "caf\xc3\xa9", "\xff", "x-1-A", "x-22-B",
+		"jobs-007-A", "1-1-B", "-1-A", "x--1-A", "a*",          "a\nb", "x-3-L", "x-4-D"};
 	char long_name[NAME_MAX_BYTES + 2];
 	size_t i;
 

@@ -22,12 +22,14 @@ int main(void)
 	ok(!rules_claim_void(26.9, 27) && rules_claim_void(27.1, 27),
 	   "a claim answered after its window is void");
 	ok(!rules_claim_void(1e6, 0), "window 0: any answer counts");
-	ok(rules_offer(true, true, false, true), "a leased holder offers");
-	ok(!rules_offer(false, true, false, true), "no lease: nothing to offer");
-	ok(!rules_offer(true, false, false, true), "no login to sign with: a release");
-	ok(!rules_offer(true, true, true, true), "listening already: a release");
-	ok(!rules_offer(true, true, false, false),
+	ok(rules_offer(true, true, false, true, false), "a leased holder offers");
+	ok(!rules_offer(false, true, false, true, false), "no lease: nothing to offer");
+	ok(!rules_offer(true, false, false, true, false), "no login to sign with: a release");
+	ok(!rules_offer(true, true, true, true, false), "listening already: a release");
+	ok(!rules_offer(true, true, false, false, false),
 	   "a holder queue not yet ours again (re-attached): a release");
+	ok(!rules_offer(true, true, false, true, true),
+	   "a draining holder's slot was removed: a release, never an offer");
 	ok(rules_not_adoptable(true, true, false, 40000, 40000, false, false) == NULL,
 	   "what we would have made, signed by our login, is adopted");
 	ok(strstr(rules_not_adoptable(false, true, false, 40000, 40000, false, false), "lease") !=

@@ -1,0 +1,219 @@
+/* A shrink that drains (`remove --drain`, `max N --drain`; docs/design.md,
+ * "Draining"): the drain markers, and what a holder makes of them. Before
+ * it deletes slot queues, such a shrink declares a marker NAME-k-D for
+ * every slot it removes; a holder whose slot queue is gone looks for its
+ * marker and, if it is there, runs on, checking the marker instead of the
+ * slot queue. Nobody else can take the slot meanwhile: a claim checks the
+ * slot queue after declaring the holder queue, and the holder queue (and
+ * the lease) are still the holder's. The marker never admits anyone; it
+ * only spares a holder the signal.
+ *
+ * Markers are an administrator's alone (clients only read them), made
+ * and deleted under the admin mutex: kept without gaps from max + 1 up
+ * while any of them is held, so that the scans above max that find
+ * holders find them all however far up they are; deleted, all of them,
+ * once none is held, and by a shrink without --drain or a destroy (which
+ * end every job above the new size, draining or not); deleted for each
+ * slot an administrator makes again once its slot queue is back, its
+ * holder then an ordinary one. */
+#include "sem_parts.h"
+
+#include <stdlib.h>
+
+#include "record.h"
+
+/* The markers that exist among slots first..last, appended to found. */
+static enum al_status markers_in(struct sem *s, unsigned first, unsigned last,
+				 struct slot_list *found)
+{
+	unsigned n = last >= first ? last - first + 1 : 0, i;
+	enum al_status st = AL_OK;
+	bool *exists;
+
+	if (n == 0)
+		return AL_OK;
+	if (!(exists = calloc(n, sizeof(*exists))))
+		return fail(AL_INTERNAL, "out of memory");
+	st = probe_slots(s->conn, &s->name, DRAIN_QUEUE, first, n, exists, NULL);
+	for (i = 0; st == AL_OK && i < n; i++)
+		if (exists[i])
+			st = req_append(found, first + i);
+	free(exists);
+	return st;
+}
+
+/* How many of the slots in l (ascending) a holder holds (a holder queue
+ * or a lease): the range they span probed at once. */
+static enum al_status held_among(struct sem *s, const struct slot_list *l, unsigned *held)
+{
+	unsigned first = l->len ? l->slot[0] : 0, n = l->len ? l->slot[l->len - 1] - first + 1 : 0;
+	bool *holder = calloc(n ? n : 1, sizeof(*holder)),
+	     *lease = calloc(n ? n : 1, sizeof(*lease));
+	enum al_status st = holder && lease ? AL_OK : fail(AL_INTERNAL, "out of memory");
+	size_t i;
+
+	*held = 0;
+	if (st == AL_OK && n)
+		st = look_probe_taken(s, first, n, holder, lease, NULL);
+	for (i = 0; st == AL_OK && i < l->len; i++)
+		*held += holder[l->slot[i] - first] || lease[l->slot[i] - first];
+	free(holder);
+	free(lease);
+	return st;
+}
+
+/* Deletes the markers of l, highest first: one stopped halfway leaves
+ * the lower ones, still without a gap. */
+static enum al_status unmark(struct sem *s, const struct slot_list *l)
+{
+	unsigned *down = NULL;
+	uint16_t *answer = NULL;
+	enum al_status st = AL_OK;
+	size_t i;
+
+	if (l->len == 0)
+		return AL_OK;
+	down = calloc(l->len, sizeof(*down));
+	answer = calloc(l->len, sizeof(*answer));
+	if (!down || !answer)
+		st = fail(AL_INTERNAL, "out of memory");
+	for (i = 0; st == AL_OK && i < l->len; i++)
+		down[i] = l->slot[l->len - 1 - i];
+	if (st == AL_OK) {
+		trace("deleting the drain markers of slots %u..%u", down[0], down[l->len - 1]);
+		st = req_ask_each(s, DELETE_QUEUE, DRAIN_QUEUE, down, l->len, 0, answer);
+	}
+	free(down);
+	free(answer);
+	return st;
+}
+
+enum al_status drain_mark(struct sem *s, unsigned first, unsigned last)
+{
+	enum queue_op op = s->opts.slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT;
+	unsigned n = last - first + 1, *slot = calloc(n, sizeof(*slot)), i;
+	uint16_t *answer = calloc(n, sizeof(*answer));
+	enum al_status st = AL_OK;
+
+	if (!slot || !answer)
+		st = fail(AL_INTERNAL, "out of memory");
+	for (i = 0; st == AL_OK && i < n; i++)
+		slot[i] = first + i;
+	if (st == AL_OK) {
+		trace("declaring the drain markers of slots %u..%u", first, last);
+		st = req_ask_each(s, op, DRAIN_QUEUE, slot, n, 0, answer);
+	}
+	free(slot);
+	free(answer);
+	return st;
+}
+
+enum al_status drain_end(struct sem *s, unsigned first, unsigned max, unsigned *ended)
+{
+	struct slot_list above = {0}, all = {0};
+	enum al_status st = markers_in(s, first, max, &all);
+	size_t i;
+
+	*ended = 0;
+	if (st == AL_OK)
+		st = look_scan_above(s, DRAIN_QUEUE, max, &above);
+	if (st == AL_OK)
+		st = held_among(s, &above, ended);
+	for (i = 0; st == AL_OK && i < above.len; i++)
+		st = req_append(&all, above.slot[i]);
+	if (st == AL_OK)
+		st = unmark(s, &all);
+	free(above.slot);
+	free(all.slot);
+	return st;
+}
+
+enum al_status drain_unmark(struct sem *s, unsigned first, unsigned last)
+{
+	struct slot_list found = {0};
+	enum al_status st = markers_in(s, first, last, &found);
+
+	if (st == AL_OK)
+		st = unmark(s, &found);
+	free(found.slot);
+	return st;
+}
+
+enum al_status drain_sweep(struct sem *s, unsigned max, unsigned *draining)
+{
+	struct slot_list found = {0};
+	enum al_status st = look_scan_above(s, DRAIN_QUEUE, max, &found);
+
+	*draining = 0;
+	if (st == AL_OK)
+		st = held_among(s, &found, draining);
+	if (st == AL_OK && *draining == 0)
+		st = unmark(s, &found);
+	free(found.slot);
+	return st;
+}
+
+/* Why the slot is not ours any more, both its slot queue and its marker
+ * gone: the size record says whether the semaphore shrank below it. */
+static enum al_status lost_why(struct sem *s, unsigned slot, bool was_draining)
+{
+	char queue[QUEUE_NAME_MAX + 1];
+	unsigned max = 0;
+
+	sem_name_slot(&s->name, slot, SLOT_QUEUE, queue);
+	if (conn_reset_channel(s->conn) != AL_OK ||
+	    record_read(s->conn, &s->name, slot, &max) != AL_OK)
+		return fail(AL_LOST, "its slot queue %s was deleted", queue);
+	if (was_draining)
+		return fail(AL_LOST,
+			    "slot %u of %s was draining, and a shrink without --drain or a "
+			    "destroy has ended its drain",
+			    slot, s->label);
+	if (max < slot)
+		return fail(AL_LOST,
+			    "slot %u of %s was removed: %s shrank to %u slot%s without --drain "
+			    "(amqplock remove, max or destroy)",
+			    slot, s->label, s->label, max, max == 1 ? "" : "s");
+	return fail(AL_LOST,
+		    "its slot queue %s was deleted (amqplock evict by an administrator, or an "
+		    "expires policy)",
+		    queue);
+}
+
+enum al_status drain_look_again(struct sem *s, unsigned slot)
+{
+	enum slot_kind other = s->hold->draining ? SLOT_QUEUE : DRAIN_QUEUE;
+	char queue[QUEUE_NAME_MAX + 1];
+	enum al_status st;
+	uint16_t refused;
+
+	if (conn_reset_channel(s->conn) != AL_OK)
+		return fail(AL_LOST, "the connection failed");
+	sem_name_slot(&s->name, slot, other, queue);
+	st = req_ask_one(s, DECLARE_PASSIVE, queue, REFUSED_NOT_FOUND | REFUSED_ACCESS, &refused);
+	if (st != AL_OK)
+		return st;
+	if (refused == 0) {
+		s->hold->draining = other == DRAIN_QUEUE;
+		s->hold->drain_news = true;
+		trace("slot %u: %s is there; %s", slot, queue,
+		      s->hold->draining ? "draining: the job runs on" : "the slot is back");
+		return AL_OK;
+	}
+	if (refused == AMQP_ACCESS_REFUSED)
+		return fail(AL_LOST,
+			    "slot %u of %s was removed, and this user may not look at its drain "
+			    "marker %s (a --drain shrink keeps only holders of the client role "
+			    "running; see PERMISSIONS in amqplock(1))",
+			    slot, s->label, queue);
+	return lost_why(s, slot, s->hold->draining);
+}
+
+bool sem_drain_news(struct sem *s, bool *draining)
+{
+	bool news = s->hold->drain_news;
+
+	s->hold->drain_news = false;
+	*draining = s->hold->draining;
+	return news;
+}
