@@ -30,13 +30,13 @@ static bool all_allowed(const char *s)
 	return true;
 }
 
-/* s ends in "-<one or more digits>-" and A, B or L. */
+/* s ends in "-<one or more digits>-" and A, B, D or L. */
 static bool reserved_suffix(const char *s)
 {
 	size_t len = strlen(s), digits = 0;
 
 	if (len < 2 || s[len - 2] != '-' ||
-	    (s[len - 1] != 'A' && s[len - 1] != 'B' && s[len - 1] != 'L'))
+	    (s[len - 1] != 'A' && s[len - 1] != 'B' && s[len - 1] != 'D' && s[len - 1] != 'L'))
 		return false;
 	len -= 2;
 	while (len > 0 && s[len - 1] >= '0' && s[len - 1] <= '9') {
