@@ -31,9 +31,9 @@ _amqplock_command_opts() {
     evict) echo --admin-wait --nonblock --wait --conflict-exit-code --no-names ;;
     check) echo --admin-wait --overshoot --repair ;;
     wait) echo --overshoot --nonblock --wait --conflict-exit-code ;;
-    acquire) echo --nonblock --wait --conflict-exit-code --lease --min-hold --token --create ;;
+    acquire) echo --nonblock --wait --conflict-exit-code --lease --min-hold --token --label --create ;;
     hold) echo --nonblock --wait --conflict-exit-code --command --lost-signal --grace --timeout --lease \
-        --min-hold --token --create ;;
+        --min-hold --token --label --create ;;
     esac
 }
 

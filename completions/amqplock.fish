@@ -148,6 +148,7 @@ complete -c amqplock -n '__amqplock_using acquire hold' -l lease -x -d 'Keep the
 # cron on every host: a short job's slot kept a while; a missing semaphore made.
 complete -c amqplock -n '__amqplock_using acquire hold' -l min-hold -x -d 'Keep the slot SECS after it was taken, even if done sooner'
 complete -c amqplock -n '__amqplock_using acquire hold' -l token -d 'Draw a fencing token: $AMQPLOCK_TOKEN, token in --json'
+complete -c amqplock -n '__amqplock_using acquire hold' -l label -r -d 'What status shows beside host and pid'
 complete -c amqplock -n '__amqplock_using acquire hold' -l create -x -d 'Create the semaphore with N slots if it does not exist'
 
 # hold. The signals for --lost-signal are those amqplock accepts: the ones

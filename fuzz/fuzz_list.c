@@ -6,7 +6,9 @@
  * then after another NUL a name to find the nearest to. The prefix is
  * "p." Checked: a parse that fails leaves an empty list; every semaphore
  * listed has a valid name and a slot, is listed once and in order, holds
- * no more than it could, and the nearest name is one of the list. */
+ * no more than it could, and the nearest name is one of the list. The
+ * same two texts are read as lists of consumers and connections: the
+ * waiters of p.jobs are listed oldest first, their text printable. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +22,10 @@ int LLVMFuzzerTestOneInput(const char *data, size_t size)
 	char *text = malloc(size + 3), *exchanges, *name;
 	const char *near;
 	struct sem_list l;
+	struct list_waiters w;
+	struct sem_name sn;
 	enum al_status st;
-	size_t i;
+	size_t i, k;
 
 	if (!text)
 		return 0;
@@ -43,6 +47,20 @@ int LLVMFuzzerTestOneInput(const char *data, size_t size)
 	near = name < text + size ? list_nearest(&l, name) : NULL;
 	check(!near || (list_find(&l, near) && strcmp(near, name) != 0));
 	list_free(&l);
+	/* The same texts as consumers and connections: the waiters of
+	 * "p.jobs", printable, oldest first. */
+	sem_name_init(&sn, "p.", "jobs");
+	st = list_waiters(&sn, text, exchanges < text + size ? exchanges : "", &w);
+	status_clear();
+	check(st == AL_OK || (w.len == 0 && w.w == NULL));
+	for (i = 0; i < w.len; i++) {
+		check(i == 0 || w.w[i - 1].connected_at <= w.w[i].connected_at);
+		for (k = 0; w.w[i].host[k]; k++)
+			check(w.w[i].host[k] >= 0x20 && w.w[i].host[k] < 0x7f);
+		for (k = 0; w.w[i].label[k]; k++)
+			check(w.w[i].label[k] >= 0x20 && w.w[i].label[k] < 0x7f);
+	}
+	list_waiters_free(&w);
 	free(text);
 	return 0;
 }

@@ -71,6 +71,7 @@ enum opt_id {
 	OPT_SLOT_TYPE,
 	OPT_REPAIR,
 	OPT_DRAIN,
+	OPT_LABEL,
 	OPT_NO_NAMES,
 	OPT_LEASE,
 	OPT_MANAGEMENT_URL,
@@ -123,6 +124,7 @@ static enum al_status set_lost_signal(struct cli *cli, const struct opt_def *o, 
 static enum al_status set_verbose(struct cli *cli, const struct opt_def *o, char *arg);
 static enum al_status set_show(struct cli *cli, const struct opt_def *o, char *arg);
 static enum al_status set_management_url(struct cli *cli, const struct opt_def *o, char *arg);
+static enum al_status set_label(struct cli *cli, const struct opt_def *o, char *arg);
 
 static const struct opt_def opt_defs[] = {
 	{"url", OPT_URL, "URL", GLOBAL, CALL(add_url),
@@ -200,6 +202,9 @@ static const struct opt_def opt_defs[] = {
 	{"token", OPT_TOKEN, NULL, LEASE, FLAG(hold.token),
 	 .help = "draw a fencing token once the slot is ours: CMD's\n"
 		 "$AMQPLOCK_TOKEN, \"token\" in --json (costs a round trip)"},
+	{"label", OPT_LABEL, "TEXT", LEASE, CALL(set_label),
+	 .help = "what status shows beside host and pid (printable ASCII, at\n"
+		 "most 64 bytes; default $AMQPLOCK_LABEL)"},
 	{"create", OPT_CREATE, "N", LEASE, COUNT(create, 1, SLOTS_MAX),
 	 .help = "create the semaphore with N slots if it does not exist\n"
 		 "(needs the admin role only when it creates)"},
@@ -307,6 +312,18 @@ static enum al_status set_wait(struct cli *cli, const struct opt_def *o, char *a
 	if (seconds(o->name, arg, 0, MAX_SECONDS, &cli->hold.wait) != AL_OK)
 		return AL_USAGE;
 	cli->hold.nonblock = cli->hold.nonblock || cli->hold.wait == 0;
+	return AL_OK;
+}
+
+static enum al_status set_label(struct cli *cli, const struct opt_def *o, char *arg)
+{
+	const char *why = parse_label(arg);
+	char q[80];
+
+	if (why)
+		return fail(AL_USAGE, "--%s %s %s", o->name, parse_quote_arg(arg, q, sizeof(q)),
+			    why);
+	cli->conn.who.label = arg;
 	return AL_OK;
 }
 

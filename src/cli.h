@@ -138,6 +138,10 @@ enum al_status cli_check_prefix(struct cli *cli);
  * options say (mgmt.h), all before `by`. */
 enum al_status cli_list(struct cli *cli, struct deadline by, struct sem_list *l);
 
+/* Who waits in the named semaphore's line, from the management HTTP API
+ * as the options say (mgmt_waiters), all before `by`. */
+enum al_status cli_waiters(struct cli *cli, struct deadline by, struct list_waiters *w);
+
 /* After a command failed with st: if the semaphore it named does not
  * exist and the management API answers within a second or two, a name
  * under the prefix a typo away is put in the message ("did you mean

@@ -1,5 +1,6 @@
 /* The commands' uses of the management HTTP API (mgmt.c): `list`'s
- * semaphores, and "did you mean" after a semaphore that does not exist.
+ * semaphores, who waits for `status`, and "did you mean" after a
+ * semaphore that does not exist.
  * Part of the cli module: the options are cli.c's. */
 #include <stdio.h>
 
@@ -23,6 +24,19 @@ enum al_status cli_list(struct cli *cli, struct deadline by, struct sem_list *l)
 	if (cli->conn.insecure)
 		out_error_line("warning: --insecure: the broker's certificate is not verified");
 	return mgmt_list(&cli->conn, cli->management_url, cli->prefix, by, l);
+}
+
+enum al_status cli_waiters(struct cli *cli, struct deadline by, struct list_waiters *w)
+{
+	struct sem_name sn;
+	const char *why;
+
+	*w = (struct list_waiters){0};
+	if (cli->management_url && (why = mgmt_url_problem(cli->management_url)))
+		return fail(AL_USAGE, "invalid AMQPLOCK_MANAGEMENT_URL: %s", why);
+	if ((why = sem_name_init(&sn, cli->prefix, cli->name)))
+		return fail(AL_USAGE, "semaphore name %s", why);
+	return mgmt_waiters(&cli->conn, cli->management_url, &sn, by, w);
 }
 
 void cli_suggest(struct cli *cli, enum al_status st)

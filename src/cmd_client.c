@@ -62,6 +62,22 @@ static enum al_status settle_timeout(struct cli *cli)
 	return AL_OK;
 }
 
+/* --label, from $AMQPLOCK_LABEL if it was not given. */
+static enum al_status settle_label(struct cli *cli)
+{
+	const char *env = getenv("AMQPLOCK_LABEL");
+	const char *why;
+	char q[80];
+
+	if (cli->conn.who.label || !env || !*env)
+		return AL_OK;
+	if ((why = parse_label(env)) != NULL)
+		return fail(AL_USAGE, "AMQPLOCK_LABEL=%s %s: change it, or give --label",
+			    parse_quote_arg(env, q, sizeof(q)), why);
+	cli->conn.who.label = env;
+	return AL_OK;
+}
+
 static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char **argv)
 {
 	struct hold_opts o = cli->hold;
@@ -385,7 +401,7 @@ enum al_status cmd_acquire(struct cli *cli, int argc, char **argv)
 	int code, sig_fd;
 
 	(void)argc, (void)argv;
-	if ((st = settle_lease(cli, false)) != AL_OK)
+	if ((st = settle_lease(cli, false)) != AL_OK || (st = settle_label(cli)) != AL_OK)
 		return st;
 	o = hold_opts_from(cli, &cl, NULL);
 	if ((st = wait_for_slot(cli, &cl, &o, &c, &s, &max, &sig_fd)) != AL_OK)
@@ -439,7 +455,8 @@ enum al_status cmd_hold(struct cli *cli, int argc, char **argv)
 	int code = 0, sig_fd;
 
 	(void)argc, (void)argv;
-	if ((st = settle_lease(cli, true)) != AL_OK || (st = settle_timeout(cli)) != AL_OK)
+	if ((st = settle_lease(cli, true)) != AL_OK || (st = settle_timeout(cli)) != AL_OK ||
+	    (st = settle_label(cli)) != AL_OK)
 		return st;
 	o = hold_opts_from(cli, &cl, cli->command_text ? shell : cli->command);
 	if (o.argv) {

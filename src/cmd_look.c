@@ -14,6 +14,9 @@
 /* A list of slots: in JSON the array; in text its count first, out of
  * `of` (0: no total), then the slots, so that a script can read the count
  * and a person the slots: "2 of 5: 1 3", "0 of 5", "1: 7". */
+/* How long status waits for the management API to name the waiters. */
+#define WAITERS_SECONDS 1.5
+
 static void slot_line(const char *key, const char *text_fmt, const struct slot_list *l, unsigned of)
 {
 	char head[32], *text;
@@ -93,7 +96,10 @@ static void holder_lines(const struct sem_status *ss)
 		out_str("since", " since %s", who->since);
 		if ((age = holder_age(who, time(NULL))) >= 0)
 			out_uint("age_seconds", NULL, (unsigned long)age);
-		out_str("command", " (%s)", who->command);
+		out_str("command", " (%s", who->command);
+		if (who->label[0])
+			out_str("label", ", \"%s\"", who->label);
+		out_str(NULL, ")", "");
 		if (who->until[0])
 			out_str("min_hold_until", ", kept until %s by --min-hold", who->until);
 		out_str(NULL, "\n", NULL);
@@ -124,6 +130,44 @@ static enum al_status read_status(struct cli *cli, struct sem_status *ss)
 	return st;
 }
 
+/* Who waits: the line itself does not say (its entries are read by
+ * taking them), the management API's lists of consumers and connections
+ * do, once they have seen the connection (the plugin's statistics
+ * interval, 5 s by default). Without the API: said, not a failure. */
+static void waiter_lines(struct cli *cli)
+{
+	struct list_waiters w;
+	char since[32];
+	struct tm tm;
+	time_t t;
+	size_t i;
+
+	if (cli_waiters(cli, deadline_in(WAITERS_SECONDS), &w) != AL_OK) {
+		out_bool("waiters_named", false);
+		out_str(NULL, "waiters    not named (%s)\n", status_message());
+		status_clear();
+		return;
+	}
+	out_bool("waiters_named", true);
+	out_list_begin("waiters");
+	for (i = 0; i < w.len; i++) {
+		t = (time_t)w.w[i].connected_at;
+		since[0] = '\0';
+		if (gmtime_r(&t, &tm))
+			strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		out_item_begin();
+		out_str("host", "waiter     %s", w.w[i].host);
+		out_uint("pid", " pid %lu", (unsigned long)w.w[i].pid);
+		out_str("since", " since %s", since);
+		if (w.w[i].label[0])
+			out_str("label", " (\"%s\")", w.w[i].label);
+		out_str(NULL, "\n", "");
+		out_item_end();
+	}
+	out_list_end();
+	list_waiters_free(&w);
+}
+
 static enum al_status print_status(struct cli *cli, const struct sem_status *ss)
 {
 	out_begin();
@@ -149,6 +193,8 @@ static enum al_status print_status(struct cli *cli, const struct sem_status *ss)
 		out_uint("waiting", "waiting    %lu\n", ss->waiting);
 	else
 		out_str(NULL, "waiting    %s\n", "unknown (the line could not be read)");
+	if (!cli->sem.no_names && (ss->waiting || !ss->waiting_known))
+		waiter_lines(cli);
 	slot_line("orphans", "orphans    %s\n", &ss->orphans, 0);
 	/* Orphans whose jobs run on: a --drain shrink removed their slots. */
 	slot_line("draining", ss->draining.len ? "draining   %s" : NULL, &ss->draining, 0);

@@ -27,6 +27,7 @@ struct conn_identity {
 	char host[64];
 	char user[64];       /* the local user running amqplock */
 	const char *command; /* acquire, hold, ...: never the job's arguments */
+	const char *label;   /* hold --label, $AMQPLOCK_LABEL; NULL: none */
 	long pid;
 };
 

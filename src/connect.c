@@ -166,6 +166,7 @@ static enum al_status login(struct conn *c, struct conn_opts *o, const struct br
 		utf8_entry("user", o->who.user),
 		{.key = amqp_cstring_bytes("pid"),
 		 .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = o->who.pid}},
+		utf8_entry("label", o->who.label ? o->who.label : ""),
 	};
 	/* Without an identity (no name given), product and capabilities. */
 	amqp_table_t table = {.num_entries =

@@ -94,6 +94,8 @@ void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot, str
 		a->me.pid = opts->who.pid;
 		snprintf(a->me.command, sizeof(a->me.command), "%s",
 			 opts->who.command ? opts->who.command : "");
+		snprintf(a->me.label, sizeof(a->me.label), "%s",
+			 opts->who.label ? opts->who.label : "");
 	}
 	a->s = s;
 	a->opts = opts;
@@ -123,8 +125,11 @@ static void send_answers(struct sem_answers *a, const char *pid)
 		{.key = amqp_cstring_bytes("until"),
 		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
 			   .value.bytes = amqp_cstring_bytes(a->me.until)}},
+		{.key = amqp_cstring_bytes("label"),
+		 .value = {.kind = AMQP_FIELD_KIND_UTF8,
+			   .value.bytes = amqp_cstring_bytes(a->me.label)}},
 	};
-	amqp_table_t headers = {.num_entries = 5, .entries = e};
+	amqp_table_t headers = {.num_entries = 6, .entries = e};
 	struct conn answering;
 	unsigned i;
 
@@ -220,6 +225,7 @@ static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t
 	header_text(p, "since", h->since, sizeof(h->since));
 	header_text(p, "command", h->command, sizeof(h->command));
 	header_text(p, "until", h->until, sizeof(h->until));
+	header_text(p, "label", h->label, sizeof(h->label));
 	q->out->holders_len++;
 	q->answered++;
 }

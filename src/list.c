@@ -1,5 +1,6 @@
 /* The semaphores under a prefix, from the broker's lists of queue and
- * exchange names (list.h). Pure: the JSON comes in as text. */
+ * exchange names, and one semaphore's waiters from its lists of consumers
+ * and connections (list.h). Pure: the JSON comes in as text. */
 #include "list.h"
 
 #include <cjson/cJSON.h>
@@ -345,4 +346,126 @@ const char *list_nearest_word(const char *const *words, size_t n, const char *na
 		}
 	}
 	return found;
+}
+
+/* --- a semaphore's waiters ---------------------------------------------- */
+
+/* src as text, each byte outside printable ASCII as '?' (size > 0). */
+static void printable(char *dst, size_t size, const char *src)
+{
+	size_t i;
+
+	for (i = 0; src && src[i] && i + 1 < size; i++)
+		dst[i] = (unsigned char)src[i] >= 0x20 && (unsigned char)src[i] < 0x7f ? src[i]
+										       : '?';
+	dst[i] = '\0';
+}
+
+/* Whether the consumer c consumes sn's line or a waiter's own queue. */
+static bool waits(const struct sem_name *sn, const cJSON *c)
+{
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(c, "queue");
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "name"));
+	char line[QUEUE_NAME_MAX + 1];
+
+	if (!name)
+		return false;
+	sem_name_slot(sn, 1, WAITERS_QUEUE, line);
+	return strcmp(name, line) == 0 || sem_name_is_waiter(sn, name, strlen(name));
+}
+
+static const char *connection_of(const cJSON *consumer)
+{
+	const cJSON *ch = cJSON_GetObjectItemCaseSensitive(consumer, "channel_details");
+
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ch, "connection_name"));
+}
+
+/* The connection named name in the list conns, or NULL. */
+static const cJSON *connection_named(const cJSON *conns, const char *name)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, conns)
+	{
+		const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
+
+		if (n && strcmp(n, name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+static void describe(struct list_waiter *w, const cJSON *conn)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(conn, "client_properties");
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
+	const cJSON *at = cJSON_GetObjectItemCaseSensitive(conn, "connected_at");
+
+	printable(w->host, sizeof(w->host),
+		  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "host")));
+	printable(w->label, sizeof(w->label),
+		  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "label")));
+	w->pid = cJSON_IsNumber(pid) && pid->valuedouble > 0 && pid->valuedouble < 1e9
+			 ? (long)pid->valuedouble
+			 : 0;
+	w->connected_at = cJSON_IsNumber(at) && at->valuedouble > 0 ? at->valuedouble / 1000 : 0;
+}
+
+static bool same(const struct list_waiter *a, const struct list_waiter *b)
+{
+	return a->pid == b->pid && a->connected_at == b->connected_at &&
+	       strcmp(a->host, b->host) == 0;
+}
+
+static int older(const void *a, const void *b)
+{
+	const struct list_waiter *x = a, *y = b;
+
+	return (x->connected_at > y->connected_at) - (x->connected_at < y->connected_at);
+}
+
+enum al_status list_waiters(const struct sem_name *sn, const char *consumers,
+			    const char *connections, struct list_waiters *out)
+{
+	cJSON *cons = cJSON_Parse(consumers), *conns = cJSON_Parse(connections);
+	const cJSON *c, *conn;
+	const char *name;
+	enum al_status st = AL_OK;
+	size_t n = 0, i;
+
+	*out = (struct list_waiters){0};
+	if (!cJSON_IsArray(cons) || !cJSON_IsArray(conns))
+		st = fail(AL_BROKER, "the management API's lists of consumers and connections "
+				     "are not JSON arrays");
+	if (st == AL_OK && (n = (size_t)cJSON_GetArraySize(cons)) > 0 &&
+	    !(out->w = calloc(n, sizeof(*out->w))))
+		st = fail(AL_INTERNAL, "out of memory");
+	if (st == AL_OK) {
+		cJSON_ArrayForEach(c, cons)
+		{
+			if (!waits(sn, c) || !(name = connection_of(c)) ||
+			    !(conn = connection_named(conns, name)))
+				continue;
+			describe(&out->w[out->len], conn);
+			/* One per connection (a consumer each of two queues). */
+			for (i = 0; i < out->len && !same(&out->w[i], &out->w[out->len]); i++)
+				;
+			if (i == out->len)
+				out->len++;
+		}
+	}
+	if (st == AL_OK && out->len > 1)
+		qsort(out->w, out->len, sizeof(*out->w), older);
+	if (st != AL_OK)
+		list_waiters_free(out);
+	cJSON_Delete(cons);
+	cJSON_Delete(conns);
+	return st;
+}
+
+void list_waiters_free(struct list_waiters *w)
+{
+	free(w->w);
+	*w = (struct list_waiters){0};
 }

@@ -1,6 +1,7 @@
 /* The semaphores under a prefix, made out of the broker's lists of queue
- * and exchange names (as the management HTTP API gives them: mgmt.c).
- * Pure functions: no network, no printing. */
+ * and exchange names (as the management HTTP API gives them: mgmt.c), and
+ * the waiters of one semaphore, out of its lists of consumers and
+ * connections. Pure functions: no network, no printing. */
 #ifndef AMQPLOCK_LIST_H
 #define AMQPLOCK_LIST_H
 
@@ -47,5 +48,30 @@ const char *list_nearest(const struct sem_list *l, const char *name);
 
 /* The same among n words (a mistyped command: "hlod" -> "hold"). */
 const char *list_nearest_word(const char *const *words, size_t n, const char *name);
+
+/* A client waiting in a semaphore's line, as its connection describes
+ * itself to the broker (client properties: anyone may write them, so they
+ * are hints to print, made printable). */
+struct list_waiter {
+	char host[64];
+	long pid;
+	char label[65];
+	double connected_at; /* seconds since the epoch */
+};
+
+struct list_waiters {
+	struct list_waiter *w; /* oldest connection first */
+	size_t len;
+};
+
+/* Fills *out from the JSON arrays of the management API's
+ * /api/consumers/VHOST (queue.name, channel_details.connection_name) and
+ * /api/vhosts/VHOST/connections (name, client_properties, connected_at):
+ * one entry per connection that consumes sn's line #waiters or a waiter's
+ * own queue of sn (sem_name_is_waiter). AL_BROKER if a text is not such an
+ * array, AL_INTERNAL if memory ran out; then *out is empty. */
+enum al_status list_waiters(const struct sem_name *sn, const char *consumers,
+			    const char *connections, struct list_waiters *out);
+void list_waiters_free(struct list_waiters *w);
 
 #endif

@@ -271,6 +271,60 @@ static enum al_status list_at(CURL *curl, const struct conn_opts *o, const struc
 	return st;
 }
 
+/* sn's waiters from the API at base, for b's vhost. */
+static enum al_status waiters_at(CURL *curl, const struct conn_opts *o, const struct broker_url *b,
+				 const char *base, const struct sem_name *sn, struct deadline by,
+				 struct list_waiters *w)
+{
+	char path[512];
+	struct answer consumers = {0}, connections = {0};
+	char *vhost = lib.escape(curl, b->info.vhost, 0);
+	enum al_status st;
+
+	if (!vhost)
+		return fail(AL_INTERNAL, "out of memory");
+	set_options(curl, o, b);
+	snprintf(path, sizeof(path),
+		 "api/consumers/%s?columns=queue.name,channel_details.connection_name", vhost);
+	st = get(curl, o, b->info.user, base, path, by, &consumers);
+	if (st == AL_OK) {
+		snprintf(path, sizeof(path),
+			 "api/vhosts/%s/connections?columns=name,client_properties,connected_at",
+			 vhost);
+		st = get(curl, o, b->info.user, base, path, by, &connections);
+	}
+	if (st == AL_OK)
+		st = list_waiters(sn, consumers.text ? consumers.text : "",
+				  connections.text ? connections.text : "", w);
+	free(consumers.text);
+	free(connections.text);
+	lib.release(vhost);
+	return st;
+}
+
+enum al_status mgmt_waiters(const struct conn_opts *o, const char *management_url,
+			    const struct sem_name *sn, struct deadline by, struct list_waiters *w)
+{
+	char base[URL_MAX + 64];
+	enum al_status st = AL_CONNECTION;
+	unsigned i, tries = management_url ? 1 : o->brokers;
+	CURL *curl;
+
+	*w = (struct list_waiters){0};
+	if (load_libcurl() != AL_OK)
+		return AL_INTERNAL;
+	if (!(curl = lib.init()))
+		return fail(AL_INTERNAL, "out of memory");
+	for (i = 0; i < tries && st == AL_CONNECTION; i++) {
+		if (i > 0)
+			status_clear();
+		base_url(&o->broker[i], management_url, base, sizeof(base));
+		st = waiters_at(curl, o, &o->broker[i], base, sn, by, w);
+	}
+	lib.cleanup(curl);
+	return st;
+}
+
 enum al_status mgmt_list(const struct conn_opts *o, const char *management_url, const char *prefix,
 			 struct deadline by, struct sem_list *l)
 {

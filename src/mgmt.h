@@ -28,4 +28,9 @@ const char *mgmt_url_problem(const char *url);
 enum al_status mgmt_list(const struct conn_opts *o, const char *management_url, const char *prefix,
 			 struct deadline by, struct sem_list *l);
 
+/* The clients waiting in sn's line, from the same API (list_waiters):
+ * the consumers of the broker's vhost and its connections. */
+enum al_status mgmt_waiters(const struct conn_opts *o, const char *management_url,
+			    const struct sem_name *sn, struct deadline by, struct list_waiters *w);
+
 #endif

@@ -113,6 +113,22 @@ const char *parse_signal(const char *s, int *out)
 	return "is not a signal name";
 }
 
+const char *parse_label(const char *s)
+{
+	size_t i;
+
+	if (!*s)
+		return "is empty";
+	for (i = 0; s[i]; i++) {
+		if (i == PARSE_LABEL_MAX)
+			return "is longer than 64 bytes";
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			return "may hold only printable ASCII (letters, digits, spaces, "
+			       "punctuation)";
+	}
+	return NULL;
+}
+
 const char *parse_version(const char *s, size_t len, unsigned long *out)
 {
 	unsigned long part[3] = {0, 0, 0}, limit[3] = {4293, 999, 999};

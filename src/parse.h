@@ -19,6 +19,11 @@ const char *parse_seconds(const char *s, double max, double *out);
 /* A signal by name ("TERM", "SIGTERM", "term") or number ("15"). */
 const char *parse_signal(const char *s, int *out);
 
+/* A label (hold --label): 1 to PARSE_LABEL_MAX bytes of printable ASCII,
+ * what status prints of it as it is (an answer's other bytes read as '?'). */
+#define PARSE_LABEL_MAX 64
+const char *parse_label(const char *s);
+
 /* A broker's version, "MAJOR.MINOR.PATCH" with anything after the patch
  * number ("4.2.6+1.g1234", "3.10.8-1") ignored, as one number that
  * compares as versions do: MAJOR * 1000000 + MINOR * 1000 + PATCH. */

@@ -288,6 +288,7 @@ struct sem_holder {
 	char since[32];   /* when it took the slot: ISO 8601, UTC */
 	char until[32];   /* --min-hold: kept at least until then ("": none) */
 	char command[16]; /* acquire or hold: never the job's arguments */
+	char label[65];   /* hold --label ("": none) */
 };
 
 /* What sem_evict did. */

@@ -542,8 +542,8 @@ search_dirs() {
         >"$bash_load"
     echo 'set -g fish_complete_path $FISH_DIR; type -q amqplock; or exit 1' >"$fish_load"
     local want
-    want=$(printf '%s\t%s\n' 'amqplock cr' create 'amqplock hold --l' --lease \
-        'amqplock hold --l' --lost-signal)
+    want=$(printf '%s\t%s\n' 'amqplock cr' create 'amqplock hold --l' --label \
+        'amqplock hold --l' --lease 'amqplock hold --l' --lost-signal)
 
     for prefix in /usr /usr/local; do
         d=$BATS_TEST_TMPDIR/root${prefix//\//-}

@@ -148,3 +148,73 @@ ask() {
     assert_line "slot 1: held, its holder unnamed (away, or no answer)"
     kill "$q"
 }
+
+@test "hold --label and AMQPLOCK_LABEL are shown by status beside host and pid, in text and JSON; a label that is not printable ASCII of at most 64 bytes is a usage error (64)" {
+    al create "$n" 2
+    bg a hold --label "nightly db backup" "$n" -- sleep 60
+    A=$BG
+    wait_until 20 slot_held "$n" 1 || fail "$(cat "$T/a.err")"
+    AMQPLOCK_LABEL=from-env bg b hold "$n" -- sleep 60
+    B=$BG
+    wait_until 20 named "$n" 2 || fail "not named: $(al status "$n")"
+    run -0 al status "$n"
+    assert_line --regexp "^slot 1: held by .* pid $A since .* \(hold, \"nightly db backup\"\)$"
+    assert_line --regexp "^slot 2: held by .* pid $B since .* \(hold, \"from-env\"\)$"
+    run -0 al --json status "$n"
+    assert_json '[.holders[].label] == ["nightly db backup", "from-env"]'
+    run -64 --separate-stderr al hold --label "$(printf 'a\tb')" "$n" -- true
+    [ "$stderr" = 'amqplock: --label "a\x09b" may hold only printable ASCII (letters, digits, spaces, punctuation)' ] ||
+        fail "$stderr"
+    run -64 --separate-stderr al acquire --label "$(printf '%065d' 0)" "$n"
+    [[ $stderr == *"is longer than 64 bytes" ]] || fail "$stderr"
+    AMQPLOCK_LABEL=$'x\ny' run -64 --separate-stderr al hold "$n" -- true
+    [[ $stderr == *'AMQPLOCK_LABEL="x\x0ay" may hold only printable ASCII'*': change it, or give --label' ]] ||
+        fail "$stderr"
+}
+
+# waiting_count NAME K: status counts K waiting for NAME.
+waiting_count() { [ "$(al --json status --no-names "$1" | jq .waiting)" = "$2" ]; }
+
+# waiters_named NAME K: status names K waiters of NAME.
+waiters_named() { [ "$(al --json status "$1" | jq '.waiters | length')" = "$2" ]; }
+
+@test "status names the waiters (host, pid, since, label) through the management API, oldest first; without the API it says so and exits 0" {
+    [ -n "${AMQPLOCK_TEST_MANAGEMENT_URL:-}" ] ||
+        skip "the broker has no management API (AMQPLOCK_TEST_MANAGEMENT_URL)"
+    export AMQPLOCK_MANAGEMENT_URL=$AMQPLOCK_TEST_MANAGEMENT_URL
+    local other=$n-2
+    al create "$n" 1
+    al create "$other" 2
+    bg h hold "$n" -- sleep 60
+    wait_until 20 slot_held "$n" 1 || fail "$(cat "$T/h.err")"
+    bg w1 hold --label first -w 60 "$n" -- true
+    W1=$BG
+    wait_until 20 waiting_count "$n" 1 || fail "w1 does not wait: $(cat "$T/w1.err")"
+    nap 1.1
+    bg w2 hold -w 60 "$n" -- true
+    W2=$BG
+    # and a semaphore of two slots, whose waiters wait in #line
+    bg h1 hold "$other" -- sleep 60
+    bg h2 hold "$other" -- sleep 60
+    wait_until 20 slot_held "$other" 2 || fail "$(cat "$T/h2.err")"
+    bg w3 hold --label third -w 60 "$other" -- true
+    W3=$BG
+    # the plugin sees a connection within its statistics interval
+    wait_until 30 waiters_named "$n" 2 || fail "status: $(al --json status "$n")"
+    run -0 al --json status "$n"
+    assert_json '.waiting == 2 and .waiters_named and ([.waiters[].pid] == [$w1, $w2])
+        and .waiters[0].label == "first" and (.waiters[1] | has("label") | not)
+        and (.waiters[0].since | test("^20[0-9-]+T[0-9:]+Z$"))' --argjson w1 "$W1" --argjson w2 "$W2"
+    run -0 al status "$n"
+    assert_line --regexp "^waiter     .* pid $W1 since [0-9T:Z-]+ \(\"first\"\)$"
+    assert_line --regexp "^waiter     .* pid $W2 since [0-9T:Z-]+$"
+    wait_until 30 waiters_named "$other" 1 || fail "status: $(al --json status "$other")"
+    run -0 al --json status "$other"
+    assert_json '[.waiters[].pid] == [$w3] and .waiters[0].label == "third"' --argjson w3 "$W3"
+    # no API: the waiters are counted, not named; status does not fail
+    AMQPLOCK_MANAGEMENT_URL=http://127.0.0.1:$(closed_port)/ run -0 al status "$n"
+    assert_line "waiting    2"
+    assert_line --partial "waiters    not named (the management API at http://127.0.0.1:"
+    run -0 al status --no-names "$n"
+    refute_line --partial "waiter"
+}

@@ -120,6 +120,8 @@ drain-sweeps-held|src/drain.c|s/if \(st == AL_OK && \*draining == 0\)/if (st == 
 drain-never-ended|src/admin.c|s/if \(!s->opts\.drain && target <= max &&/if (0 \&\& target <= max \&\&/|drain.bats|^a size set without --drain
 drain-kept-on-growth|src/admin.c|s/\t\t\tst = drain_unmark\(s, max \+ 1, target\);/\t\t\tst = AL_OK;/|drain.bats|^a plain remove says
 draining-unseen|src/look.c|s/\tenum al_status st = scan_draining\(s, max, orphans, draining\);/\tenum al_status st = AL_OK;/|drain.bats|^draining holders far above max
+label-unsent|src/holders.c|s/\theader_text\(p, "label", h->label, sizeof\(h->label\)\);\n//|holders.bats|^hold --label and AMQPLOCK_LABEL
+waiters-unnamed|src/cmd_look.c|s/\t\twaiter_lines\(cli\);/\t\t;/|holders.bats|^status names the waiters
 no-start-passes|src/hold.c|s/if \(st == AL_OK && h\.no_start\[0\]\) \{/if (0) {/|cli.bats|out of descriptors on the way
 EOF
 }

@@ -142,8 +142,52 @@ static void nearest_word(void)
 	ok(list_nearest_word(commands, 0, "hold") == NULL, "no words");
 }
 
+static void waiters(void)
+{
+	static const char consumers[] =
+		"[{\"queue\":{\"name\":\"amqplock.jobs-1-B\"},"
+		"\"channel_details\":{\"connection_name\":\"c1\"}},"
+		"{\"queue\":{\"name\":\"amqplock.jobs#waiters\"},"
+		"\"channel_details\":{\"connection_name\":\"c3\"}},"
+		"{\"queue\":{\"name\":\"amqplock.jobs#w0123456789ab\"},"
+		"\"channel_details\":{\"connection_name\":\"c2\"}},"
+		/* another semaphore's waiter, and a connection not listed */
+		"{\"queue\":{\"name\":\"amqplock.db#waiters\"},"
+		"\"channel_details\":{\"connection_name\":\"c4\"}},"
+		"{\"queue\":{\"name\":\"amqplock.jobs#waiters\"},"
+		"\"channel_details\":{\"connection_name\":\"gone\"}}]";
+	static const char connections[] =
+		"[{\"name\":\"c1\",\"client_properties\":{\"host\":\"h1\",\"pid\":1},"
+		"\"connected_at\":1000},"
+		"{\"name\":\"c2\",\"client_properties\":{\"host\":\"h2\",\"pid\":2,"
+		"\"label\":\"two\"},\"connected_at\":2000},"
+		"{\"name\":\"c3\",\"client_properties\":{\"host\":\"h\\u001b3\",\"pid\":3,"
+		"\"label\":\"\"},\"connected_at\":3000},"
+		"{\"name\":\"c4\",\"client_properties\":{\"host\":\"h4\",\"pid\":4},"
+		"\"connected_at\":500}]";
+	struct list_waiters w;
+	struct sem_name sn;
+
+	sem_name_init(&sn, "amqplock.", "jobs");
+	ok(list_waiters(&sn, consumers, connections, &w) == AL_OK, "the waiters of jobs");
+	ok(w.len == 2, "two: the line's and a waiter's own queue's consumers, not a holder's");
+	ok(w.len == 2 && w.w[0].pid == 2 && strcmp(w.w[0].label, "two") == 0 &&
+		   w.w[0].connected_at == 2.0,
+	   "oldest connection first, with its label");
+	ok(w.len == 2 && w.w[1].pid == 3 && strcmp(w.w[1].host, "h?3") == 0 &&
+		   w.w[1].label[0] == '\0',
+	   "an unprintable byte of the host reads '?'");
+	list_waiters_free(&w);
+	ok(list_waiters(&sn, "{}", connections, &w) == AL_BROKER && w.len == 0 && !w.w,
+	   "not an array: refused, nothing listed");
+	status_clear();
+	ok(list_waiters(&sn, "[]", "[]", &w) == AL_OK && w.len == 0, "nobody waits");
+	list_waiters_free(&w);
+}
+
 int main(void)
 {
+	waiters();
 	parsed();
 	refused();
 	nearest();

@@ -84,11 +84,31 @@ static void versions(void)
 		   bad[i]);
 }
 
+static void labels(void)
+{
+	char long_label[PARSE_LABEL_MAX + 2];
+
+	is_str(parse_label("nightly db backup"), NULL, "a label of printable ASCII");
+	is_str(parse_label("a:b/c (d) #1"), NULL, "punctuation is printable");
+	ok(parse_label("") != NULL, "an empty label is refused");
+	ok(parse_label("a\tb") != NULL, "a tab is refused");
+	ok(parse_label("a\nb") != NULL, "a newline is refused");
+	ok(parse_label("caf\xc3\xa9") != NULL, "bytes outside ASCII are refused");
+	ok(parse_label("a\x7f") != NULL, "DEL is refused");
+	memset(long_label, 'x', sizeof(long_label) - 1);
+	long_label[PARSE_LABEL_MAX] = '\0';
+	is_str(parse_label(long_label), NULL, "64 bytes are allowed");
+	long_label[PARSE_LABEL_MAX] = 'x';
+	long_label[PARSE_LABEL_MAX + 1] = '\0';
+	ok(parse_label(long_label) != NULL, "65 bytes are refused");
+}
+
 int main(void)
 {
 	whole_numbers();
 	durations();
 	quoting();
 	versions();
+	labels();
 	return done_testing();
 }
