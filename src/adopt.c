@@ -342,6 +342,7 @@ void sem_handover_forget(struct sem *s)
 {
 	unsigned k = s->hold->handover.slot;
 	int64_t own = s->hold->lease.token;
+	bool had = status_message()[0] != '\0';
 
 	s->hold->handover.asked[0] = '\0';
 	if (!s->hold->handover.handed)
@@ -352,7 +353,7 @@ void sem_handover_forget(struct sem *s)
 	s->hold->lease.token = s->hold->handover.token;
 	if (s->conn->dead || sem_lease_end(s, k) != AL_OK) {
 		trace("could not end the lease of slot %u handed to us: it runs out", k);
-		status_clear();
+		status_clear_unless(had);
 	}
 	s->hold->lease.token = own;
 }

@@ -452,7 +452,7 @@ void sem_leave_line(struct sem *s, bool with_slot)
 	struct conn_message turn = {
 		.queue = queue, .expiration = NOTICE_EXPIRATION, .type = TURN_TYPE};
 	bool first = s->hold->place.first, entered = s->hold->place.entered;
-	bool woken = s->hold->place.wake_tag != 0;
+	bool woken = s->hold->place.wake_tag != 0, had = status_message()[0] != '\0';
 	enum al_status st = AL_OK;
 
 	line_waiters_queue(s, queue);
@@ -476,7 +476,7 @@ void sem_leave_line(struct sem *s, bool with_slot)
 		st = drop_own(s, own);
 	if (st != AL_OK) {
 		trace("could not leave %s tidy: %s", own, status_message());
-		status_clear();
+		status_clear_unless(had);
 	}
 }
 

@@ -99,6 +99,12 @@ void status_clear(void)
 	message[0] = '\0';
 }
 
+void status_clear_unless(bool had)
+{
+	if (!had)
+		status_clear();
+}
+
 int trace_enabled;
 
 void trace(const char *fmt, ...)

@@ -8,6 +8,7 @@
 #define AMQPLOCK_STATUS_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 enum al_status {
 	AL_OK = 0,
@@ -51,6 +52,10 @@ const char *status_strerror(int err);
 /* The message recorded by fail(), or "" if none. */
 const char *status_message(void);
 void status_clear(void);
+/* Clears what a tidying step recorded, but not a failure recorded before
+ * it (had: status_message() was not "" then), which stays the cause the
+ * caller reports: a cleanup on a failure's path must not erase it. */
+void status_clear_unless(bool had);
 
 /* -v: each step on stderr, prefixed "amqplock: ". Off unless set. */
 extern int trace_enabled;

@@ -22,6 +22,14 @@ int main(void)
 	fail_context(AL_BUSY, "timed out: ");
 	is_str(status_message(), "timed out: ", "context without a cause is the context");
 	status_clear();
+	fail(AL_INTERNAL, "the cause");
+	fail(AL_CONNECTION, "a cleanup's failure");
+	status_clear_unless(true);
+	is_str(status_message(), "the cause", "a cleanup after a failure leaves its cause");
+	status_clear();
+	fail(AL_CONNECTION, "a cleanup's failure");
+	status_clear_unless(false);
+	is_str(status_message(), "", "a cleanup with no failure before clears its own");
 	ok(status_exit_code(AL_OK) == 0 && status_exit_code(AL_BUSY) == 1,
 	   "ok is 0 and busy 1, as with flock");
 	ok(status_exit_code(AL_USAGE) == 64 && status_exit_code(AL_DAMAGED) == 65 &&
