@@ -8,6 +8,9 @@
 #include "parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -135,6 +138,58 @@ static const char *refusal_hint(const struct conn_opts *o, const struct broker_u
 	return otherwise;
 }
 
+/* How long the look at what answered instead of a broker may take. */
+#define WHO_ANSWERS_WAIT 1.0
+
+/* What answers at host:port, where no AMQP broker greeted us: after the
+ * AMQP header and an empty line, an HTTP server says "HTTP/" (400), a
+ * TLS server sends an alert (0x15 0x03). One plain connection, within
+ * WHO_ANSWERS_WAIT; "" if it tells neither. */
+static const char *who_answers(const char *host, int port)
+{
+	static const char hello[] = "AMQP\x00\x00\x09\x01\r\n\r\n";
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	struct deadline by = deadline_in(WHO_ANSWERS_WAIT);
+	unsigned char got[8] = {0};
+	char service[16];
+	struct pollfd p;
+	ssize_t n = -1;
+	int fd = -1;
+
+	snprintf(service, sizeof(service), "%d", port);
+	if (getaddrinfo(host, service, &hints, &ai) != 0 || !ai)
+		return "";
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	p = (struct pollfd){.fd = fd, .events = POLLOUT};
+	if (fd >= 0 && (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) &&
+	    poll(&p, 1, poll_ms(deadline_left(by))) == 1 && (p.revents & POLLOUT) &&
+	    send(fd, hello, sizeof(hello) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(hello) - 1)) {
+		p = (struct pollfd){.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, poll_ms(deadline_left(by))) == 1)
+			n = recv(fd, got, sizeof(got), 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	if (n >= 5 && memcmp(got, "HTTP/", 5) == 0)
+		return "an HTTP server answers there (the management API's port?): give the "
+		       "AMQP port, 5672 by default";
+	if (n >= 2 && got[0] == 0x15 && got[1] == 0x03)
+		return "a TLS server answers there: use amqps:// for it, or give the plain "
+		       "AMQP port, 5672 by default";
+	return "";
+}
+
+/* What to say of a server that does not speak AMQP at host:port. */
+static const char *not_amqp(const char *host, int port)
+{
+	const char *who = who_answers(host, port);
+
+	return *who ? who
+		    : "the management API's port, or a TLS port with amqp://? give the AMQP "
+		      "port (5672 by default, 5671 with amqps://)";
+}
+
 static enum al_status login(struct conn *c, struct conn_opts *o, const struct broker_url *b,
 			    struct deadline by)
 {
@@ -207,26 +262,24 @@ static enum al_status login(struct conn *c, struct conn_opts *o, const struct br
 		/* A login cut short or unanswered: a broker going down or not
 		 * up yet. */
 		c->away = r.library_error != AMQP_STATUS_SSL_ERROR;
-		if (r.library_error == AMQP_STATUS_TIMEOUT)
-			return fail(AL_CONNECTION, "no answer from %s while logging in%s%s",
-				    c->where, timed_out_after(c, o, waited, sizeof(waited)),
-				    greeted(c)
-					    ? ""
-					    : ": nothing there greeted us as an AMQP broker (the "
-					      "management API's port, or a TLS port with amqp://? "
-					      "give the AMQP port, 5672 by default, 5671 with "
-					      "amqps://)");
-		/* Closed before the broker's greeting (connection.start, whose
-		 * properties we keep): no AMQP broker listens there. The
-		 * classic mistakes are the management port (an HTTP server
-		 * answers "400" and closes) and amqp:// to a TLS port. */
+		if (r.library_error == AMQP_STATUS_TIMEOUT && greeted(c))
+			return fail(AL_CONNECTION, "no answer from %s while logging in%s", c->where,
+				    timed_out_after(c, o, waited, sizeof(waited)));
+		/* Silent, or closed, before the broker's greeting
+		 * (connection.start, whose properties we keep): no AMQP broker
+		 * listens there. The classic mistakes are the management port
+		 * (an HTTP server, which waits for a request line) and amqp://
+		 * to a TLS port (an alert, then the socket closed): a second
+		 * look says which. */
 		if (!greeted(c))
 			return fail(AL_CONNECTION,
 				    "the server at %s does not speak AMQP (%s before any AMQP "
-				    "greeting): the management API's port, or a TLS port with "
-				    "amqp://? give the AMQP port (5672 by default, 5671 with "
-				    "amqps://)",
-				    c->where, amqp_error_string2(r.library_error));
+				    "greeting): %s",
+				    c->where,
+				    r.library_error == AMQP_STATUS_TIMEOUT
+					    ? "silent"
+					    : amqp_error_string2(r.library_error),
+				    not_amqp(info->host, info->port));
 		/* RabbitMQ drops the socket on a bad password unless the client
 		 * asked for a close method; either way it is a refusal. But a
 		 * node starting up drops logins as well (RabbitMQ 4.3 before

@@ -424,16 +424,30 @@ teardown() {
     [ ! -e "$T/ran" ] || fail "the command ran"
 }
 
-@test "an amqp:// URL at the management port or at the TLS port: 69, the server does not speak AMQP, which port to give" {
-    local port
-    # (the management API's HTTP server closes at once, or waits for a
-    # request line past --connect-timeout: either way no AMQP greeting)
-    for port in "${AMQPLOCK_TEST_MANAGEMENT_URL##*:}" "$AMQPLOCK_TEST_TLS_PORT/"; do
-        run -69 --separate-stderr al --connect-timeout 2 -u "amqp://guest:guest@127.0.0.1:$port" status "$n"
-        assert_error_line
-        [[ $stderr == "amqplock: "*"127.0.0.1:${port%/}"*"the management API's port, or a TLS port with amqp://? give the AMQP port"*"5672 by default, 5671 with amqps://"* ]] ||
-            fail "$stderr"
-    done
+@test "an amqp:// URL at the management port says an HTTP server answers, at the TLS port a TLS one (use amqps://): 69, which port to give" {
+    local mgmt=${AMQPLOCK_TEST_MANAGEMENT_URL##*:}
+    # (the management API's HTTP server waits for a request line past
+    # --connect-timeout; the TLS port sends an alert and closes)
+    mgmt=${mgmt%/}
+    run -69 --separate-stderr al --connect-timeout 2 -u "amqp://guest:guest@127.0.0.1:$mgmt" status "$n"
+    assert_error_line
+    [ "$stderr" = "amqplock: the server at 127.0.0.1:$mgmt does not speak AMQP (silent before any AMQP greeting): an HTTP server answers there (the management API's port?): give the AMQP port, 5672 by default" ] ||
+        fail "$stderr"
+    run -69 --separate-stderr al --connect-timeout 2 -u "amqp://guest:guest@127.0.0.1:$AMQPLOCK_TEST_TLS_PORT/" status "$n"
+    assert_error_line
+    [[ $stderr == "amqplock: the server at 127.0.0.1:$AMQPLOCK_TEST_TLS_PORT does not speak AMQP ("*" before any AMQP greeting): a TLS server answers there: use amqps:// for it, or give the plain AMQP port, 5672 by default" ]] ||
+        fail "$stderr"
+    # neither: a server that says nothing at all gets the general hint
+    local silent=$T/silent.port
+    perl -MIO::Socket::INET -e '
+        my $l = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Listen => 5, ReuseAddr => 1) or die;
+        open(my $f, ">", $ARGV[0]) or die; print $f $l->sockport; close $f;
+        my @c; while (my $c = $l->accept) { push @c, $c }' "$silent" 3>&- &
+    keep $!
+    wait_until 10 test -s "$silent" || fail "no silent listener"
+    run -69 --separate-stderr al --connect-timeout 1 -u "amqp://guest:guest@127.0.0.1:$(cat "$silent")" status "$n"
+    [[ $stderr == *"does not speak AMQP (silent before any AMQP greeting): the management API's port, or a TLS port with amqp://? give the AMQP port (5672 by default, 5671 with amqps://)" ]] ||
+        fail "$stderr"
 }
 
 @test "access: a URL with a user and no password: the refusal says the password is missing" {
