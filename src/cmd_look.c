@@ -227,6 +227,7 @@ static struct metrics_sem metrics_of(const char *name, const struct sem_status *
 	m.away = (unsigned)ss->away.len;
 	m.unreachable = (unsigned)ss->unreachable.len;
 	m.missing = (unsigned)ss->missing.len;
+	m.draining = (unsigned)ss->draining.len;
 	m.paused = ss->paused;
 	m.waiting_known = ss->waiting_known;
 	m.waiting = ss->waiting;

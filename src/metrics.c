@@ -36,6 +36,7 @@ GETTER(paused, true)
 GETTER(away, true)
 GETTER(unreachable, true)
 GETTER(missing, true)
+GETTER(draining, true)
 GETTER(oldest_age, s->oldest_age >= 0)
 #undef GETTER
 
@@ -56,6 +57,9 @@ static const struct family families[] = {
 	 get_unreachable},
 	{"amqplock_missing", "Slots whose slot queue is gone (amqplock check --repair).", COUNT,
 	 false, get_missing},
+	{"amqplock_draining",
+	 "Holders above max whose jobs run on to their end after a --drain shrink.", COUNT, false,
+	 get_draining},
 	{"amqplock_oldest_holder_age_seconds",
 	 "Time since the longest-running named holder took its slot.", SECONDS, false,
 	 get_oldest_age},

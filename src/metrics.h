@@ -14,7 +14,7 @@ struct metrics_sem {
 	const char *name;
 	/* Its state could be read (amqplock_up 1): the rest is set. */
 	bool up;
-	unsigned max, held, free, away, unreachable, missing;
+	unsigned max, held, free, away, unreachable, missing, draining;
 	bool paused;
 	bool waiting_known;
 	unsigned long waiting;

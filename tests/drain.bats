@@ -50,6 +50,8 @@ waiting_is() { [ "$(al --json status --no-names "$n" | jq .waiting)" = "$1" ]; }
     assert_json '.max == 1 and .held == [1] and .orphans == [2] and .draining == [2]'
     run -0 al status --no-names "$n"
     assert_line "draining   1: 2 (removed by a --drain shrink: the jobs run on to their end)"
+    run -0 al status --metrics --no-names "$n"
+    assert_line "amqplock_draining{semaphore=\"$n\"} 1"
     # the holder heard of it, and goes on (a verification a second)
     wait_until 10 grep -q "slot 2 of $n was removed by a --drain shrink: the command runs on" "$T/b.err" ||
         fail "b was not told: $(cat "$T/b.err")"

@@ -28,6 +28,7 @@ static void a_status(void)
 		 .held = 2,
 		 .free = 1,
 		 .away = 1,
+		 .draining = 2,
 		 .waiting_known = true,
 		 .waiting = 4,
 		 .oldest_age = 61.5},
@@ -44,6 +45,7 @@ static void a_status(void)
 	   "a semaphore not read has no other sample");
 	ok(strstr(t, "amqplock_waiting{semaphore=\"jobs\"} 4\n") != NULL, "waiting");
 	ok(strstr(t, "amqplock_away{semaphore=\"jobs\"} 1\n") != NULL, "away");
+	ok(strstr(t, "amqplock_draining{semaphore=\"jobs\"} 2\n") != NULL, "draining");
 	ok(strstr(t, "# TYPE amqplock_oldest_holder_age_seconds gauge\n"
 		     "# UNIT amqplock_oldest_holder_age_seconds seconds\n") != NULL,
 	   "the age family has its unit");
