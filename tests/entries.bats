@@ -103,13 +103,19 @@ entries() {
     finish w2 w3
 }
 
-@test "holds on 3 slots started 0.1 s apart are served in the order they came, never two on a slot" {
+# arrived TAG: TAG's hold has a slot, or its place in #line (its -v trace).
+arrived() { grep -q -e '^amqplock: holding slot' -e '^amqplock: waiting on .*, our place in ' "$T/$1.err"; }
+
+@test "holds on 3 slots started one after another are served in the order they came, never two on a slot" {
     al create "$n" 3
     local i bad order
+    # each started once the one before has arrived (a slot, or its place
+    # in line): 0.1 s apart, a loaded CI machine once let h9 enter the
+    # line before h8
     for i in $(seq 1 12); do
-        bg "h$i" hold -w 60 "$n" -- perl "$H/leasecmd.pl" "$T/cmd.$i" 0.3
+        bg "h$i" -v hold -w 60 "$n" -- perl "$H/leasecmd.pl" "$T/cmd.$i" 0.3
         PID[h$i]=$BG
-        sleep 0.1
+        wait_until 10 arrived "h$i" || fail "h$i did not arrive: $(cat "$T/h$i.err")"
     done
     for i in $(seq 1 12); do
         wait_exit "${PID[h$i]}" 60
