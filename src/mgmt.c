@@ -244,82 +244,101 @@ static void set_options(CURL *curl, const struct conn_opts *o, const struct brok
 	}
 }
 
-/* Both lists from the API at base, for b's vhost. */
-static enum al_status list_at(CURL *curl, const struct conn_opts *o, const struct broker_url *b,
-			      const char *base, const char *prefix, struct deadline by,
-			      struct sem_list *l)
+/* What a command asks of the API at base, for b's vhost (escaped): its
+ * GETs, and what it makes of them into arg. */
+typedef enum al_status api_ask(CURL *curl, const struct conn_opts *o, const struct broker_url *b,
+			       const char *base, const char *vhost, struct deadline by, void *arg);
+
+/* `list`: both lists, made into the semaphores under a prefix. */
+struct list_ask {
+	const char *prefix;
+	struct sem_list *l;
+};
+
+/* GETs base + first into *a, then base + second into *z. */
+static enum al_status get_both(CURL *curl, const struct conn_opts *o, const struct broker_url *b,
+			       const char *base, struct deadline by, const char *first,
+			       const char *second, struct answer *a, struct answer *z)
 {
-	char path[512];
+	enum al_status st = get(curl, o, b->info.user, base, first, by, a);
+
+	return st == AL_OK ? get(curl, o, b->info.user, base, second, by, z) : st;
+}
+
+static enum al_status list_at(CURL *curl, const struct conn_opts *o, const struct broker_url *b,
+			      const char *base, const char *vhost, struct deadline by, void *arg)
+{
+	struct list_ask *a = arg;
 	struct answer queues = {0}, exchanges = {0};
-	char *vhost = lib.escape(curl, b->info.vhost, 0);
+	char path[2][512];
 	enum al_status st;
 
-	if (!vhost)
-		return fail(AL_INTERNAL, "out of memory");
-	set_options(curl, o, b);
-	snprintf(path, sizeof(path), "api/queues/%s?columns=name,consumers,messages_ready", vhost);
-	st = get(curl, o, b->info.user, base, path, by, &queues);
-	if (st == AL_OK) {
-		snprintf(path, sizeof(path), "api/exchanges/%s?columns=name", vhost);
-		st = get(curl, o, b->info.user, base, path, by, &exchanges);
-	}
+	snprintf(path[0], sizeof(path[0]), "api/queues/%s?columns=name,consumers,messages_ready",
+		 vhost);
+	snprintf(path[1], sizeof(path[1]), "api/exchanges/%s?columns=name", vhost);
+	st = get_both(curl, o, b, base, by, path[0], path[1], &queues, &exchanges);
 	if (st == AL_OK)
-		st = list_parse(prefix, queues.text ? queues.text : "", exchanges.text, l);
+		st = list_parse(a->prefix, queues.text ? queues.text : "", exchanges.text, a->l);
 	free(queues.text);
 	free(exchanges.text);
-	lib.release(vhost);
 	return st;
 }
 
-/* sn's waiters from the API at base, for b's vhost. */
+/* `status`: the consumers and connections, made into one semaphore's
+ * waiters. */
+struct waiters_ask {
+	const struct sem_name *sn;
+	struct list_waiters *w;
+};
+
 static enum al_status waiters_at(CURL *curl, const struct conn_opts *o, const struct broker_url *b,
-				 const char *base, const struct sem_name *sn, struct deadline by,
-				 struct list_waiters *w)
+				 const char *base, const char *vhost, struct deadline by, void *arg)
 {
-	char path[512];
+	struct waiters_ask *a = arg;
 	struct answer consumers = {0}, connections = {0};
-	char *vhost = lib.escape(curl, b->info.vhost, 0);
+	char path[2][512];
 	enum al_status st;
 
-	if (!vhost)
-		return fail(AL_INTERNAL, "out of memory");
-	set_options(curl, o, b);
-	snprintf(path, sizeof(path),
+	snprintf(path[0], sizeof(path[0]),
 		 "api/consumers/%s?columns=queue.name,channel_details.connection_name", vhost);
-	st = get(curl, o, b->info.user, base, path, by, &consumers);
-	if (st == AL_OK) {
-		snprintf(path, sizeof(path),
-			 "api/vhosts/%s/connections?columns=name,client_properties,connected_at",
-			 vhost);
-		st = get(curl, o, b->info.user, base, path, by, &connections);
-	}
+	snprintf(path[1], sizeof(path[1]),
+		 "api/vhosts/%s/connections?columns=name,client_properties,connected_at", vhost);
+	st = get_both(curl, o, b, base, by, path[0], path[1], &consumers, &connections);
 	if (st == AL_OK)
-		st = list_waiters(sn, consumers.text ? consumers.text : "",
-				  connections.text ? connections.text : "", w);
+		st = list_waiters(a->sn, consumers.text ? consumers.text : "",
+				  connections.text ? connections.text : "", a->w);
 	free(consumers.text);
 	free(connections.text);
-	lib.release(vhost);
 	return st;
 }
 
-enum al_status mgmt_waiters(const struct conn_opts *o, const char *management_url,
-			    const struct sem_name *sn, struct deadline by, struct list_waiters *w)
+/* Asks the API of each broker in order, as connect.c tries them: the
+ * next one only while the last could not be reached. */
+static enum al_status ask_brokers(const struct conn_opts *o, const char *management_url,
+				  struct deadline by, api_ask *ask, void *arg)
 {
-	char base[URL_MAX + 64];
+	char base[URL_MAX + 64], *vhost;
 	enum al_status st = AL_CONNECTION;
 	unsigned i, tries = management_url ? 1 : o->brokers;
 	CURL *curl;
 
-	*w = (struct list_waiters){0};
 	if (load_libcurl() != AL_OK)
 		return AL_INTERNAL;
 	if (!(curl = lib.init()))
 		return fail(AL_INTERNAL, "out of memory");
 	for (i = 0; i < tries && st == AL_CONNECTION; i++) {
-		if (i > 0)
+		if (i > 0) {
+			trace("%s; trying the next broker", status_message());
 			status_clear();
+		}
 		base_url(&o->broker[i], management_url, base, sizeof(base));
-		st = waiters_at(curl, o, &o->broker[i], base, sn, by, w);
+		if (!(vhost = lib.escape(curl, o->broker[i].info.vhost, 0))) {
+			st = fail(AL_INTERNAL, "out of memory");
+			break;
+		}
+		set_options(curl, o, &o->broker[i]);
+		st = ask(curl, o, &o->broker[i], base, vhost, by, arg);
+		lib.release(vhost);
 	}
 	lib.cleanup(curl);
 	return st;
@@ -328,26 +347,17 @@ enum al_status mgmt_waiters(const struct conn_opts *o, const char *management_ur
 enum al_status mgmt_list(const struct conn_opts *o, const char *management_url, const char *prefix,
 			 struct deadline by, struct sem_list *l)
 {
-	char base[URL_MAX + 64];
-	enum al_status st = AL_CONNECTION;
-	unsigned i, tries = management_url ? 1 : o->brokers;
-	CURL *curl;
+	struct list_ask a = {.prefix = prefix, .l = l};
 
 	*l = (struct sem_list){0};
-	if (load_libcurl() != AL_OK)
-		return AL_INTERNAL;
-	if (!(curl = lib.init()))
-		return fail(AL_INTERNAL, "out of memory");
-	/* The brokers in order, as connect.c tries them: the next one only
-	 * while the last could not be reached. */
-	for (i = 0; i < tries && st == AL_CONNECTION; i++) {
-		if (i > 0) {
-			trace("%s; trying the next broker", status_message());
-			status_clear();
-		}
-		base_url(&o->broker[i], management_url, base, sizeof(base));
-		st = list_at(curl, o, &o->broker[i], base, prefix, by, l);
-	}
-	lib.cleanup(curl);
-	return st;
+	return ask_brokers(o, management_url, by, list_at, &a);
+}
+
+enum al_status mgmt_waiters(const struct conn_opts *o, const char *management_url,
+			    const struct sem_name *sn, struct deadline by, struct list_waiters *w)
+{
+	struct waiters_ask a = {.sn = sn, .w = w};
+
+	*w = (struct list_waiters){0};
+	return ask_brokers(o, management_url, by, waiters_at, &a);
 }
