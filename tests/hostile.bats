@@ -86,6 +86,11 @@ names_table() {
     row 'name ending in -3-A'             '"jobs-3-A"'     create jobs-3-A 1
     row 'name ending in -12-B (hold)'     '"x-12-B"'       hold x-12-B -- true
     row 'name ending in -007-A'           '"jobs-007-A"'   status jobs-007-A
+    row 'name ending in -3-D (a marker)'  '"jobs-3-D"'     create jobs-3-D 1
+    row '--label with a tab'              '"a\x09b"'       hold --label $'a\tb' jobs -- true
+    row '--label with an ESC sequence'    '"\x1b[31m"'     acquire --label $'\e[31m' jobs
+    row '--label of 65 bytes'             "\"${LONG:0:40}" hold --label "${LONG:0:65}" jobs -- true
+    row 'AMQPLOCK_LABEL with a newline'   '"x\x0ay"'       AMQPLOCK_LABEL=$'x\ny' hold jobs -- true
     row 'name after -- ending in -1-B'    '"-x-1-B"'       create -- -x-1-B 1
     row 'bad name for hold -c'            '"a/b"'          hold -c true a/b
     row '--prefix amq.'                   '"amq."'         --prefix amq. create jobs 1
