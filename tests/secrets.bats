@@ -790,6 +790,7 @@ option_forms() {
         lease) value=60 ;; # (1 is too short: exit 64)
         command) value=true ;;
         management-url) value=http://127.0.0.1:1/ ;;
+        label) value=nightly ;;
         *)
             case $arg in
             -) value= ;;
