@@ -712,3 +712,40 @@ amqplock.$n-1-L true false" ] || fail "queues: $(vhost_queues "amqplock.$n-")"
     run -0 as admin max "$n"
     assert_output 1
 }
+
+# passive_checked: the broker checks permissions on passive declares
+# (RabbitMQ 4.2.6 and later; `rabbitmqctl version` says its own, which is
+# the node's, and asks no node: 0.3 s).
+passive_checked() {
+    local v
+    v=$(rmqctl -q version 2>/dev/null | tail -n 1)
+    [ -n "$v" ] || fail "no broker version"
+    [ "$(printf '%s\n' 4.2.6 "$v" | sort -V | head -n 1)" = 4.2.6 ]
+}
+
+@test "--drain: a client's drained job runs on; one with amqplock 0.4's read regex (no D) loses its slot where the broker checks passive declares, and says why" {
+    as admin create "$n" 2
+    bg_as a client hold "$n" -- sh -c "touch $T/a.started; while [ ! -e $T/a.stop ]; do sleep 0.05; done"
+    local a=$BG
+    wait_until 10 test -e "$T/a.started" || fail "a: $(cat "$T/a.err")"
+    bg_as b client04 hold "$n" -- sh -c "touch $T/b.started; while [ ! -e $T/b.stop ]; do sleep 0.05; done"
+    local b=$BG
+    wait_until 10 test -e "$T/b.started" || fail "b: $(cat "$T/b.err")"
+    run -0 as admin max "$n" 0 --drain
+    wait_until 10 grep -q "removed by a --drain shrink" "$T/a.err" || fail "a: $(cat "$T/a.err")"
+    if passive_checked; then
+        wait_exit "$b" 10
+        [ "$rc" -eq 75 ] || fail "b exited $rc: $(cat "$T/b.err")"
+        grep -q "may not look at its drain marker amqplock.$n-[12]-D (a --drain shrink keeps only holders of the client role running; see PERMISSIONS in amqplock(1))" "$T/b.err" ||
+            fail "b said: $(cat "$T/b.err")"
+    else
+        wait_until 10 grep -q "removed by a --drain shrink" "$T/b.err" || fail "b: $(cat "$T/b.err")"
+        touch "$T/b.stop"
+        wait_exit "$b" 10
+        [ "$rc" -eq 0 ] || fail "b exited $rc: $(cat "$T/b.err")"
+    fi
+    touch "$T/a.stop"
+    wait_exit "$a" 10
+    [ "$rc" -eq 0 ] || fail "a exited $rc: $(cat "$T/a.err")"
+    run -0 as client wait -w 10 "$n"
+}
