@@ -338,9 +338,10 @@ enum al_status sem_join_line(struct sem *s, sem_line_ear ear)
 		trace("the broker refused us a place in %s: waiting as amqplock 0.4 did", queue);
 		s->hold->entries_refused = true;
 		status_clear();
+		req_recover(s);
 	}
 	if (s->line == LINE_DOWN)
-		return AL_BROKER;
+		return fail(AL_BROKER, "the line of %s is on a node that is down", s->label);
 	line_waiters_queue(s, queue);
 	st = conn_consume(s->conn, queue, &table, &hooks, &alone);
 	/* Nobody consumed before us: we are first. */
@@ -389,6 +390,7 @@ static void keep_mark(struct sem *s)
 	    AL_OK) {
 		trace("could not declare %s again: %s", queue, status_message());
 		status_clear();
+		req_recover(s);
 	} else if (!refused)
 		s->line = LINE_UP;
 }

@@ -152,6 +152,16 @@ enum al_status req_ask_one(struct sem *s, enum queue_op op, const char *queue, u
 	return conn_call(s->conn, r.id, method, r.ok, tolerated, refused, req_verb(op), queue);
 }
 
+void req_recover(struct sem *s)
+{
+	bool had = status_message()[0] != '\0';
+
+	if (!s->conn->dead && s->conn->channel == 0 && conn_reset_channel(s->conn) != AL_OK) {
+		trace("could not open a channel again: %s", status_message());
+		status_clear_unless(had);
+	}
+}
+
 /* One request that must go through. */
 enum al_status req_ask_ok(struct sem *s, enum queue_op op, const char *queue)
 {

@@ -89,6 +89,11 @@ const char *req_verb(enum queue_op op);
 enum al_status req_ask_one(struct sem *s, enum queue_op op, const char *queue, unsigned tolerated,
 			   uint16_t *refused);
 enum al_status req_ask_ok(struct sem *s, enum queue_op op, const char *queue);
+/* After a failure that the caller goes on from (traced, not returned): a
+ * refusal the request did not tolerate closed the main channel, which is
+ * opened again for what follows (a request on it would be an internal
+ * error); a dead connection is left to the next request to find. */
+void req_recover(struct sem *s);
 enum al_status req_ask_each(struct sem *s, enum queue_op op, enum slot_kind kind,
 			    const unsigned *slot, size_t n, unsigned accept, uint16_t *answer);
 enum al_status req_pipeline(struct sem *s, enum queue_op op, unsigned from, unsigned count,

@@ -254,3 +254,31 @@ arrived() { grep -q -e '^amqplock: holding slot' -e '^amqplock: waiting on .*, o
         fail "#line left after destroy"
     finish w
 }
+
+@test "the mark NAME#waiters taken by another connection (exclusive): a waiter in #line is refused its declare, waits on, and is served when a slot frees" {
+    al create "$n" 2
+    holder a
+    holder b
+    waiter w
+    # deleted, and declared again exclusive on a connection of another
+    # (again if the waiter declared it in between: its first look after
+    # joining does)
+    local try q
+    for try in 1 2 3; do
+        perl "$H/holdq.pl" "$AMQPLOCK_TEST_PORT" --delete "amqplock.$n#waiters" \
+            --exclusive "amqplock.$n#waiters" >"$T/q.out" 2>&1 3>&- &
+        q=$!
+        keep "$q"
+        wait_until 10 eval 'grep -qx ready "$T/q.out" || ended "$q"'
+        ! grep -qx ready "$T/q.out" || break
+    done
+    grep -qx ready "$T/q.out" || fail "holdq: $(cat "$T/q.out")"
+    # the waiter declares the mark again every 20 s (LINE_KEEP): 405
+    wait_until 40 grep -q "could not declare amqplock.$n#waiters again" "$T/w.err" ||
+        fail "w: $(cat "$T/w.err")"
+    nap 1.5
+    ! ended "${PID[w]}" || fail "the waiter ended: $(cat "$T/w.err")"
+    touch "$T/go.a"
+    wait_until 15 served 1 || fail "w not served: $(cat "$T/w.err")"
+    finish w b
+}

@@ -122,6 +122,7 @@ drain-kept-on-growth|src/admin.c|s/\t\t\tst = drain_unmark\(s, max \+ 1, target\
 draining-unseen|src/look.c|s/\tenum al_status st = scan_draining\(s, max, orphans, draining\);/\tenum al_status st = AL_OK;/|drain.bats|^draining holders far above max
 label-unsent|src/holders.c|s/\theader_text\(p, "label", h->label, sizeof\(h->label\)\);\n//|holders.bats|^hold --label and AMQPLOCK_LABEL
 waiters-unnamed|src/cmd_look.c|s/\t\twaiter_lines\(cli\);/\t\t;/|holders.bats|^status names the waiters
+mark-refused-channel-left|src/line.c|s/\t\tstatus_clear\(\);\n\t\treq_recover\(s\);\n\t\} else if \(!refused\)/\t\tstatus_clear();\n\t} else if (!refused)/|entries.bats|taken by another connection
 no-start-passes|src/hold.c|s/if \(st == AL_OK && h\.no_start\[0\]\) \{/if (0) {/|cli.bats|out of descriptors on the way
 EOF
 }
