@@ -106,22 +106,35 @@ entries() {
 # arrived TAG: TAG's hold has a slot, or its place in #line (its -v trace).
 arrived() { grep -q -e '^amqplock: holding slot' -e '^amqplock: waiting on .*, our place in ' "$T/$1.err"; }
 
+# ran_at_least N: N commands have started (leasecmd.pl's FILE.ready).
+ran_at_least() { [ "$(find "$T" -name 'cmd.*.ready' | wc -l)" -ge "$1" ]; }
+
 @test "holds on 3 slots started one after another are served in the order they came, never two on a slot" {
     al create "$n" 3
-    local i bad order
+    local i k bad order
     # each started once the one before has arrived (a slot, or its place
     # in line): 0.1 s apart, a loaded CI machine once let h9 enter the
     # line before h8
     for i in $(seq 1 12); do
-        bg "h$i" -v hold -w 60 "$n" -- perl "$H/leasecmd.pl" "$T/cmd.$i" 0.3
+        bg "h$i" -v hold -w 60 "$n" -- perl "$H/leasecmd.pl" "$T/cmd.$i" 60 0 "$T/go.$i"
         PID[h$i]=$BG
         wait_until 10 arrived "h$i" || fail "h$i did not arrive: $(cat "$T/h$i.err")"
+    done
+    # jobs end one at a time, each once the slot before has gone to the
+    # next in line: two grants at once could start their commands in
+    # either order (a command cannot see its grant), which a loaded
+    # machine once did (11 before 10)
+    for k in $(seq 1 12); do
+        wait_until 20 test -e "$T/cmd.$k.ready" || fail "h$k never ran: $(cat "$T/h$k.err")"
+        touch "$T/go.$k"
+        wait_until 20 ran_at_least $((k + 3 < 12 ? k + 3 : 12)) ||
+            fail "nobody took the slot h$k let go: $(cat "$T/h$((k + 3)).err" 2>/dev/null)"
     done
     for i in $(seq 1 12); do
         wait_exit "${PID[h$i]}" 60
         [ "$rc" -eq 0 ] || fail "h$i exited $rc: $(cat "$T/h$i.err")"
     done
-    perl "$H/overlaps.pl" "$T"/cmd.* >"$T/runs"
+    perl "$H/overlaps.pl" "$T"/cmd.? "$T"/cmd.?? >"$T/runs"
     [ "$(grep -c '^interval ' "$T/runs")" -eq 12 ] || fail "not 12 commands ran: $(cat "$T/runs")"
     bad=$(awk '$1 == "handover" && $5 < 0' "$T/runs")
     [ -z "$bad" ] || fail "two commands on one slot at once: $bad"
