@@ -438,14 +438,8 @@ teardown() {
     [[ $stderr == "amqplock: the server at 127.0.0.1:$AMQPLOCK_TEST_TLS_PORT does not speak AMQP ("*" before any AMQP greeting): a TLS server answers there: use amqps:// for it, or give the plain AMQP port, 5672 by default" ]] ||
         fail "$stderr"
     # neither: a server that says nothing at all gets the general hint
-    local silent=$T/silent.port
-    perl -MIO::Socket::INET -e '
-        my $l = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Listen => 5, ReuseAddr => 1) or die;
-        open(my $f, ">", $ARGV[0]) or die; print $f $l->sockport; close $f;
-        my @c; while (my $c = $l->accept) { push @c, $c }' "$silent" 3>&- &
-    keep $!
-    wait_until 10 test -s "$silent" || fail "no silent listener"
-    run -69 --separate-stderr al --connect-timeout 1 -u "amqp://guest:guest@127.0.0.1:$(cat "$silent")" status "$n"
+    start_silent_listener
+    run -69 --separate-stderr al --connect-timeout 2 -u "amqp://guest:guest@127.0.0.1:$SILENT_PORT" status "$n"
     [[ $stderr == *"does not speak AMQP (silent before any AMQP greeting): the management API's port, or a TLS port with amqp://? give the AMQP port (5672 by default, 5671 with amqps://)" ]] ||
         fail "$stderr"
 }
