@@ -583,8 +583,10 @@ static enum al_status change_locked(struct sem *s, enum sem_admin_op op, unsigne
 		    (st = record_write(s->conn, &s->name, max + 1, target)) == AL_OK)
 			st = drain_unmark(s, max + 1, target);
 	} else if (target < max) {
-		if ((st = count_held(s, target + 1, max - target, &held)) == AL_OK &&
-		    (!s->opts.drain || (st = drain_mark(s, target + 1, max)) == AL_OK) &&
+		/* Drained, the holders run on; else, how many jobs end. */
+		st = s->opts.drain ? drain_mark(s, target + 1, max)
+				   : count_held(s, target + 1, max - target, &held);
+		if (st == AL_OK &&
 		    (st = record_cut(s->conn, &s->name, cs.recorded > keep ? cs.recorded : keep,
 				     target + 1)) == AL_OK)
 			st = delete_slots_down(s, max, max - target);

@@ -10,7 +10,6 @@
 
 #include "clock.h"
 
-/* Who deletes a held slot's queue: what a lost slot's message names. */
 /* What says that our slot is still there: its slot queue, or, once a
  * --drain shrink has removed it, its drain marker (drain.c). */
 static enum slot_kind presence(const struct sem *s)
