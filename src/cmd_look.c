@@ -11,12 +11,12 @@
 #include "out.h"
 #include "sem.h"
 
-/* A list of slots: in JSON the array; in text its count first, out of
- * `of` (0: no total), then the slots, so that a script can read the count
- * and a person the slots: "2 of 5: 1 3", "0 of 5", "1: 7". */
 /* How long status waits for the management API to name the waiters. */
 #define WAITERS_SECONDS 1.5
 
+/* A list of slots: in JSON the array; in text its count first, out of
+ * `of` (0: no total), then the slots, so that a script can read the count
+ * and a person the slots: "2 of 5: 1 3", "0 of 5", "1: 7". */
 static void slot_line(const char *key, const char *text_fmt, const struct slot_list *l, unsigned of)
 {
 	char head[32], *text;
