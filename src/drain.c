@@ -42,26 +42,6 @@ static enum al_status markers_in(struct sem *s, unsigned first, unsigned last,
 	return st;
 }
 
-/* How many of the slots in l (ascending) a holder holds (a holder queue
- * or a lease): the range they span probed at once. */
-static enum al_status held_among(struct sem *s, const struct slot_list *l, unsigned *held)
-{
-	unsigned first = l->len ? l->slot[0] : 0, n = l->len ? l->slot[l->len - 1] - first + 1 : 0;
-	bool *holder = calloc(n ? n : 1, sizeof(*holder)),
-	     *lease = calloc(n ? n : 1, sizeof(*lease));
-	enum al_status st = holder && lease ? AL_OK : fail(AL_INTERNAL, "out of memory");
-	size_t i;
-
-	*held = 0;
-	if (st == AL_OK && n)
-		st = look_probe_taken(s, first, n, holder, lease, NULL);
-	for (i = 0; st == AL_OK && i < l->len; i++)
-		*held += holder[l->slot[i] - first] || lease[l->slot[i] - first];
-	free(holder);
-	free(lease);
-	return st;
-}
-
 /* Deletes the markers of l, highest first: one stopped halfway leaves
  * the lower ones, still without a gap. */
 static enum al_status unmark(struct sem *s, const struct slot_list *l)
@@ -110,20 +90,19 @@ enum al_status drain_mark(struct sem *s, unsigned first, unsigned last)
 
 enum al_status drain_end(struct sem *s, unsigned first, unsigned max, unsigned *ended)
 {
-	struct slot_list above = {0}, all = {0};
+	struct slot_list above = {0}, held = {0}, all = {0};
 	enum al_status st = markers_in(s, first, max, &all);
 	size_t i;
 
-	*ended = 0;
 	if (st == AL_OK)
-		st = look_scan_above(s, DRAIN_QUEUE, max, &above);
-	if (st == AL_OK)
-		st = held_among(s, &above, ended);
+		st = look_drained(s, max, &above, &held);
+	*ended = (unsigned)held.len;
 	for (i = 0; st == AL_OK && i < above.len; i++)
 		st = req_append(&all, above.slot[i]);
 	if (st == AL_OK)
 		st = unmark(s, &all);
 	free(above.slot);
+	free(held.slot);
 	free(all.slot);
 	return st;
 }
@@ -141,15 +120,14 @@ enum al_status drain_unmark(struct sem *s, unsigned first, unsigned last)
 
 enum al_status drain_sweep(struct sem *s, unsigned max, unsigned *draining)
 {
-	struct slot_list found = {0};
-	enum al_status st = look_scan_above(s, DRAIN_QUEUE, max, &found);
+	struct slot_list marked = {0}, held = {0};
+	enum al_status st = look_drained(s, max, &marked, &held);
 
-	*draining = 0;
-	if (st == AL_OK)
-		st = held_among(s, &found, draining);
-	if (st == AL_OK && *draining == 0)
-		st = unmark(s, &found);
-	free(found.slot);
+	*draining = (unsigned)held.len;
+	if (st == AL_OK && held.len == 0)
+		st = unmark(s, &marked);
+	free(marked.slot);
+	free(held.slot);
 	return st;
 }
 

@@ -378,17 +378,12 @@ static int ascending(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The held slots among the drain markers above max (drain.c), into
- * orphans and, if given, draining: markers have no gaps, so these are
- * found however far above max they are, where the scans of holder queues
- * and leases stop at the first window without any. */
-static enum al_status scan_draining(struct sem *s, unsigned max, struct slot_list *orphans,
-				    struct slot_list *draining)
+enum al_status look_drained(struct sem *s, unsigned max, struct slot_list *marked,
+			    struct slot_list *held)
 {
-	struct slot_list marked = {0};
-	enum al_status st = look_scan_above(s, DRAIN_QUEUE, max, &marked);
-	unsigned first = marked.len ? marked.slot[0] : 0,
-		 n = marked.len ? marked.slot[marked.len - 1] - first + 1 : 0, k;
+	enum al_status st = look_scan_above(s, DRAIN_QUEUE, max, marked);
+	unsigned first = marked->len ? marked->slot[0] : 0,
+		 n = marked->len ? marked->slot[marked->len - 1] - first + 1 : 0, k;
 	bool *holder = calloc(n ? n : 1, sizeof(*holder)),
 	     *lease = calloc(n ? n : 1, sizeof(*lease));
 	size_t i;
@@ -397,16 +392,32 @@ static enum al_status scan_draining(struct sem *s, unsigned max, struct slot_lis
 		st = fail(AL_INTERNAL, "out of memory");
 	if (st == AL_OK && n)
 		st = look_probe_taken(s, first, n, holder, lease, NULL);
-	for (i = 0; st == AL_OK && i < marked.len; i++) {
-		k = marked.slot[i];
-		if (!holder[k - first] && !lease[k - first])
-			continue;
-		if ((st = req_append(orphans, k)) == AL_OK && draining)
-			st = req_append(draining, k);
+	for (i = 0; st == AL_OK && i < marked->len; i++) {
+		k = marked->slot[i];
+		if (holder[k - first] || lease[k - first])
+			st = req_append(held, k);
 	}
 	free(holder);
 	free(lease);
+	return st;
+}
+
+/* The draining holders (drain.c), into orphans and, if given, draining:
+ * markers have no gaps, so these are found however far above max they
+ * are, where the scans of holder queues and leases stop at the first
+ * window without any. */
+static enum al_status scan_draining(struct sem *s, unsigned max, struct slot_list *orphans,
+				    struct slot_list *draining)
+{
+	struct slot_list marked = {0}, held = {0};
+	enum al_status st = look_drained(s, max, &marked, &held);
+	size_t i;
+
+	for (i = 0; st == AL_OK && i < held.len; i++)
+		if ((st = req_append(orphans, held.slot[i])) == AL_OK && draining)
+			st = req_append(draining, held.slot[i]);
 	free(marked.slot);
+	free(held.slot);
 	return st;
 }
 

@@ -133,6 +133,10 @@ enum al_status look_probe_taken(struct sem *s, unsigned first, unsigned n, bool 
 enum al_status look_scan_above(struct sem *s, enum slot_kind kind, unsigned max,
 			       struct slot_list *found);
 void look_note_line(struct sem *s, const struct probe *line);
+/* The drain markers above max (drain.c) into marked, those whose slot a
+ * holder holds (a holder queue or a lease) into held; both ascending. */
+enum al_status look_drained(struct sem *s, unsigned max, struct slot_list *marked,
+			    struct slot_list *held);
 enum al_status look_find_free(struct sem *s, unsigned *max, struct slot_list *free_list,
 			      bool leases);
 

@@ -116,7 +116,7 @@ shrink-unsaid|src/admin.c|s/: count_held\(s, target \+ 1, max - target, &held\);
 stdio-left-closed|src/main.c|s/if \(!standard_fds_open\(&which\)\) \{/if (0) {/|cli.bats|stdin, stdout or stderr closed
 drain-not-marked|src/admin.c|s/st = s->opts\.drain \? drain_mark\(s, target \+ 1, max\)/st = s->opts.drain ? AL_OK/|drain.bats|^remove --drain: the removed slot
 drain-marker-ignored|src/drain.c|s/\tif \(refused == 0\) \{\n\t\ts->hold->draining/\tif (refused == 0 && 0) {\n\t\ts->hold->draining/|drain.bats|^remove --drain: the removed slot
-drain-sweeps-held|src/drain.c|s/if \(st == AL_OK && \*draining == 0\)/if (st == AL_OK)/|drain.bats|^remove --drain: the removed slot
+drain-sweeps-held|src/drain.c|s/if \(st == AL_OK && held\.len == 0\)/if (st == AL_OK)/|drain.bats|^remove --drain: the removed slot
 drain-never-ended|src/admin.c|s/if \(!s->opts\.drain && target <= max &&/if (0 \&\& target <= max \&\&/|drain.bats|^a size set without --drain
 drain-kept-on-growth|src/admin.c|s/\t\t\tst = drain_unmark\(s, max \+ 1, target\);/\t\t\tst = AL_OK;/|drain.bats|^a plain remove says
 draining-unseen|src/look.c|s/\tenum al_status st = scan_draining\(s, max, orphans, draining\);/\tenum al_status st = AL_OK;/|drain.bats|^draining holders far above max
