@@ -32,7 +32,7 @@ FUZZ_SRCS_fuzz_names := names.c
 FUZZ_SRCS_fuzz_numbers := parse.c
 FUZZ_SRCS_fuzz_url := conn_opts.c url.c clock.c parse.c status.c
 FUZZ_LIBS_fuzz_url = $(PKG_LIBS)
-FUZZ_SRCS_fuzz_list := list.c names.c status.c
+FUZZ_SRCS_fuzz_list := list.c names.c parse.c status.c
 FUZZ_LIBS_fuzz_list = $(PKG_LIBS)
 
 FUZZ_BINS := $(FUZZ_TARGETS:%=build/fuzz/%)

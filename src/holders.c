@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "parse.h"
 
 #define QUESTION_TYPE "amqplock.who"
 #define ANSWER_TYPE   "amqplock.holder"
@@ -170,26 +171,15 @@ struct asking {
 	bool ended;
 };
 
-/* src (len bytes) as text, each unprintable byte as '?': the answer
- * comes from the broker, and anyone may publish. */
-static void printable(char *dst, size_t size, const void *src, size_t len)
-{
-	const unsigned char *b = src;
-	size_t i;
-
-	for (i = 0; i < len && i + 1 < size; i++)
-		dst[i] = b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '?';
-	dst[i] = '\0';
-}
-
-/* A header's text, made printable, or "" if absent. */
+/* A header's text, made printable (the answer comes from the broker, and
+ * anyone may publish), or "" if absent. */
 static void header_text(const amqp_basic_properties_t *p, const char *key, char *dst, size_t size)
 {
 	const amqp_field_value_t *f = conn_header(p, key);
 
 	dst[0] = '\0';
 	if (f && f->kind == AMQP_FIELD_KIND_UTF8)
-		printable(dst, size, f->value.bytes.bytes, f->value.bytes.len);
+		parse_printable_copy(dst, size, f->value.bytes.bytes, f->value.bytes.len);
 }
 
 static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t *p)
@@ -205,7 +195,7 @@ static void answer_came(void *owner, uint64_t tag, const amqp_basic_properties_t
 	if (!conn_is_type(p, ANSWER_TYPE) || !(p->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) ||
 	    !(p->_flags & AMQP_BASIC_HEADERS_FLAG))
 		return;
-	printable(text, sizeof(text), p->correlation_id.bytes, p->correlation_id.len);
+	parse_printable_copy(text, sizeof(text), p->correlation_id.bytes, p->correlation_id.len);
 	slot = strtoul(text, &end, 10);
 	if (*end || slot == 0)
 		return;

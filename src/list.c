@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
+
 /* One queue or exchange of some semaphore under the prefix. */
 struct piece {
 	const char *name; /* the semaphore's name, not NUL-terminated */
@@ -350,17 +352,6 @@ const char *list_nearest_word(const char *const *words, size_t n, const char *na
 
 /* --- a semaphore's waiters ---------------------------------------------- */
 
-/* src as text, each byte outside printable ASCII as '?' (size > 0). */
-static void printable(char *dst, size_t size, const char *src)
-{
-	size_t i;
-
-	for (i = 0; src && src[i] && i + 1 < size; i++)
-		dst[i] = (unsigned char)src[i] >= 0x20 && (unsigned char)src[i] < 0x7f ? src[i]
-										       : '?';
-	dst[i] = '\0';
-}
-
 /* Whether the consumer c consumes sn's line or a waiter's own queue. */
 static bool waits(const struct sem_name *sn, const cJSON *c)
 {
@@ -396,16 +387,23 @@ static const cJSON *connection_named(const cJSON *conns, const char *name)
 	return NULL;
 }
 
+/* A string's text, made printable (anyone may write client
+ * properties), or "" if it is none. */
+static void text_of(char *dst, size_t size, const cJSON *item)
+{
+	const char *v = cJSON_GetStringValue(item);
+
+	parse_printable_copy(dst, size, v ? v : "", v ? strlen(v) : 0);
+}
+
 static void describe(struct list_waiter *w, const cJSON *conn)
 {
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(conn, "client_properties");
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
 	const cJSON *at = cJSON_GetObjectItemCaseSensitive(conn, "connected_at");
 
-	printable(w->host, sizeof(w->host),
-		  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "host")));
-	printable(w->label, sizeof(w->label),
-		  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "label")));
+	text_of(w->host, sizeof(w->host), cJSON_GetObjectItemCaseSensitive(p, "host"));
+	text_of(w->label, sizeof(w->label), cJSON_GetObjectItemCaseSensitive(p, "label"));
 	w->pid = cJSON_IsNumber(pid) && pid->valuedouble > 0 && pid->valuedouble < 1e9
 			 ? (long)pid->valuedouble
 			 : 0;
