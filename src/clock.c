@@ -136,3 +136,11 @@ double backoff_next(struct backoff *b, struct deadline d)
 	b->pause = sooner(b->pause * 2, b->longest);
 	return pause;
 }
+
+void utc_text(time_t t, char *buf, size_t size)
+{
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || strftime(buf, size, UTC_TEXT_FORMAT, &tm) == 0)
+		buf[0] = '\0';
+}

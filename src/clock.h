@@ -3,7 +3,9 @@
 #define AMQPLOCK_CLOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/time.h>
+#include <time.h>
 
 /* Monotonic seconds. */
 double now_seconds(void);
@@ -13,6 +15,12 @@ double now_seconds(void);
 double boot_seconds(void);
 
 void sleep_seconds(double s);
+
+/* Wall-clock times as amqplock shows them: ISO 8601, UTC, whole seconds,
+ * as in "2026-11-27T21:44:03Z". */
+#define UTC_TEXT_FORMAT "%Y-%m-%dT%H:%M:%SZ"
+/* t in that form into buf (size bytes, 21 are enough); "" if it cannot. */
+void utc_text(time_t t, char *buf, size_t size);
 
 /* Uniform in [d/2, 3d/2): clients that collided once do not collide again
  * in lock step. */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "list.h"
 #include "metrics.h"
 #include "out.h"
@@ -60,7 +61,7 @@ static double holder_age(const struct sem_holder *who, time_t now)
 	time_t t;
 
 	memset(&tm, 0, sizeof(tm));
-	if (!strptime(who->since, "%Y-%m-%dT%H:%M:%SZ", &tm) || (t = timegm(&tm)) == (time_t)-1)
+	if (!strptime(who->since, UTC_TEXT_FORMAT, &tm) || (t = timegm(&tm)) == (time_t)-1)
 		return -1;
 	return now > t ? (double)(now - t) : 0;
 }
@@ -138,8 +139,6 @@ static void waiter_lines(struct cli *cli)
 {
 	struct list_waiters w;
 	char since[32];
-	struct tm tm;
-	time_t t;
 	size_t i;
 
 	if (cli_waiters(cli, deadline_in(WAITERS_SECONDS), &w) != AL_OK) {
@@ -151,10 +150,7 @@ static void waiter_lines(struct cli *cli)
 	out_bool("waiters_named", true);
 	out_list_begin("waiters");
 	for (i = 0; i < w.len; i++) {
-		t = (time_t)w.w[i].connected_at;
-		since[0] = '\0';
-		if (gmtime_r(&t, &tm))
-			strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		utc_text((time_t)w.w[i].connected_at, since, sizeof(since));
 		out_item_begin();
 		out_str("host", "waiter     %s", w.w[i].host);
 		out_uint("pid", " pid %lu", (unsigned long)w.w[i].pid);

@@ -78,18 +78,13 @@ void sem_answers_listen(struct sem_answers *a, struct sem *s, unsigned slot, str
 	struct conn_consumer hooks = {
 		.delivered = question_came, .ended = stopped_listening, .owner = a};
 	char queue[QUEUE_NAME_MAX + 1];
-	struct tm tm;
-	time_t t;
 
 	if (!a->s) {
-		t = a->taken_at ? (time_t)a->taken_at : time(NULL);
-		a->me.since[0] = '\0';
-		if (gmtime_r(&t, &tm))
-			strftime(a->me.since, sizeof(a->me.since), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		t = (time_t)a->min_until;
+		utc_text(a->taken_at ? (time_t)a->taken_at : time(NULL), a->me.since,
+			 sizeof(a->me.since));
 		a->me.until[0] = '\0';
-		if (a->min_until && gmtime_r(&t, &tm))
-			strftime(a->me.until, sizeof(a->me.until), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		if (a->min_until)
+			utc_text((time_t)a->min_until, a->me.until, sizeof(a->me.until));
 		a->me.slot = slot;
 		snprintf(a->me.host, sizeof(a->me.host), "%s", opts->who.host);
 		a->me.pid = opts->who.pid;

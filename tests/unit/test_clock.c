@@ -92,5 +92,13 @@ int main(void)
 		   "a pause never runs past the deadline");
 		ok(backoff_next(&b, deadline_in(0)) == 0, "and is nothing once it has passed");
 	}
+	{
+		char t[32], small[8];
+
+		utc_text(1796075401, t, sizeof(t));
+		is_str(t, "2026-11-30T21:50:01Z", "a wall-clock time as amqplock shows it (UTC)");
+		utc_text(0, small, sizeof(small));
+		is_str(small, "", "too small a buffer: nothing, not half a time");
+	}
 	return done_testing();
 }
