@@ -42,49 +42,50 @@ static enum al_status markers_in(struct sem *s, unsigned first, unsigned last,
 	return st;
 }
 
-/* Deletes the markers of l, highest first: one stopped halfway leaves
- * the lower ones, still without a gap. */
-static enum al_status unmark(struct sem *s, const struct slot_list *l)
+/* op on the markers of slot[0..n) (a declare or a delete), pipelined;
+ * any refusal fails it. */
+static enum al_status ask_markers(struct sem *s, enum queue_op op, const unsigned *slot, size_t n)
 {
-	unsigned *down = NULL;
-	uint16_t *answer = NULL;
-	enum al_status st = AL_OK;
-	size_t i;
+	uint16_t *answer = calloc(n ? n : 1, sizeof(*answer));
+	enum al_status st = answer ? AL_OK : fail(AL_INTERNAL, "out of memory");
 
-	if (l->len == 0)
-		return AL_OK;
-	down = calloc(l->len, sizeof(*down));
-	answer = calloc(l->len, sizeof(*answer));
-	if (!down || !answer)
-		st = fail(AL_INTERNAL, "out of memory");
-	for (i = 0; st == AL_OK && i < l->len; i++)
-		down[i] = l->slot[l->len - 1 - i];
-	if (st == AL_OK) {
-		trace("deleting the drain markers of slots %u..%u", down[0], down[l->len - 1]);
-		st = req_ask_each(s, DELETE_QUEUE, DRAIN_QUEUE, down, l->len, 0, answer);
+	if (st == AL_OK && n) {
+		trace("%s the drain markers of slots %u..%u",
+		      op == DELETE_QUEUE ? "deleting" : "declaring", slot[0], slot[n - 1]);
+		st = req_ask_each(s, op, DRAIN_QUEUE, slot, n, 0, answer);
 	}
-	free(down);
 	free(answer);
 	return st;
 }
 
+/* Deletes the markers of l, highest first: one stopped halfway leaves
+ * the lower ones, still without a gap. */
+static enum al_status unmark(struct sem *s, const struct slot_list *l)
+{
+	unsigned *down = calloc(l->len ? l->len : 1, sizeof(*down));
+	enum al_status st = down ? AL_OK : fail(AL_INTERNAL, "out of memory");
+	size_t i;
+
+	for (i = 0; st == AL_OK && i < l->len; i++)
+		down[i] = l->slot[l->len - 1 - i];
+	if (st == AL_OK)
+		st = ask_markers(s, DELETE_QUEUE, down, l->len);
+	free(down);
+	return st;
+}
+
+/* Made from the bottom up: one stopped halfway leaves no gap either. */
 enum al_status drain_mark(struct sem *s, unsigned first, unsigned last)
 {
 	enum queue_op op = s->opts.slot_type == SLOT_QUORUM ? DECLARE_QUORUM : DECLARE_SLOT;
-	unsigned n = last - first + 1, *slot = calloc(n, sizeof(*slot)), i;
-	uint16_t *answer = calloc(n, sizeof(*answer));
-	enum al_status st = AL_OK;
+	unsigned n = last - first + 1, *up = calloc(n, sizeof(*up)), i;
+	enum al_status st = up ? AL_OK : fail(AL_INTERNAL, "out of memory");
 
-	if (!slot || !answer)
-		st = fail(AL_INTERNAL, "out of memory");
 	for (i = 0; st == AL_OK && i < n; i++)
-		slot[i] = first + i;
-	if (st == AL_OK) {
-		trace("declaring the drain markers of slots %u..%u", first, last);
-		st = req_ask_each(s, op, DRAIN_QUEUE, slot, n, 0, answer);
-	}
-	free(slot);
-	free(answer);
+		up[i] = first + i;
+	if (st == AL_OK)
+		st = ask_markers(s, op, up, n);
+	free(up);
 	return st;
 }
 
