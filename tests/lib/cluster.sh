@@ -136,7 +136,13 @@ launch() {
             RABBITMQ_CONFIG_FILE="$d/rabbitmq.conf" RABBITMQ_PID_FILE="$d/beam.pid" \
             RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
             AMQPLOCK_CLUSTER_NODE="$n"
-        setsid "$RMQ_BIN/rabbitmq-server" >>"$d/server.out" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- \
+        # Each start and its end marked in server.out, so that the tail
+        # printed when a start fails shows this start's lines (the end's
+        # status is the start script's: 0 even after a kill -9 of the VM).
+        echo "cluster.sh: starting ${NODE[n]} at $(date +%T.%N)" >>"$d/server.out"
+        # shellcheck disable=SC2016 # $0, $? and $(date) are the inner shell's
+        setsid sh -c '"$0"; echo "cluster.sh: rabbitmq-server ended with status $? at $(date +%T.%N)"' \
+            "$RMQ_BIN/rabbitmq-server" >>"$d/server.out" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- \
             7>&- 8>&- 9>&- &
         echo $! >"$d/server.pid"
     )
@@ -157,9 +163,14 @@ own_pids() {
     done
 }
 
-# node_alive N: some process of node N is there (its start script, or the VM).
+# node_alive N: some process of node N is there: the one launch started
+# (until it has run rabbitmq-server, its /proc/PID/environ is still the
+# caller's, without this node's variables: a node launched a moment
+# before was once taken for dead there, under CI's load), or any with
+# the node's variables (its start script, or the VM).
 node_alive() {
     local pid
+    pid=$(cat "$DIR/n$1/server.pid" 2>/dev/null) && [ -n "$pid" ] && ! ended "$pid" && return 0
     for pid in $(grep -lzxF -- "AMQPLOCK_CLUSTER_NODE=$1" /proc/[0-9]*/environ 2>/dev/null |
         sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); do
         grep -qzxF -- "AMQPLOCK_CLUSTER_OWNER=$DIR" "/proc/$pid/environ" 2>/dev/null && ! ended "$pid" &&
@@ -176,6 +187,8 @@ wait_up() {
         if past "$end" || ! node_alive "$n"; then
             echo "cluster.sh: node $n (${NODE[n]}) did not open its port; end of $DIR/n$n/server.out:" >&2
             tail -n 20 "$DIR/n$n/server.out" >&2 || true
+            # (the kernel's word, if the OOM killer ended it)
+            dmesg 2>/dev/null | grep -iE 'out of memory|killed process' | tail -n 3 >&2 || true
             return 1
         fi
         sleep 0.2
@@ -320,16 +333,7 @@ start_node() {
     else
         say "node $n (${NODE[n]}) runs already; waiting for it to rejoin"
     fi
-    # A node killed with -9 and started at once has been seen to die
-    # while booting, once in a CI run with two clusters on the machine
-    # (RabbitMQ 4.3.6, "Killed" in its output; five runs alone passed):
-    # started once more, saying so, before the test is failed for it.
-    if ! wait_up "$n" 120; then
-        ! node_alive "$n" || die "node $n did not start again"
-        echo "cluster.sh: node $n (${NODE[n]}) died while starting; starting it once more" >&2
-        launch "$n"
-        wait_up "$n" 120 || die "node $n did not start again"
-    fi
+    wait_up "$n" 120 || die "node $n did not start again"
     # It is a member already: it rejoins by itself. Both it and another
     # node must see three.
     wait_running "$other" 3 90 || die "node $other does not see 3 running nodes after node $n restarted"
