@@ -113,7 +113,10 @@ run_suite() {
     if has_tag "$suite" "a broker of its own"; then
         node=$work/broker-$(basename "$suite" .bats)
         if ! tests/lib/broker.sh start "$node" >"$out.broker" 2>&1; then
-            echo "not ok - private RabbitMQ for $suite did not start: $(tail -n 3 "$out.broker" | tr '\n' ' ')" >"$out.tap"
+            {
+                echo "not ok - private RabbitMQ for $suite did not start: $(tail -n 1 "$out.broker")"
+                tail -n 15 "$out.broker" | sed 's/^/# /'
+            } >"$out.tap"
             echo $((SECONDS - t0)) >"$out.time"
             return
         fi
