@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "out.h"
 #include "sem.h"
+#include "signals.h"
 
 /* "%lu slot" or "%lu slots", then `after`. */
 #define SLOTS(n, after) ((n) == 1 ? "%lu slot" after : "%lu slots" after)
@@ -153,11 +154,20 @@ enum al_status cmd_evict(struct cli *cli, int argc, char **argv)
 	struct conn c;
 	struct sem s;
 	enum al_status st;
+	char doing[300];
 	unsigned k;
 
 	(void)argc;
 	if ((st = cli_count(argv[1], "slot", 1, SLOTS_MAX, &k)) != AL_OK)
 		return st;
+	/* A signal ends evict at once until the slot queue is deleted, and
+	 * once it is back (sem_evict holds it back in between). */
+	snprintf(doing, sizeof(doing),
+		 "while evicting slot %u of %s: its slot queue is in place; a holder that has "
+		 "looked ends its job, and keeps the slot until it has",
+		 k, cli->name);
+	out_interrupt_prepare(cli->name, doing);
+	signals_exit_on_interrupt(out_interrupted);
 	if ((st = cli_connect(cli, &c, &s, deadline_never())) != AL_OK)
 		return st;
 	st = sem_evict(&s, k, until, &ev);

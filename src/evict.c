@@ -8,7 +8,10 @@
  * the slot queue, and the holder queue and the lease are still there.
  * Given up waiting (-w), the slot queue is made again all the same, after
  * NOTICE_WAIT at least: a holder that has looked meanwhile is winding
- * down, and keeps the slot until it is done. */
+ * down, and keeps the slot until it is done. A terminating signal (an
+ * operator's Ctrl-C on a long wait) is held back from the mutex on and
+ * gives up the wait the same way: it ends amqplock only once the slot
+ * queue is back, where it once left the slot without one. */
 #include "sem_parts.h"
 
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 
 #include "clock.h"
 #include "rules.h"
+#include "signals.h"
 
 /* How long a connected holder may take to look at its slot and find its
  * slot queue gone: a verification's interval, and its answer. The slot
@@ -48,8 +52,10 @@ static void name_holder(struct sem *s, unsigned k, bool away, struct sem_evictio
 	free(ss.holders);
 }
 
-/* Waits until slot k has neither holder queue nor lease, or `until`. */
-static enum al_status await_gone(struct sem *s, unsigned k, struct deadline until, bool *gone)
+/* Waits until slot k has neither holder queue nor lease, or `until`, or,
+ * once `notice` has passed, a terminating signal held back. */
+static enum al_status await_gone(struct sem *s, unsigned k, struct deadline until,
+				 struct deadline notice, bool *gone)
 {
 	struct backoff pauses = backoff_start(RETRY_FIRST, RETRY_LONGEST);
 	enum al_status st;
@@ -58,7 +64,8 @@ static enum al_status await_gone(struct sem *s, unsigned k, struct deadline unti
 	for (;;) {
 		if ((st = slot_taken(s, k, &holder, &lease)) != AL_OK)
 			return st;
-		if ((*gone = !holder && !lease) || deadline_passed(until))
+		if ((*gone = !holder && !lease) || deadline_passed(until) ||
+		    (deadline_passed(notice) && signals_held_pending()))
 			return AL_OK;
 		sleep_seconds(backoff_next(&pauses, until));
 	}
@@ -73,6 +80,7 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 {
 	char queue[QUEUE_NAME_MAX + 1];
 	struct census cs = {0};
+	struct deadline notice;
 	enum slot_type type;
 	enum al_status st;
 	uint16_t refused;
@@ -112,6 +120,9 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 	 * running (drain.c): it goes first. */
 	if ((st = drain_unmark(s, k, k)) != AL_OK)
 		goto out;
+	/* Interrupted before anything was deleted: nothing to give back. */
+	if (signals_held_pending())
+		goto out;
 	if (!missing) {
 		sem_name_slot(&s->name, k, SLOT_QUEUE, queue);
 		if ((st = req_ask_one(s, DELETE_QUEUE, queue, REFUSED_ACCESS, &refused)) != AL_OK)
@@ -123,9 +134,10 @@ static enum al_status evict_locked(struct sem *s, unsigned k, struct deadline un
 		trace("deleted %s: its holder ends its job at its next look", queue);
 	}
 	out->deleted_at = now_seconds();
+	notice = deadline_in(holder ? NOTICE_WAIT : 0);
 	if (holder && !deadline_is_never(until) && deadline_left(until) < NOTICE_WAIT)
-		until = deadline_in(NOTICE_WAIT);
-	if ((st = await_gone(s, k, until, &gone)) != AL_OK)
+		until = notice;
+	if ((st = await_gone(s, k, until, notice, &gone)) != AL_OK)
 		goto out;
 	out->waited = now_seconds() - out->deleted_at;
 	free(cs.missing.slot);
@@ -151,11 +163,13 @@ out:
 enum al_status sem_evict(struct sem *s, unsigned k, struct deadline until, struct sem_eviction *out)
 {
 	enum al_status st;
+	sigset_t before;
 	bool locked, stray;
 
 	memset(out, 0, sizeof(*out));
 	if ((st = admin_lock(s, true, &locked, &stray)) != AL_OK)
 		return st;
+	signals_hold_back(&before);
 	st = evict_locked(s, k, until, out);
 	/* After a failure the connection may be gone; closing it releases
 	 * the mutex just the same. */
@@ -164,5 +178,7 @@ enum al_status sem_evict(struct sem *s, unsigned k, struct deadline until, struc
 	/* The slot is back: the next in line is told, as for a slot added. */
 	if (st == AL_OK)
 		st = sem_wake_added(s, 1);
+	/* A signal held back ends amqplock here, the slot queue in place. */
+	signals_release(&before);
 	return st;
 }

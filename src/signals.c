@@ -120,6 +120,20 @@ void signals_release(const sigset_t *before)
 	sigprocmask(SIG_SETMASK, before, NULL);
 }
 
+bool signals_held_pending(void)
+{
+	sigset_t set, pending;
+	int sig;
+
+	signals_terminating(&set);
+	if (sigpending(&pending) != 0)
+		return false;
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(&set, sig) && sigismember(&pending, sig))
+			return true;
+	return false;
+}
+
 static volatile sig_atomic_t stop_asked;
 static bool stops_noted;
 

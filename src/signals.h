@@ -42,6 +42,8 @@ void signals_exit_on_interrupt(void (*say)(int sig));
  * amqplock then. */
 void signals_hold_back(sigset_t *before);
 void signals_release(const sigset_t *before);
+/* Whether a terminating signal held back is waiting. */
+bool signals_held_pending(void);
 
 /* While waiting in line: SIGTSTP (Ctrl-Z) only notes that a stop was
  * asked for (signals_stop_asked), and ends a wait in poll(2), so that
