@@ -262,7 +262,7 @@ static bool may_go_on(struct client *cl, const struct conn *c, bool connecting, 
 
 /* A resource alarm met while waiting: the broker blocked the connection
  * at a publish (conn_blocked). A client that has looked (the broker took
- * a publish of ours before: conn_confirmed) rides it out as it rides out
+ * more than a first publish of ours: conn_confirmed) rides it out as it rides out
  * the broker's absence, until its deadline, then connects again; -w's
  * end is a wait timed out (AL_BUSY), not a failure. It waits on the
  * blocked connection: a new one would be blocked at its first look, and

@@ -304,7 +304,11 @@ static enum al_status next_frame_after(struct conn *c, amqp_channel_t channel, d
 			continue; /* late frames of a channel we gave up */
 		if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)
 			return conn_channel_closed(c, channel, f.payload.method.decoded);
-		if (f.payload.method.id == AMQP_BASIC_ACK_METHOD && channel == c->channel)
+		/* Not the first publish: under an alarm RabbitMQ still takes
+		 * a new connection's first empty message before it blocks
+		 * (its confirm may even come before connection.blocked). */
+		if (f.payload.method.id == AMQP_BASIC_ACK_METHOD && channel == c->channel &&
+		    ((amqp_basic_ack_t *)f.payload.method.decoded)->delivery_tag >= 2)
 			c->confirmed = true;
 		/* (an ack and a nack have the tag in the same place) */
 		if ((f.payload.method.id == AMQP_BASIC_ACK_METHOD ||

@@ -131,7 +131,8 @@ struct conn {
 	bool away;
 	bool no_reply;     /* it died waiting for a reply that did not come */
 	bool told_refused; /* -v has said that the broker refuses probes */
-	/* The broker has confirmed a publish of ours on the main channel. */
+	/* The broker has confirmed a publish of ours on the main channel
+	 * other than its first (conn_confirmed). */
 	bool confirmed;
 	/* Why the broker blocked it for a resource alarm (connection.blocked's
 	 * reason; empty: it has not). */
@@ -186,8 +187,11 @@ bool conn_broker_away(const struct conn *c);
  * publishes nothing never is. Still set once c is closed. */
 const char *conn_blocked(const struct conn *c);
 
-/* Whether the broker has confirmed a publish of ours on c: it took
- * publishes then. Still set once c is closed. */
+/* Whether the broker has confirmed a publish of ours on c other than the
+ * channel's first: it took publishes then, so no alarm blocked c at the
+ * time. The first proves nothing: under an alarm the broker takes one
+ * empty message before it blocks, and RabbitMQ 4.3 may confirm it before
+ * it says connection.blocked. Still set once c is closed. */
 bool conn_confirmed(const struct conn *c);
 
 /* After the broker blocked c (conn_blocked): waits until the alarm clears
