@@ -105,7 +105,8 @@ struct command {
 };
 
 /* The defaults, then $AMQPLOCK_URL, $AMQP_URL, $AMQPLOCK_PREFIX and
- * $AMQPLOCK_MANAGEMENT_URL. */
+ * $AMQPLOCK_MANAGEMENT_URL. All else is zeroed but conn.broker, left
+ * unwritten: conn.brokers, 0, says that none of it is filled yet. */
 void cli_defaults(struct cli *cli);
 
 /* Parses the options in argv[1..argc) (argv[0] is the program or command

@@ -5,6 +5,7 @@
  * algorithm in sem.h and its parts (sem_parts.h), the broker in conn.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,6 +370,11 @@ int main(int argc, char **argv)
 	char text[128], **copy;
 	int code;
 
+	/* librabbitmq takes 128 KiB blocks for its frames and mostly uses a
+	 * few KiB of each. Mapped apart they cost only the pages written;
+	 * glibc would soon carve them from the heap, whose pages stay once
+	 * written (84 KiB of the peak RSS of hold -- true). */
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 	if (!standard_fds_open(&which)) {
 		/* Seen only if stderr is open: it never goes anywhere else. */
 		snprintf(text, sizeof(text),
