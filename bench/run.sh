@@ -360,6 +360,10 @@ step "$WORK/m6pass.txt" sh -c 'for i in 1 2 3; do "$1" pass sac 100 && "$1" pass
     sh "$B/floor"
 log "6: hand-off after kill -9 of the holder, $KILL_WAITERS waiters"
 step "$WORK/m6kill.txt" perl "$B/handoff.pl" kill "$AL" bench-handoff 1 "$KILL_WAITERS" "$WORK"
+# After the kill -9 row: its 120 quorum queues would leave 120 more of the
+# Raft log's tables in the broker, which slow its later quorum queues down.
+log "6: what a lease costs the broker: a queue made and deleted, or a message (bench/floor lease)"
+step "$WORK/m6lease.txt" "$B/floor" lease 60
 
 # --- 8: the lease ---------------------------------------------------------------
 
@@ -465,6 +469,13 @@ pass_med() { awk -v m="$1" -v f="$2" '$2 == m { print $f }' "$WORK/m6pass.txt" |
 pass_n() { awk -v m="$1" '$2 == m { n += $4 } END { print n }' "$WORK/m6pass.txt"; }
 ps_p50=$(pass_med sac 6) ps_p10=$(pass_med sac 8) ps_p90=$(pass_med sac 10) ps_n=$(pass_n sac)
 pg_p50=$(pass_med get 6) pg_p10=$(pass_med get 8) pg_p90=$(pass_med get 10) pg_n=$(pass_n get)
+# floor lease: "lease n N quorum queue declare MS delete MS classic queue
+# declare MS delete MS message publish MS renew MS take MS out_under_looks
+# yes|no unacked_counts yes|no requeued_runs_out yes|no claimed_before_back
+# K/N quorum_refuses_second yes|no"
+read -r _ _ fl_n _ _ _ fl_qd _ fl_qx _ _ _ fl_cd _ fl_cx _ _ fl_mp _ fl_mr _ fl_mt _ fl_out \
+    _ fl_unacked _ fl_requeued _ fl_before _ fl_quorum <"$WORK/m6lease.txt"
+sum() { awk -v a="$1" -v b="$2" 'BEGIN { print a + b }'; }
 # lease.pl: "n N p50 MS max MS"; "frames_per_min F"
 read -r _ rc_n _ rc_p50 _ rc_max <"$WORK/m8reclaim.txt"
 read -r _ frames_min <"$WORK/m8rate.txt"
@@ -584,6 +595,18 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
     row 6 '(the same through `#line`, `bench/floor pass get`: the entry taken with basic.get)' \
         "$(fmt "$pg_p50")" "$(fmt "$pg_p10")–$(fmt "$pg_p90")" "$pg_n" \
         "get/sac $(ratio "$pg_p50" "$ps_p50")" "" ""
+    row 6 '(a lease as src/ makes one before RabbitMQ 4.2.6, `bench/floor lease`: a quorum queue declared, then deleted)' \
+        "$(fmt "$(sum "$fl_qd" "$fl_qx")")" "declare $(fmt "$fl_qd"), delete $(fmt "$fl_qx")" \
+        "$fl_n" "" "" ""
+    row 6 '(the same, a classic queue: 4.2.6 and later)' \
+        "$(fmt "$(sum "$fl_cd" "$fl_cx")")" "declare $(fmt "$fl_cd"), delete $(fmt "$fl_cx")" \
+        "$fl_n" "" "" ""
+    row 6 '(a lease as a message in a lasting queue of one message: not used yet)' \
+        "$(fmt "$(sum "$fl_mp" "$fl_mt")")" "publish $(fmt "$fl_mp"), take $(fmt "$fl_mt")" \
+        "$fl_n" "renewal $(fmt "$fl_mr"); ran out under passive declares: $fl_out; a quorum queue refused a second: $fl_quorum" "" ""
+    row 6 '(the same, taken unacknowledged: does it still count against the one message? does it run out on time once back?)' \
+        "$fl_unacked; $fl_requeued" "" "" \
+        "its taker's connection cut, another declared its exclusive queue and had a publish taken before the message was back: $fl_before" "" ""
     row 6 "hand-off after kill -9 of the holder, p50 ($KILL_WAITERS waiters)" \
         "$(fmt "$hk_p50")" "min–max $(fmt "$hk_min")–$(fmt "$hk_max")" "$hk_n" "" "" ""
     row 6 "hand-off after kill -9 of the holder, p99" "$(fmt "$hk_p99")" "" "$hk_n" "" "" ""
@@ -688,6 +711,21 @@ elapsed=$((SECONDS - START))
     echo "  (offer and answer through the single-active-consumer line), \"get\" as"
     echo "  docs/design.md's \"A line for N slots\" would (the oldest entry of #line"
     echo "  taken with basic.get, offer and answer into the waiter's own queue)."
+    echo "  bench/floor lease times each request of a lease alone, one at a time, 60"
+    echo "  times (medians): a queue declared with a token and deleted, quorum and"
+    echo "  classic, as src/ makes leases; and a persistent message expiring in 30 s,"
+    echo "  published with a confirm into a lasting durable classic queue that"
+    echo "  holds one message at most (x-overflow reject-publish: a second one is"
+    echo "  refused, which it checks), taken with basic.get, and renewed (taken and"
+    echo "  published again); a message of 0.3 s must run out while the queue is"
+    echo "  passive-declared every 0.1 s; and the same queue, made a quorum queue,"
+    echo "  is asked to take a second message (docs/design.md, \"A lease as a"
+    echo "  message\"). Then a message taken with basic.get and left"
+    echo "  unacknowledged: is a second publish refused meanwhile? taken at 0.5 s"
+    echo "  of 1.5 s by a connection then cut, is it back at 0.8 s and gone at"
+    echo "  1.8 s? and, 60 times, does a connection that declares the cut one's"
+    echo "  exclusive queue the moment the broker lets it have a publish taken"
+    echo "  before the message is back?"
     echo "- Row 7: \"Maximum resident set size\" of /usr/bin/time -v, median of $RSS_RUNS."
     echo "- Row 9: bench/contention.pl starts whole \`amqplock -q hold -w 120 NAME -- sh -c"
     echo "  'exec bench/stamp LOG 0.05 ...'\` processes (each job 50 ms) the given time"
