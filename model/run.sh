@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make model: SPIN explores model/hold.pml, the holder's protocol, and
+# make model: SPIN explores model/hold.pml, the holder's protocol,
 # model/line.pml, the line designed for hand-overs at every slot count,
+# and model/mlease.pml, the lease made of messages designed for issue 43,
 # and each of their known-bad variants. A protocol must show no violation
 # in any configuration; every BUG_ variant must yield a counterexample, or
 # the model has lost its teeth; every REACH_ point must be reached, or the
@@ -11,7 +12,8 @@
 #   model/run.sh [NAME...]   NAME: a configuration below (faults, adversary,
 #                            both, evict, evict-faults, token,
 #                            token-adversary, drain, drain-faults, line-faults,
-#                            line-adversary, line-both),
+#                            line-adversary, line-both, mlease-faults,
+#                            mlease-adversary, mlease-both),
 #                            a BUG_ variant or a REACH_ point; default: all
 #                            but both
 #
@@ -26,7 +28,8 @@
 #                                (about 6 million states)
 #   evict-faults FAULTS=1 ADV=0, the same  bitstate (its full search
 #                                passes MODEL_MEMORY: about 129 million
-#                                states, hash factor 16.6; not in make check)
+#                                states, hash factor 16.6 in the 2^31-bit
+#                                hash it had then; not in make check)
 #   token       FAULTS=0 ADV=0, the fencing token  exhaustive (about 1.6
 #                                million states)
 #   token-adversary FAULTS=0 ADV=1, the same  exhaustive (about 16 million
@@ -40,6 +43,18 @@
 #                                states; not in make check)
 #   line-adversary  FAULTS=0 ADV=1, 3 clients  exhaustive (about 0.4 million)
 #   line-both       FAULTS=1 ADV=1, 3 clients  exhaustive (about 1.5 million)
+# and of the lease made of messages (model/mlease.pml: 2 lease queues,
+# ended or handed over):
+#   mlease-faults    FAULTS=1 ADV=0  exhaustive with MODEL_MEMORY=16000
+#                                (about 204 million states, 14.5 GB, 7
+#                                minutes); bitstate within the default;
+#                                not in make check
+#   mlease-adversary FAULTS=0 ADV=1  exhaustive (about 38 million states,
+#                                2.9 GB, a minute)
+#   mlease-both      FAULTS=1 ADV=1  bitstate, only when named or for
+#                                `make model`: too large to keep (about
+#                                888 million states, hash factor 9.7, 17
+#                                minutes)
 # A configuration is searched in full (compressed states, -DCOLLAPSE)
 # within MODEL_MEMORY MB (default 5000); one that does not fit is searched
 # again with a bitstate hash, and its coverage (hash factor) printed.
@@ -49,7 +64,7 @@ cd "$(dirname "$0")/.." || exit 2
 command -v spin >/dev/null || { echo "model/run.sh: spin is missing (make deps installs it)" >&2; exit 2; }
 CC=${CC:-cc}
 MEMORY=${MODEL_MEMORY:-5000}
-HOLD=$PWD/model/hold.pml LINE=$PWD/model/line.pml
+HOLD=$PWD/model/hold.pml LINE=$PWD/model/line.pml MLEASE=$PWD/model/mlease.pml
 
 declare -A CONFIG=(
     [faults]="-DFAULTS=1 -DADV=0"
@@ -64,7 +79,12 @@ declare -A CONFIG=(
     [token-adversary]="-DFAULTS=0 -DADV=1 -DTOKEN"
     [drain]="-DFAULTS=0 -DADV=0 -DDRAIN"
     [drain-faults]="-DFAULTS=1 -DADV=0 -DDRAIN"
+    [mlease-faults]="-DFAULTS=1 -DADV=0"
+    [mlease-adversary]="-DFAULTS=0 -DADV=1"
+    [mlease-both]="-DFAULTS=1 -DADV=1"
 )
+# Configurations searched with a bitstate hash at once: too large to keep
+declare -A BITSTATE_ONLY=([both]=1 [mlease-both]=1)
 # Each variant in the configuration that shows its fault.
 declare -A BUG=(
     [BUG_ADOPT_OFFER]="-DSAFE_ONLY -DFAULTS=1 -DADV=1"
@@ -80,13 +100,21 @@ declare -A BUG=(
     [BUG_SINGLE_OFFER]="-DFAULTS=1 -DADV=0"
     [BUG_WAKE_ACKS]="-DFAULTS=1 -DADV=0"
     [BUG_SKIP_COUNT]="-DFAULTS=1 -DADV=0"
+    [BUG_ONE_QUEUE]="-DFAULTS=1 -DADV=0"
+    [BUG_TAKE_LAST]="-DFAULTS=0 -DADV=1"
+    [BUG_TAKE_UNKNOWN]="-DFAULTS=1 -DADV=0"
+    [BUG_ADOPT_AGE0]="-DFAULTS=1 -DADV=0"
+    [BUG_TAKE_BACK_OLD]="-DFAULTS=1 -DADV=1"
 )
-# Points of model/line.pml that a run must reach (its -DREACH=N), and what
-# each is. make check (tests/model.bats) searches for 1, 2 and 4 only: the
-# other three are reached whenever a variant's counterexample is found,
-# since each variant changes only what happens there (3: BUG_SINGLE_OFFER,
-# 5: BUG_WAKE_ACKS, 6: BUG_SKIP_COUNT; 6 searched alone is 0.95 million
-# states, 21 s of CPU in CI).
+# Variants whose counterexample lies beyond an exhaustive search's memory:
+# searched with a bitstate hash, built with -O2 (about a minute).
+declare -A BUG_BITSTATE=([BUG_TAKE_BACK_OLD]=1)
+# Points of model/line.pml (1-6) and model/mlease.pml (7) that a run must
+# reach (its -DREACH=N), and what each is. make check (tests/model.bats)
+# searches for 1, 2, 4 and 7 only: the other three are reached whenever a
+# variant's counterexample is found, since each variant changes only what
+# happens there (3: BUG_SINGLE_OFFER, 5: BUG_WAKE_ACKS, 6: BUG_SKIP_COUNT;
+# 6 searched alone is 0.95 million states, 21 s of CPU in CI).
 declare -A REACH=(
     [REACH_HANDOVER]="1 a lease handed over through #line"
     [REACH_TWO_AT_ONCE]="2 two releasers offering at once, one answering"
@@ -94,10 +122,12 @@ declare -A REACH=(
     [REACH_GONE_ENTRY]="3 a releaser passing an entry whose waiter is gone"
     [REACH_WOKEN]="5 a waiter woken for a slot freed without a hand-over"
     [REACH_JOIN_FREE]="6 a newcomer joining the line while a slot is free"
+    [REACH_MADOPT]="7 an adopter's command started under the lease handed to it"
 )
 # Which model each name explores
 model_of() {
     case $1 in
+    mlease-* | REACH_MADOPT | BUG_ONE_QUEUE | BUG_TAKE_LAST | BUG_TAKE_UNKNOWN | BUG_TAKE_BACK_OLD | BUG_ADOPT_AGE0) echo "$MLEASE" ;;
     line-* | REACH_* | BUG_ACK_AT_GET | BUG_SINGLE_OFFER | BUG_WAKE_ACKS | BUG_SKIP_COUNT) echo "$LINE" ;;
     *) echo "$HOLD" ;;
     esac
@@ -107,7 +137,9 @@ ORDER=(faults adversary BUG_ADOPT_OFFER BUG_KEEPER_LATE BUG_LATE_CLAIM
     token token-adversary BUG_TOKEN_EARLY
     line-faults line-adversary line-both BUG_ACK_AT_GET BUG_SINGLE_OFFER BUG_WAKE_ACKS
     BUG_SKIP_COUNT REACH_HANDOVER REACH_TWO_AT_ONCE REACH_GONE_ENTRY
-    REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE)
+    REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE
+    mlease-faults mlease-adversary BUG_ONE_QUEUE BUG_TAKE_LAST BUG_TAKE_UNKNOWN
+    BUG_TAKE_BACK_OLD BUG_ADOPT_AGE0 REACH_MADOPT)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-model.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -127,9 +159,10 @@ pan() {
         $CC "$opt" -w -DSAFETY -DMEMLIM="$MEMORY" $cflags -o pan pan.c || exit 2
         # (nice: beside make check's suites, which measure time, the
         # search is the one that can wait; a bitstate search has a
-        # 2^31-bit hash, 256 MB)
+        # 2^33-bit hash, 1 GB: mlease-both's 888 million states had a
+        # hash factor of 9.7 in it; make check runs none)
         case $cflags in
-        *BITSTATE*) nice -n 10 ./pan -m400000 -w31 >out 2>&1 ;;
+        *BITSTATE*) nice -n 10 ./pan -m400000 -w33 >out 2>&1 ;;
         *) nice -n 10 ./pan -m400000 >out 2>&1 ;;
         esac
         exit 0
@@ -157,10 +190,10 @@ result() {
 protocol() {
     local name=$1 dir=$work/$1 out how=exhaustive model
     out=$dir/out model=$(model_of "$name")
-    if [ "$name" != both ]; then
+    if [ -z "${BITSTATE_ONLY[$name]:-}" ]; then
         pan "$dir" "${CONFIG[$name]}" "-DCOLLAPSE" "$model" || { result fail "$name: spin or cc failed"; return; }
     fi
-    if [ "$name" = both ] || grep -qE 'pan: reached -DMEMLIM bound|max search depth too small' "$out"; then
+    if [ -n "${BITSTATE_ONLY[$name]:-}" ] || grep -qE 'pan: reached -DMEMLIM bound|max search depth too small' "$out"; then
         how=bitstate
         pan "$dir" "${CONFIG[$name]}" "-DBITSTATE" "$model" || { result fail "$name: spin or cc failed"; return; }
     fi
@@ -173,11 +206,12 @@ protocol() {
 }
 
 variant() {
-    local name=$1 dir=$work/$1 out
-    pan "$dir" "-D$name ${BUG[$name]}" "" "$(model_of "$name")" -O0 || { result fail "$name: spin or cc failed"; return; }
+    local name=$1 dir=$work/$1 out cflags= opt=-O0
+    [ -z "${BUG_BITSTATE[$name]:-}" ] || cflags=-DBITSTATE opt=-O2
+    pan "$dir" "-D$name ${BUG[$name]}" "$cflags" "$(model_of "$name")" "$opt" || { result fail "$name: spin or cc failed"; return; }
     out=$dir/out
     if grep -q 'assertion violated' "$out"; then
-        result ok "$name: a counterexample, $(grep -m1 -oE 'assertion violated (\(?[a-z_]+[<=!(]*[a-z_]*)' "$out")... ($(field "$out"))"
+        result ok "$name: a counterexample, $(grep -m1 -o 'assertion violated .*' "$out" | sed -E 's/ \(at depth [0-9]+\)$//' | cut -c1-48)... ($(field "$out"))"
     else
         result fail "$name: no counterexample ($(field "$out")): the model no longer sees this bug"
     fi
@@ -190,7 +224,7 @@ reached() {
     pan "$dir" "-DREACH=$point -DFAULTS=1 -DADV=0" "-DCOLLAPSE" "$(model_of "$name")" -O0 || { result fail "$name: spin or cc failed"; return; }
     out=$dir/out
     if grep -q 'assertion violated' "$out"; then
-        result ok "$name: the line model reaches $what ($(field "$out"))"
+        result ok "$name: the $(basename "$(model_of "$name")" .pml) model reaches $what ($(field "$out"))"
     else
         result fail "$name: never reached: $what ($(field "$out"))"
     fi
@@ -203,7 +237,7 @@ keep() {
 }
 
 [ $# -gt 0 ] || set -- "${ORDER[@]}"
-[ -z "${MODEL_ALL:-}" ] || set -- "$@" both
+[ -z "${MODEL_ALL:-}" ] || set -- "$@" both mlease-both
 t0=$SECONDS
 for name in "$@"; do
     if [ -n "${CONFIG[$name]:-}" ]; then
