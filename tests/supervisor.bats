@@ -331,8 +331,18 @@ named_job_hold() {
             fail "the first hold started its command on a claim answered late: $(cat "$T/h1.err")"
         wait_exit "$NEXT" 30
         [ "$rc" -eq 0 ] || fail "the next hold exited $rc: $(cat "$T/j2.err")"
-        # the first one then waited its turn
         wait_exit "$h1" 30
+        if [ "$rc" -eq 75 ] && grep -q "holding slot 1 of 1" "$T/h1.err"; then
+            # The stop came once the answers had been read in time, before
+            # the keeper was told to start the command: the keeper will
+            # not start it that late, and the hold loses the slot (CI, once
+            # in many runs). Safe, but another window: tried again.
+            grep -q "the command was not started: its claim came too late" "$T/h1.err" ||
+                fail "the first hold exited 75: $(cat "$T/h1.err")"
+            hit=0
+            continue
+        fi
+        # the first one then waited its turn
         [ "$rc" -eq 0 ] || fail "the first hold exited $rc: $(cat "$T/h1.err")"
         handed_over j2 j1
         break
