@@ -633,12 +633,12 @@ enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, str
 	return st;
 }
 
-/* A broker that crashes every look is not racing a deletion. */
+/* A broker that fails every look is not racing a deletion. */
 #define LOOK_TRIES 3
 
 bool cli_look_again(const struct conn *c, enum al_status st, int *tries)
 {
-	if (st != AL_CONNECTION || !conn_broker_crashed(c) || ++*tries > LOOK_TRIES)
+	if (st != AL_CONNECTION || !conn_broker_raced(c) || ++*tries > LOOK_TRIES)
 		return false;
 	trace("%s; looking again on a new connection", status_message());
 	status_clear();

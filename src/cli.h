@@ -169,10 +169,12 @@ enum al_status cli_reconnect(struct cli *cli, struct conn *c, struct sem *s, str
 
 /* For a command that only looks (status, wait), after st on c: whether
  * to connect again and look once more. Yes when the broker closed the
- * connection with INTERNAL_ERROR, as RabbitMQ 3.10 does when a probe
- * meets a quorum queue being deleted (a lease that runs out, or that a
- * keeper or an administrator ends): a race, not a failure. At most a few
- * times (*tries counts them); the caller then calls cli_reconnect. */
+ * connection over a queue deleted under a request (conn_broker_raced):
+ * INTERNAL_ERROR, as RabbitMQ 3.10 says when a probe meets a quorum queue
+ * being deleted (a lease that runs out, or that a keeper or an
+ * administrator ends), or 4.3's RESOURCE_ERROR for a probe whose queue
+ * went: a race, not a failure. At most a few times (*tries counts them);
+ * the caller then calls cli_reconnect. */
 bool cli_look_again(const struct conn *c, enum al_status st, int *tries);
 
 /* The commands, in cmd_*.c. */

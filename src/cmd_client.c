@@ -104,7 +104,8 @@ static struct hold_opts hold_opts_from(struct cli *cli, struct client *cl, char 
  * until its deadline: -w's, or none. Nothing is held meanwhile. Other
  * losses of a connection once made (the broker's side of it crashed:
  * INTERNAL_ERROR, RESOURCE_ERROR) are reconnected RECONNECTS_MAX times at
- * most; a connection refused for any other reason (a login refused, TLS,
+ * most, with -n too when a deletion explains them (conn_broker_raced); a
+ * connection refused for any other reason (a login refused, TLS,
  * a host name that does not resolve) ends the wait at once, waiting would
  * not change it. */
 #define RECONNECT_FIRST   0.1
@@ -242,8 +243,13 @@ static bool may_go_on(struct client *cl, const struct conn *c, bool connecting, 
 {
 	double now = now_seconds();
 
+	/* -n: only a race with a deletion is tried again, at once (in the
+	 * CI once in 450 racing hold -n --create: 4.3 closed the connection
+	 * when a probe of the admin mutex met it deleted as its creator
+	 * left). */
 	if (o->nonblock)
-		return false;
+		return !connecting && !sem_lost_to_lease(s) && conn_broker_raced(c) &&
+		       r->reconnects++ < RECONNECTS_MAX;
 	if (connecting || !sem_lost_to_lease(s))
 		return reconnect_due(cl, c, connecting, o, wait_end, r);
 	if (deadline_passed(wait_end))

@@ -597,6 +597,11 @@ bool conn_broker_crashed(const struct conn *c)
 	return c->close_code == AMQP_INTERNAL_ERROR;
 }
 
+bool conn_broker_raced(const struct conn *c)
+{
+	return conn_broker_crashed(c) || c->close_code == AMQP_RESOURCE_ERROR;
+}
+
 void conn_close(struct conn *c)
 {
 	if (!c->amqp)

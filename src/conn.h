@@ -172,6 +172,13 @@ void conn_limit(struct conn *c, struct deadline by);
  * crash of its side of the connection, as RabbitMQ 3.10 has when a probe
  * or a declare meets a quorum queue being deleted. */
 bool conn_broker_crashed(const struct conn *c);
+/* Whether the broker closed the connection over a queue deleted under a
+ * request of ours, which a new connection does not meet again: a crash
+ * (conn_broker_crashed), or RESOURCE_ERROR (506), which RabbitMQ 4.3 says
+ * when a publish finds its queue deleted between routing and delivery
+ * ("failed to deliver message": a probe of an exclusive queue whose
+ * owner just left). */
+bool conn_broker_raced(const struct conn *c);
 
 /* Whether the last failure to open c, or the loss of c, is one that the
  * broker's absence explains and waiting may end: nothing listening, the

@@ -609,6 +609,31 @@ every_command() {
         "$(seq 1 10 | sed "s/.*/amqplock.$n-&-A/" | tr '\n' ' ')" ]
 }
 
+# RabbitMQ 4.3 closes a connection (RESOURCE_ERROR, "failed to deliver
+# message") whose publish finds its queue deleted between routing and
+# delivery: a probe of the admin mutex as its creator leaves, say (once in
+# CI, cron.bats's hold -n --create race, exit 69). The relay closes the
+# first connection so at its first publish.
+@test "a connection the broker closes with RESOURCE_ERROR at a publish, as 4.3 does for a queue deleted under it: hold -n, hold and status look again on a new connection and succeed" {
+    al create "$n" 1
+    local c
+    for c in "hold -n" "hold -w 5" status; do
+        start_relay_closing '\x00\x3c\x00\x28' 506
+        if [ "$c" = status ]; then
+            run --separate-stderr "$AMQPLOCK_BIN" --url "$RELAY_URL" status "$n"
+        else
+            # shellcheck disable=SC2086 # $c is the command and its option
+            run --separate-stderr "$AMQPLOCK_BIN" --url "$RELAY_URL" $c "$n" -- true
+        fi
+        [ "$status" -eq 0 ] || fail "$c exited $status: $stderr"
+        grep -q "closed at" "$T/relay.err" || fail "$c: the relay closed nothing"
+        kill "$RELAY"
+        wait "$RELAY" 2>/dev/null || true
+        rm -f "$T/relay.port"
+    done
+    run -0 al hold -n "$n" -- true
+}
+
 @test "a remove killed midway (kill -9) leaves slots 1..k without a hole, at every moment" {
     al create "$n" 600
     watch_holes

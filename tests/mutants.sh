@@ -29,6 +29,7 @@ no-connect-deadline|src/connect.c|s/deadline_within\(by, o->connect_timeout\)/de
 wait-limit-kept|src/cmd_client.c|s/\tconn_limit\(c, deadline_never\(\)\);\n//|client.bats|^-w bounds only the wait
 no-wait-deadline|src/cmd_client.c|s/o->nonblock \? deadline_never\(\) : deadline_graced\(\*wait_end, LAST_TRY_REPLIES\)/deadline_never()/|client.bats|^hold -w 3 behind a relay
 no-rpc-deadline|src/connect.c|s/c->rpc_timeout = o->rpc_timeout;/c->rpc_timeout = 30;/|faults.bats|^a broker falling silent mid-operation
+nonblock-race-fatal|src/cmd_client.c|s/return !connecting && !sem_lost_to_lease\(s\) && conn_broker_raced\(c\) &&/return 0 \&\&/|faults.bats|RESOURCE_ERROR at a publish
 alarm-unnoticed|src/conn.c|s/return connection_blocked\(c, f\.payload\.method\.decoded\);/continue;/|faults.bats|^a memory alarm
 no-admin-mutex|src/admin.c|s/(\nenum al_status admin_lock\(struct sem \*s, bool repair, bool \*locked, bool \*stray\)\n\{)/$1\n\t*locked = true, *stray = false;\n\treturn AL_OK;/|faults.bats|^20 concurrent administrators
 looked-at-lease-kept|src/request.c|s/return s->slots_quorum \x7c\x7c s->conn->version < LOOKS_NEED_PERMISSION;/return s->slots_quorum;/|permissions.bats|^someone looking at a dead holder

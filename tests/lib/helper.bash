@@ -309,6 +309,13 @@ start_relay_holding() {
     AMQPLOCK_RELAY_HOLD="$1 $2${3:+ $3}" start_relay
 }
 
+# start_relay_closing TEXT CODE: start_relay, whose first connection to
+# send TEXT is closed as the broker closes one, with reply code CODE
+# (proxy.pl, AMQPLOCK_RELAY_CLOSE); later connections are relayed.
+start_relay_closing() {
+    AMQPLOCK_RELAY_CLOSE="$1 $2" start_relay
+}
+
 # expire_policy MS: an expires policy on the queues of this test's
 # semaphore, the clean-up policy operators set (docs/operators.md, "Policies");
 # clear_expire_policy (teardown) clears it.

@@ -29,6 +29,14 @@
 # bytes held back hold UNTIL too (something the broker sends that client
 # on another's word, say).
 #
+# With AMQPLOCK_RELAY_CLOSE="TEXT CODE", the first connection whose client
+# sends TEXT is closed as the broker closes one: what it sent with TEXT is
+# not passed on, the broker's side is closed (the broker sees the client
+# go), and the client gets a connection.close with reply code CODE, as
+# RabbitMQ 4.3 sends one (RESOURCE_ERROR, 506) when a publish finds its
+# queue deleted between routing and delivery. "closed at SECONDS" goes to
+# stderr.
+#
 # SIGUSR1 cuts every connection on the broker's side only: the broker sees
 # its clients go, each client's socket stays open and silent, and what the
 # broker had sent stays in it to be read: as a client finds its connection
@@ -58,7 +66,16 @@ my (%peer, %pending, %client, %stalled, %held, %heldbuf, @cut);
 my $stall = $ENV{AMQPLOCK_RELAY_STALL};
 $stall =~ s/\\x([0-9a-fA-F]{2})/chr(hex($1))/ge if defined $stall;
 my ($hold, $hold_for, $hold_until) = split ' ', ($ENV{AMQPLOCK_RELAY_HOLD} // '');
+my ($close, $close_code) = split ' ', ($ENV{AMQPLOCK_RELAY_CLOSE} // '');
+$close =~ s/\\x([0-9a-fA-F]{2})/chr(hex($1))/ge if defined $close;
+my %closing;
 use Time::HiRes qw(time);
+# A connection.close of reply code $code, frame and all, on channel 0.
+sub close_frame {
+    my ($code, $text) = @_;
+    my $args = pack("nnnC", 10, 50, $code, length $text) . $text . pack("nn", 60, 40);
+    return pack("CnN", 1, 0, length $args) . $args . "\xCE";
+}
 # Passes on what was held back for a connection whose time has come.
 sub release_held {
     for my $o (grep { $held{$_}[1] <= time } keys %held) {
@@ -142,6 +159,12 @@ until ($done) {
             $sel->add($c, $u);
             next;
         }
+        if ($closing{$s}) {
+            # (what the client says after its close: read and dropped)
+            my $n = sysread($s, my $rest, 65536);
+            if (!$n) { delete $closing{$s}; $sel->remove($s); close $s }
+            next;
+        }
         next unless $peer{$s};
         my $buf;
         my $n = sysread($s, $buf, 65536);
@@ -155,6 +178,20 @@ until ($done) {
             $stalled{$o} = 1;
             undef $stall;
             printf STDERR "stalled at %.6f\n", time;
+        }
+        if (defined $close && exists $client{$s} && index($buf, $close) >= 0) {
+            undef $close;
+            $sel->remove($o);
+            close $o;
+            delete @peer{$s, $o};
+            delete @pending{$s, $o};
+            delete $client{$s};
+            syswrite($s, close_frame($close_code,
+                                     "RESOURCE_ERROR - failed to deliver message (the test's relay)"));
+            $s->shutdown(1);
+            $closing{$s} = 1;
+            printf STDERR "closed at %.6f\n", time;
+            next;
         }
         if (defined $hold && exists $client{$s} && index($buf, $hold) >= 0) {
             $held{$o} = [$s, time + $hold_for];
