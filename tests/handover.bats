@@ -390,23 +390,37 @@ old_amqplock() {
 # it handed the lease to an asker that had given up, and the slot stayed
 # blocked for the lease's length.
 @test "a releaser paused 1.5 s after its offer: the slot is free within 3 s of its resume" {
-    al create "$n" 1
-    # (r's pause lasts until w's ask has come for r: on a loaded
-    # machine the ask may take longer than the 1.5 s, and r would then
-    # hear no ask at all)
-    start_relay_holding amqplock.offer 1.5 amqplock.ask
-    holder r --url "$RELAY_URL"
-    waiter w
-    local t0 took
-    t0=$(now)
-    touch "$T/go"
-    finish r w
-    took=$(since "$t0")
-    note "w ran $took s after r's release began (r paused 1.5 s after its offer; lease 40 s)"
-    grep -q "too late" "$T/r.err" || fail "$(cat "$T/r.err" "$T/w.err")"
-    one_after_other r w
-    at_most "$took" 4.5
-    no_lease_left "$n"
+    local base=$n try t0 took
+    for try in 1 2 3; do
+        n=$base-$try
+        al create "$n" 1
+        # (r's pause lasts until w's ask has come for r: on a loaded
+        # machine the ask may take longer than the 1.5 s, and r would then
+        # hear no ask at all)
+        start_relay_holding amqplock.offer 1.5 amqplock.ask
+        holder r --url "$RELAY_URL"
+        waiter w
+        t0=$(now)
+        touch "$T/go"
+        finish r w
+        took=$(since "$t0")
+        note "w ran $took s after r's release began (r paused 1.5 s after its offer; lease 40 s)"
+        one_after_other r w
+        at_most "$took" 4.5
+        no_lease_left "$n"
+        grep -q "too late" "$T/r.err" && break
+        # r sends the count's question and the offer in two writes: if
+        # the relay read them apart, the count's answer reached r before
+        # the pause began, and r waited out its time for an ask unpaused
+        # (CI, once in many runs). Safe, as checked above, but not the
+        # window of this test: tried again.
+        grep -q "not asked for" "$T/r.err" && [ "$try" -lt 3 ] ||
+            fail "$(cat "$T/r.err" "$T/w.err")"
+        note "try $try: r was not paused before the count's answer; again"
+        kill "$RELAY"
+        wait "$RELAY" 2>/dev/null || true
+        rm -f "$T/relay.port" "$T/go" "$T"/[rw].*
+    done
 }
 
 @test "kill -9 of a releaser after its offer: its keeper ends the lease; the asker runs only after" {
