@@ -782,6 +782,8 @@ linger_hold() {
     local stopper=$!
     PIDS+=("$stopper")
     wait_until 35 turns_at_least "$d" 400 || true
+    # (and the bound reached once, which check_contention asks: crit.pl)
+    wait_until 30 test -e "$d/full" || true
     touch "$d/stop"
     wait_until 10 ended "$stopper" || fail "the stopper did not stop"
     finish_contention 60

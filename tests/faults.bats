@@ -60,7 +60,7 @@ set_bound() { (flock 9 && echo "$2" >"$1/bound") 9>>"$1/lock"; }
     local d
     d=$(critical_dir 3)
     contend "$d" 50 "$TURNS"
-    finish_contention 240
+    finish_contention 400
     check_contention "$d" "$TURNS" 3
     note "hold exits: $(exit_counts "$d")"
     [ -z "$(grep -vx 0 "$d/rc" || true)" ] || fail "holds failed: $(exit_counts "$d"); $(tail -5 "$d/err")"

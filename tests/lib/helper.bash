@@ -377,7 +377,10 @@ critical_dir() {
 # client_loops DIR CLIENTS ENTRIES CMD...: CLIENTS loops in the background,
 # each running CMD (a hold, or a function that runs one) again and again
 # until DIR/stop exists or, unless ENTRIES is 0, DIR/log has ENTRIES
-# entries. CMD runs with CLIENT set to its loop's number (1..CLIENTS),
+# entries; from 100 ENTRIES on, also crit.pl's DIR/full (the bound was
+# reached once, which check_contention asks), or twice ENTRIES: on a
+# loaded machine the turns may be too slow to fill every slot at first.
+# CMD runs with CLIENT set to its loop's number (1..CLIENTS),
 # stdin from /dev/null and stderr appended to DIR/err; each exit status
 # goes to DIR/rc. Pids in CLIENT_PIDS (and PIDS).
 client_loops() {
@@ -386,7 +389,7 @@ client_loops() {
     CLIENT_PIDS=()
     for CLIENT in $(seq 1 "$clients"); do
         (
-            while [ ! -e "$d/stop" ] && { [ "$entries" -eq 0 ] || [ "$(wc -l <"$d/log")" -lt "$entries" ]; }; do
+            while [ ! -e "$d/stop" ] && { [ "$entries" -eq 0 ] || ! enough_turns "$d" "$entries"; }; do
                 rc=0
                 "$@" 2>>"$d/err" </dev/null || rc=$?
                 echo "$rc" >>"$d/rc"
@@ -395,6 +398,14 @@ client_loops() {
         CLIENT_PIDS+=("$!")
         PIDS+=("$!")
     done
+}
+
+# enough_turns DIR ENTRIES: client_loops' end (see there)
+enough_turns() {
+    local count
+    count=$(wc -l <"$1/log")
+    [ "$count" -ge "$2" ] || return 1
+    [ "$2" -lt 100 ] || [ -e "$1/full" ] || [ "$count" -ge $(($2 * 2)) ]
 }
 
 # finish_contention SECS: waits for every client loop to end.

@@ -21,7 +21,8 @@
 # other job has entered its slot meanwhile (DIR/owner.SLOT names the last
 # job that did) and that the bound still holds; amqplock must never let a
 # command go on after its slot was given away. Each entry appends
-# "monotonic-time count slot pid" to DIR/log. The job stays 20-80 ms.
+# "monotonic-time count slot pid" to DIR/log, and the first entry that
+# finds the bound reached makes DIR/full. The job stays 20-80 ms.
 use strict;
 use warnings;
 use Fcntl qw(:flock);
@@ -174,6 +175,9 @@ if ($linger) {
 }
 save(@e);
 spew("$d/log", sprintf("%.6f %d %s %d\n", clock_gettime(CLOCK_MONOTONIC), $count, $slot, $$), 1);
+# (DIR/full: the bound was reached once, which the loops of
+# tests/lib/helper.bash wait for before they stop)
+spew("$d/full", "$count\n") if $count >= bound() && !-e "$d/full";
 unlock_dir();
 
 stay(0.02 + rand(0.06));
