@@ -82,7 +82,7 @@ layers: amqplock
 # configurations that fit in full, each known-bad variant, each point a
 # run must reach, and the one searched by bitstate. make check runs those
 # with an adversary, the variants and three of the points
-# (tests/model.bats).
+# (tests/model.bats, tests/mlease.bats).
 model: deps
 	MODEL_ALL=1 model/run.sh
 

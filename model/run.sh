@@ -20,7 +20,8 @@
 # Configurations of the protocol (FAULTS faults and ADV adversary acts per
 # run, at any step of any tick):
 #   faults      FAULTS=1 ADV=0   exhaustive (about 35 million states; not
-#                                in make check, which runs tests/model.bats)
+#                                in make check, which runs tests/model.bats
+#                                and tests/mlease.bats)
 #   adversary   FAULTS=0 ADV=1   exhaustive (about 15 million states)
 #   both        FAULTS=1 ADV=1   bitstate, only when named or for `make
 #                                model` (MODEL_ALL=1): too large to keep
@@ -110,10 +111,10 @@ declare -A BUG=(
 # searched with a bitstate hash, built with -O2 (about a minute).
 declare -A BUG_BITSTATE=([BUG_TAKE_BACK_OLD]=1)
 # Points of model/line.pml (1-6) and model/mlease.pml (7) that a run must
-# reach (its -DREACH=N), and what each is. make check (tests/model.bats)
-# searches for 1, 2, 4 and 7 only: the other three are reached whenever a
-# variant's counterexample is found, since each variant changes only what
-# happens there (3: BUG_SINGLE_OFFER, 5: BUG_WAKE_ACKS, 6: BUG_SKIP_COUNT;
+# reach (its -DREACH=N), and what each is. make check (tests/model.bats,
+# tests/mlease.bats) searches for 1, 2, 4 and 7 only: the other three are
+# reached whenever a variant's counterexample is found, since each variant
+# changes only what happens there (3: BUG_SINGLE_OFFER, 5: BUG_WAKE_ACKS, 6: BUG_SKIP_COUNT;
 # 6 searched alone is 0.95 million states, 21 s of CPU in CI).
 declare -A REACH=(
     [REACH_HANDOVER]="1 a lease handed over through #line"
