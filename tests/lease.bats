@@ -233,7 +233,10 @@ L90=(--heartbeat 1 --grace 1 --lease 90)
     sleep 0.5
     NODE_STOPPED=1
     local took
-    took=$("$H/renode.sh" restart "$AMQPLOCK_TEST_BROKER_DIR" | tr '\n' ' ')
+    # (a restart that failed leaves NODE_STOPPED set: the teardown starts
+    # the node again for the tests after this one)
+    took=$("$H/renode.sh" restart "$AMQPLOCK_TEST_BROKER_DIR" 2>&1) || fail "$took"
+    took=$(tr '\n' ' ' <<<"$took")
     NODE_STOPPED=
     local st
     st=$(al --json status --no-names "$n" | jq -c '[.held, .away]')
