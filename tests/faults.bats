@@ -44,8 +44,10 @@ contend_hold() {
 
 # contend DIR CLIENTS ENTRIES: CLIENTS loops (client_loops, helper.bash)
 # of contend_hold DIR, going round until DIR/log has ENTRIES entries (or
-# DIR/stop exists).
+# DIR/stop exists) and, from 100 on, DIR/wanted jobs were inside at once
+# (the bound, unless the test wrote another).
 contend() {
+    [ -e "$1/wanted" ] || cp "$1/bound" "$1/wanted"
     client_loops "$1" "$2" "$3" contend_hold "$1"
 }
 
@@ -111,7 +113,7 @@ kill_and_resize() {
     resizer "$d" "$2" "$3" 3>&- &
     admin=$!
     PIDS+=("$admin")
-    finish_contention 240
+    finish_contention 400
     touch "$d/stop"
     wait_until 60 ended "$admin" || fail "the administrator did not stop"
     [ ! -s "$d/bad" ] || fail "breaches: $(sort "$d/bad" | uniq -c | head -20)"
@@ -130,6 +132,8 @@ killed_holds_ended() {
     al create "$n" 3
     local d want=$((TURNS / 2))
     d=$(critical_dir 3)
+    # (the loops go on until an added slot was used: asked below)
+    echo 4 >"$d/wanted"
     contend "$d" 50 "$want"
     kill_and_resize "$d" 3 5
     local turns most changes kills

@@ -837,8 +837,8 @@ close_holders() {
     back=$(mono)
     wait_until 60 turns_at_least "$d" $(($(turns "$d") + 50)) ||
         fail "only $(turns "$d") turns: $(tail -5 "$d/err")"
-    # (and the bound reached once, which check_contention asks: crit.pl)
-    wait_until 60 test -e "$d/full" || true
+    # (and the bound reached once, which check_contention asks)
+    wait_until 60 most_reached "$d" 3 || true
     touch "$d/stop"
     finish_contention 90
     note "$held connections of holds running their command closed, and $closed at random; stop_app/start_app after $before turns, back in $restart s; the first turn after it $(awk -v b="$back" '$1 > b { printf "%.1f", $1 - b; exit }' "$d/log") s after it was back; the longest time without a turn $(awk 'NR > 1 && $1 - p > m { m = $1 - p } { p = $1 } END { printf "%.1f", m }' "$d/log") s"

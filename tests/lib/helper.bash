@@ -377,8 +377,8 @@ critical_dir() {
 # client_loops DIR CLIENTS ENTRIES CMD...: CLIENTS loops in the background,
 # each running CMD (a hold, or a function that runs one) again and again
 # until DIR/stop exists or, unless ENTRIES is 0, DIR/log has ENTRIES
-# entries; from 100 ENTRIES on, also crit.pl's DIR/full (the bound was
-# reached once, which check_contention asks), or twice ENTRIES: on a
+# entries; from 100 ENTRIES on, also until DIR/wanted (if the test wrote
+# one) jobs were inside at once (most_reached), or twice ENTRIES: on a
 # loaded machine the turns may be too slow to fill every slot at first.
 # CMD runs with CLIENT set to its loop's number (1..CLIENTS),
 # stdin from /dev/null and stderr appended to DIR/err; each exit status
@@ -400,12 +400,19 @@ client_loops() {
     done
 }
 
+# most_reached DIR [N]: crit.pl saw N jobs inside at once (DIR/most), N
+# the number in DIR/wanted if not given; true if neither says one.
+most_reached() {
+    local want=${2:-$(cat "$1/wanted" 2>/dev/null)}
+    [ -z "$want" ] || [ "$(cat "$1/most" 2>/dev/null || echo 0)" -ge "$want" ]
+}
+
 # enough_turns DIR ENTRIES: client_loops' end (see there)
 enough_turns() {
     local count
     count=$(wc -l <"$1/log")
     [ "$count" -ge "$2" ] || return 1
-    [ "$2" -lt 100 ] || [ -e "$1/full" ] || [ "$count" -ge $(($2 * 2)) ]
+    [ "$2" -lt 100 ] || most_reached "$1" || [ "$count" -ge $(($2 * 2)) ]
 }
 
 # finish_contention SECS: waits for every client loop to end.
