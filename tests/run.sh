@@ -10,8 +10,6 @@
 #   AMQPLOCK_WRAP       a command to run amqplock under (e.g. "valgrind -q
 #                       --error-exitcode=99"); see tests/lib/helper.bash
 #   AMQPLOCK_TEST_SKIP  suites to leave out, by name (e.g. "docs")
-#   AMQPLOCK_TEST_POOL  a bound on heavy runs across the machine, each
-#                       suite one of them (tests/lib/pool.sh; .ci/run)
 #
 # The suites share one private node, each test on semaphores of its own
 # name (helper.bash, unique_name) and its own scratch directory, except
@@ -33,8 +31,6 @@ if [ -z "${AMQPLOCK_SIGNALS_DEFAULT:-}" ]; then
     exec tests/lib/default-signals.pl tests/run.sh "$@"
 fi
 
-# shellcheck source=tests/lib/pool.sh
-. tests/lib/pool.sh
 started=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-test.XXXXXX")
 tap="$work/tap"
@@ -112,11 +108,6 @@ has_tag() { grep -qx "# run.sh: $2" "$1"; }
 # in seconds to OUT.time; on a node of its own if its header asks for one
 # (started here, and stopped after), else on the shared one.
 run_suite() {
-    # A slot of the machine's pool first, where CI made one
-    # (tests/lib/pool.sh); given back however this ends.
-    trap pool_give EXIT
-    trap 'exit 143' TERM INT HUP
-    pool_take
     local suite=$1 out=$2 t0=$SECONDS node=$work/broker status=0
     local -a wrap=()
     if has_tag "$suite" "a broker of its own"; then

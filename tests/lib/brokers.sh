@@ -270,15 +270,13 @@ host_runs() {
     versions+=" (Debian $suite); the host's amqplock, librabbitmq $(version / 'librabbitmq[0-9]*')"
     if want "$rmq"; then
         say "$rmq: the whole suite (tests/run.sh): $versions"
-        # (the bounds count the waits for slots of CI's pool too:
-        # tests/lib/pool.sh)
-        run "$rmq" 2700 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" AMQPLOCK_BIN="$WORK/amqplock" \
+        run "$rmq" 1500 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" AMQPLOCK_BIN="$WORK/amqplock" \
             tests/run.sh
     fi
     if want "$rmq-cluster"; then
         say "$rmq-cluster: the cluster suite (tests/cluster/run.sh): $versions"
-        run "$rmq-cluster" 1500 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" \
-            AMQPLOCK_BIN="$WORK/amqplock" tests/lib/pool.sh tests/cluster/run.sh \
+        run "$rmq-cluster" 900 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" \
+            AMQPLOCK_BIN="$WORK/amqplock" tests/cluster/run.sh \
             ${AMQPLOCK_CLUSTER_FILTER:+-f "$AMQPLOCK_CLUSTER_FILTER"}
     fi
     if want "$rmq-bench"; then
