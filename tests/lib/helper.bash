@@ -410,7 +410,7 @@ most_reached() {
 # enough_turns DIR ENTRIES: client_loops' end (see there)
 enough_turns() {
     local count
-    count=$(wc -l <"$1/log")
+    count=$(turns "$1")
     [ "$count" -ge "$2" ] || return 1
     [ "$2" -lt 100 ] || most_reached "$1" || [ "$count" -ge $(($2 * 2)) ]
 }
