@@ -184,11 +184,22 @@ else
     done
 fi
 
+# A report of nothing but LeakSanitizer's "Unable to get registers from
+# thread N." is no finding. Its leak check could not read the registers
+# of a thread it had stopped (gone: the process was killed meanwhile),
+# and went on without them. Any leak it then found would be in lines of
+# its own; later compiler-rt sources print this warning only when
+# verbose. It is shown, not failed.
 for report in "$work"/sanitizer/*; do
     [ -e "$report" ] || continue
     echo "# sanitizer report $report:"
     sed 's/^/#   /' "$report"
-    echo "not ok - sanitizer report $(basename "$report")" >>"$tap"
+    if [ -s "$report" ] &&
+        ! grep -qvE '^==[0-9]+==Unable to get registers from thread [0-9]+\.$' "$report"; then
+        echo "# (LeakSanitizer's warning alone: no finding)"
+    else
+        echo "not ok - sanitizer report $(basename "$report")" >>"$tap"
+    fi
 done
 
 echo "# wall time: $((SECONDS - started)) s, ${AMQPLOCK_TEST_JOBS:-4} suites at a time"
