@@ -271,9 +271,9 @@ host_runs() {
     if want "$rmq"; then
         say "$rmq: the whole suite (tests/run.sh): $versions"
         # (the bound on a whole run: CI runs these suites one at a time,
-        # AMQPLOCK_TEST_JOBS=1, beside two other streams, on a machine
-        # that ran make check 2.3 times slower than the one they took
-        # 1050-1210 s on)
+        # AMQPLOCK_TEST_JOBS=1, beside two other streams. They took
+        # 1000-1260 s here, and CI's machine ran make check 2.3 times
+        # slower)
         run "$rmq" 3600 env RMQ_BIN="$WORK/bin-$suite" TMPDIR="$WORK/tmp" AMQPLOCK_BIN="$WORK/amqplock" \
             tests/run.sh
     fi
