@@ -607,6 +607,10 @@ holder_done() {
     local ltype t0
     ltype=$(queue_type "amqplock.$n-1-L")
     t0=$(now)
+    # Stopped first, all of them: killed one by one, a keeper whose
+    # amqplock dies a moment before it ends the lease (what it is for),
+    # and a loaded machine can give it that moment.
+    kill -STOP "${pids[@]}"
     kill -KILL "${pids[@]}"
     local kill_mono
     kill_mono=$(mono)
