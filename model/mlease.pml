@@ -1,9 +1,10 @@
 /* model/mlease.pml: a lease made of messages rather than of a queue per
  * hold (docs/design.md, "A lease as a message"), as designed for issue
- * 43, for SPIN to explore (model/run.sh, `make model`). src/ does not
- * use it yet: this model comes first, so that the C follows a design a
- * machine has checked, as model/line.pml did for the line. Its first
- * drafts failed here; what they taught is in docs/design.md.
+ * 43, for SPIN to explore (model/run.sh, `make model`). Its rules are
+ * src/mlease.c's, which no request uses yet: this model comes first, so
+ * that the C follows a design a machine has checked, as model/line.pml
+ * did for the line. Its first drafts failed here; what they taught is in
+ * docs/design.md.
  *
  * The design:
  *   - each slot has MQ lasting lease queues (durable, classic, made by
