@@ -40,10 +40,15 @@
  *     what was known before: a take whose answer never came counts as
  *     done;
  *   - the end of a lease, once its command has ended (or never started):
- *     the queues known to hold ours, younger than D, taken (on a new
- *     connection if need be), -B deleted; what we do not know to be
- *     ours runs out. A killed amqplock's lease runs out (the keeper
- *     knows no AMQP); the keeper's deadline is model/hold.pml's;
+ *     the queues known to hold ours, younger than D by the margin (a
+ *     take travels), taken (on a new connection if need be), -B deleted;
+ *     what we do not know to be ours runs out. The keeper's deadline is
+ *     model/hold.pml's;
+ *   - the keeper's last act, when amqplock is killed: its command ended,
+ *     the queues it was told hold ours, young, taken, as amqplock would
+ *     end the lease. amqplock tells it after each confirmed publish, and
+ *     before it sends a take (or answers a hand-over: then it forgets
+ *     everything);
  *   - a hand-over, instead of that end: the releaser R, its command
  *     ended, -B its own and its deadline not passed, deletes -B and,
  *     behind it on the same channel, answers the waiter W with T, what
@@ -81,7 +86,8 @@
  *   OWN     while a client's command runs, a take of a queue it knows to
  *           hold its message, younger than D, finds that message: nobody
  *           else has taken it;
- *   FREE    no holder queue outlives its holder.
+ *   FREE    no holder queue outlives its holder;
+ *   LAST    a keeper's last act takes no message but its amqplock's.
  *
  * Known-bad variants, each a -D switch that model/run.sh expects to fail:
  *   BUG_ONE_QUEUE      one lease queue, renewed by a take and a publish:
@@ -105,9 +111,14 @@
  *                      of the answer, not from its ask: a message it
  *                      counts as young has run out while its command runs,
  *                      and a claim may take the queue (OWN, under faults)
+ *   BUG_KEEPER_TOLD_LATE  the keeper hears of a take once it is answered,
+ *                      not before it is sent: amqplock killed in between,
+ *                      the keeper takes the next holder's message (LAST,
+ *                      under faults)
  *
- * A point that a run must reach (model/run.sh): -DREACH=7 (REACH_MADOPT),
- * an adopter's command started.
+ * Points that a run must reach (model/run.sh): -DREACH=7 (REACH_MADOPT),
+ * an adopter's command started; -DREACH=8 (REACH_LAST_ACT), a keeper's
+ * last act taking its amqplock's message.
  *
  * Time: a tick is the renewal interval (1 s); it passes only when nothing
  * else can happen (timeout). Ages, not dates, keep the state space
@@ -167,6 +178,16 @@ bool know_[CLIENTS * MQ];
 byte kage_[CLIENTS * MQ];
 #define KNOW(i, k) know_[(i) * MQ + (k)]
 #define KAGE(i, k) kage_[(i) * MQ + (k)]
+/* What a client's keeper knows of lease queue k: told by amqplock after
+ * each confirmed publish (with its age), and before each take is sent
+ * (or, BUG_KEEPER_TOLD_LATE, once the take is answered) */
+bool kknow_[CLIENTS * MQ];
+#define KKNOW(i, k) kknow_[(i) * MQ + (k)]
+/* A take only of a message younger than the lease by the margin: a take
+ * travels to the broker, and the margin covers its way as it covers the
+ * keeper's deadline's (in the model a request arrives as it is sent; in
+ * the code it arrives later) */
+#define YOUNG(i, k) (KAGE(i, k) < D - MARGIN)
 
 /* W's ask, and how long ago W sent it. R answers only an ask, so the
  * answer is sent after it, however late W reads it (a delivery waits in
@@ -251,6 +272,9 @@ inline publish(i, ch, k, t, ok) {
  * i's connection: what was there, into t. While our command runs, a
  * queue we know to hold our message, younger than D, holds it (OWN) */
 inline take(i, k, t) {
+#ifndef BUG_KEEPER_TOLD_LATE
+	KKNOW(i, k) = false;	/* the keeper told first */
+#endif
 	t = 0;
 	if
 	:: conn[i] -> t = m_tok[k]; m_tok[k] = 0; m_age[k] = 0;
@@ -263,7 +287,17 @@ inline take(i, k, t) {
 inline publish_ours(i, ch, k, ok) {
 	publish(i, ch, k, tok[i], ok);
 	KNOW(i, k) = ok;
+	KKNOW(i, k) = ok;	/* the keeper told, once the confirm is read */
 	KAGE(i, k) = 0
+}
+/* BUG_KEEPER_TOLD_LATE: the keeper learns of our takes only at amqplock's
+ * next step */
+inline tell_keeper(i) {
+#ifdef BUG_KEEPER_TOLD_LATE
+	KKNOW(i, 0) = KNOW(i, 0); KKNOW(i, MQ - 1) = KNOW(i, MQ - 1)
+#else
+	skip
+#endif
 }
 
 /* Another queue than k holds our message, published no earlier than our
@@ -300,6 +334,7 @@ waiting:
 		do
 		:: k < MQ ->
 			KNOW(i, k) = a_know[k];
+			KKNOW(i, k) = a_know[k];	/* the keeper told */
 #ifndef BUG_ADOPT_AGE0
 			t = ask_age[i] + a_kage[k];
 #else
@@ -356,16 +391,17 @@ waiting:
 			goto end_apart
 		:: else -> skip
 		fi }
-	/* refused: our messages taken back, those younger than D (a stop
-	 * since the answers may have outlasted them, and the queue may hold
-	 * the next holder's), -B deleted, on the same channel */
+	/* refused: our messages taken back, those younger than D by the
+	 * margin (a stop since the answers may have outlasted them, and the
+	 * queue may hold the next holder's), -B deleted, on the same channel */
 	k = 0;
 	do
 	:: k < MQ ->
 		atomic { can(i) ->
+			tell_keeper(i);
 			if
 #ifndef BUG_TAKE_BACK_OLD
-			:: KNOW(i, k) && KAGE(i, k) < D && got_b -> take(i, k, t)
+			:: KNOW(i, k) && YOUNG(i, k) && got_b -> take(i, k, t)
 #else
 			:: KNOW(i, k) && got_b -> take(i, k, t)
 #endif
@@ -375,6 +411,7 @@ waiting:
 	:: k == MQ -> break
 	od;
 	atomic { can(i) ->
+		tell_keeper(i);
 		if
 		:: b_owner == i && conn[i] -> b_owner = NONE
 		:: else -> skip
@@ -382,7 +419,7 @@ waiting:
 		got_b = false;
 		k = 0;
 		do
-		:: k < MQ -> KNOW(i, k) = false; k++
+		:: k < MQ -> KNOW(i, k) = false; KKNOW(i, k) = false; k++
 		:: k == MQ -> break
 		od;
 		tok[i] = 0;
@@ -461,8 +498,10 @@ holding:
 
 answer:
 	/* sent behind the delete: lost with the connection, and then the
-	 * lease runs out. Decided: R takes nothing any more */
+	 * lease runs out. Decided: R takes nothing any more, nor does its
+	 * keeper, told first */
 	atomic {
+		KKNOW(i, 0) = false; KKNOW(i, MQ - 1) = false;
 		if
 		:: conn[i] ->
 			a_to = 1 - i; a_tok = tok[i]; a_age = age[i];
@@ -509,6 +548,7 @@ renew:
 #endif
 			fi }
 		atomic { can(i) ->
+			tell_keeper(i);
 			if
 			:: !all -> skip
 			:: all && (t == 0 || t == tok[i]) -> publish_ours(i, true, k, ok); fresh = fresh || ok
@@ -537,10 +577,11 @@ end_apart:
 	do
 	:: k < MQ ->
 		atomic { can(i) ->
+			tell_keeper(i);
 			if
 #ifndef BUG_TAKE_UNKNOWN
-			:: KNOW(i, k) && KAGE(i, k) < D -> take(i, k, t)
-			:: else -> KNOW(i, k) = false
+			:: KNOW(i, k) && YOUNG(i, k) -> take(i, k, t)
+			:: else -> KNOW(i, k) = false; KKNOW(i, k) = false
 #else
 			:: take(i, k, t)
 #endif
@@ -549,6 +590,7 @@ end_apart:
 	:: k == MQ -> break
 	od;
 	atomic { can(i) ->
+		tell_keeper(i);
 		if
 		:: b_owner == i && conn[i] -> b_owner = NONE
 		:: else -> skip
@@ -565,7 +607,7 @@ next_round:
 		got_b = false; ok = false; all = false;
 		k = 0;
 		do
-		:: k < MQ -> KNOW(i, k) = false; k++
+		:: k < MQ -> KNOW(i, k) = false; KKNOW(i, k) = false; k++
 		:: k == MQ -> break
 		od;
 		k = 0;
@@ -580,9 +622,30 @@ finished:
 
 /* --- the keeper: its deadline, and its last act when amqplock dies ----- */
 proctype keeper(byte i) {
+	byte k, t;
 end:	do
 	:: atomic { cmd[i] && KEEPER_DUE(i) -> cmd_end(i) }
 	:: atomic { dead[i] -> cmd_end(i); drop_conn(i); break }
+	od;
+	/* Its last act, once the command has ended: on a connection of its
+	 * own, each queue it was told holds amqplock's message, young, taken
+	 * (decided as the take is sent). The rest runs out. */
+	k = 0;
+	do
+	:: k < MQ ->
+		atomic {
+			if
+			:: KKNOW(i, k) && YOUNG(i, k) ->
+				t = m_tok[k]; m_tok[k] = 0; m_age[k] = 0;
+				assert(t == 0 || t == tok[i]);	/* LAST */
+#if defined(REACH) && REACH == 8
+				assert(t != tok[i]);
+#endif
+				skip
+			:: else -> skip
+			fi;
+			KKNOW(i, k) = false; t = 0; k++ }
+	:: k == MQ -> break
 	od
 }
 

@@ -46,15 +46,15 @@
 #   line-both       FAULTS=1 ADV=1, 3 clients  exhaustive (about 1.5 million)
 # and of the lease made of messages (model/mlease.pml: 2 lease queues,
 # ended or handed over):
-#   mlease-faults    FAULTS=1 ADV=0  exhaustive with MODEL_MEMORY=16000
-#                                (about 204 million states, 14.5 GB, 7
-#                                minutes); bitstate within the default;
-#                                not in make check
-#   mlease-adversary FAULTS=0 ADV=1  exhaustive (about 38 million states,
-#                                2.9 GB, a minute)
+#   mlease-faults    FAULTS=1 ADV=0  bitstate (about 257 million states,
+#                                hash factor 33, 6 minutes; since the
+#                                keeper's last act its full search does
+#                                not fit in 16 GB); not in make check
+#   mlease-adversary FAULTS=0 ADV=1  exhaustive (about 35 million states,
+#                                a minute and a half)
 #   mlease-both      FAULTS=1 ADV=1  bitstate, only when named or for
 #                                `make model`: too large to keep (about
-#                                888 million states, hash factor 9.7, 17
+#                                1.03 billion states, hash factor 8.3, 26
 #                                minutes)
 # A configuration is searched in full (compressed states, -DCOLLAPSE)
 # within MODEL_MEMORY MB (default 5000); one that does not fit is searched
@@ -106,13 +106,14 @@ declare -A BUG=(
     [BUG_TAKE_UNKNOWN]="-DFAULTS=1 -DADV=0"
     [BUG_ADOPT_AGE0]="-DFAULTS=1 -DADV=0"
     [BUG_TAKE_BACK_OLD]="-DFAULTS=1 -DADV=1"
+    [BUG_KEEPER_TOLD_LATE]="-DFAULTS=1 -DADV=0"
 )
 # Variants whose counterexample lies beyond an exhaustive search's memory:
 # searched with a bitstate hash, built with -O2 (about a minute).
 declare -A BUG_BITSTATE=([BUG_TAKE_BACK_OLD]=1)
-# Points of model/line.pml (1-6) and model/mlease.pml (7) that a run must
-# reach (its -DREACH=N), and what each is. make check (tests/model.bats,
-# tests/mlease.bats) searches for 1, 2, 4 and 7 only: the other three are
+# Points of model/line.pml (1-6) and model/mlease.pml (7, 8) that a run
+# must reach (its -DREACH=N), and what each is. make check (tests/model.bats,
+# tests/mlease.bats) searches for 1, 2, 4, 7 and 8 only: the other three are
 # reached whenever a variant's counterexample is found, since each variant
 # changes only what happens there (3: BUG_SINGLE_OFFER, 5: BUG_WAKE_ACKS, 6: BUG_SKIP_COUNT;
 # 6 searched alone is 0.95 million states, 21 s of CPU in CI).
@@ -124,11 +125,13 @@ declare -A REACH=(
     [REACH_WOKEN]="5 a waiter woken for a slot freed without a hand-over"
     [REACH_JOIN_FREE]="6 a newcomer joining the line while a slot is free"
     [REACH_MADOPT]="7 an adopter's command started under the lease handed to it"
+    [REACH_LAST_ACT]="8 a keeper's last act taking its killed amqplock's message"
 )
 # Which model each name explores
 model_of() {
     case $1 in
-    mlease-* | REACH_MADOPT | BUG_ONE_QUEUE | BUG_TAKE_LAST | BUG_TAKE_UNKNOWN | BUG_TAKE_BACK_OLD | BUG_ADOPT_AGE0) echo "$MLEASE" ;;
+    mlease-* | REACH_MADOPT | REACH_LAST_ACT | BUG_ONE_QUEUE | BUG_TAKE_LAST | BUG_TAKE_UNKNOWN | \
+        BUG_TAKE_BACK_OLD | BUG_ADOPT_AGE0 | BUG_KEEPER_TOLD_LATE) echo "$MLEASE" ;;
     line-* | REACH_* | BUG_ACK_AT_GET | BUG_SINGLE_OFFER | BUG_WAKE_ACKS | BUG_SKIP_COUNT) echo "$LINE" ;;
     *) echo "$HOLD" ;;
     esac
@@ -140,7 +143,7 @@ ORDER=(faults adversary BUG_ADOPT_OFFER BUG_KEEPER_LATE BUG_LATE_CLAIM
     BUG_SKIP_COUNT REACH_HANDOVER REACH_TWO_AT_ONCE REACH_GONE_ENTRY
     REACH_ADOPTED REACH_WOKEN REACH_JOIN_FREE
     mlease-faults mlease-adversary BUG_ONE_QUEUE BUG_TAKE_LAST BUG_TAKE_UNKNOWN
-    BUG_TAKE_BACK_OLD BUG_ADOPT_AGE0 REACH_MADOPT)
+    BUG_TAKE_BACK_OLD BUG_ADOPT_AGE0 BUG_KEEPER_TOLD_LATE REACH_MADOPT REACH_LAST_ACT)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/amqplock-model.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -160,8 +163,8 @@ pan() {
         $CC "$opt" -w -DSAFETY -DMEMLIM="$MEMORY" $cflags -o pan pan.c || exit 2
         # (nice: beside make check's suites, which measure time, the
         # search is the one that can wait; a bitstate search has a
-        # 2^33-bit hash, 1 GB: mlease-both's 888 million states had a
-        # hash factor of 9.7 in it; make check runs none)
+        # 2^33-bit hash, 1 GB: mlease-both's 1.03 billion states had a
+        # hash factor of 8.3 in it; make check runs none)
         case $cflags in
         *BITSTATE*) nice -n 10 ./pan -m400000 -w33 >out 2>&1 ;;
         *) nice -n 10 ./pan -m400000 >out 2>&1 ;;

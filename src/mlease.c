@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "clock.h"
 #include "rules.h"
 
 void mlease_init(struct mlease *l, int64_t token, double lease, double now)
@@ -28,9 +29,10 @@ void mlease_take_sent(struct mlease *l, unsigned k)
 
 bool mlease_ours(const struct mlease *l, unsigned k, double now)
 {
-	/* Older, it may have run out, and the queue may hold the next
-	 * holder's message. */
-	return l->q[k].known && now - l->q[k].sent < l->lease;
+	/* Older, it may have run out by the time the take arrives, and the
+	 * queue hold the next holder's message: the margin covers the take's
+	 * way as it covers the deadline's. */
+	return l->q[k].known && now - l->q[k].sent < l->lease - lease_margin(l->lease);
 }
 
 bool mlease_claimed(const struct mlease *l)

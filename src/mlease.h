@@ -10,8 +10,10 @@
  *     was confirmed, and no longer once a take of ours there is sent,
  *     answered or not (mlease_published, mlease_take_sent);
  *   - nobody takes a message not known to be theirs and younger than the
- *     lease (mlease_ours): at a lease's end, and when a refused claim
- *     takes back what it got;
+ *     lease by its margin (mlease_ours): at a lease's end, when a refused
+ *     claim takes back what it got, and in the keeper's last act (the
+ *     keeper knows what amqplock tells it: after each confirmed publish,
+ *     and before each take is sent);
  *   - a renewal takes a queue only while another holds our message from
  *     no earlier than the last renewal, before our deadline, decided as
  *     the take is sent (mlease_renewal_next);
@@ -56,8 +58,10 @@ void mlease_published(struct mlease *l, unsigned k, double sent, bool confirmed)
  * hold ours, whatever the answer (or none) says. */
 void mlease_take_sent(struct mlease *l, unsigned k);
 
-/* Whether queue k may be taken at the lease's end or by a refused claim:
- * known to hold ours, younger than the lease (so it is there). */
+/* Whether queue k may be taken at the lease's end, by a refused claim or
+ * by the keeper's last act: known to hold ours, and younger than the
+ * lease by its margin (lease_margin), so it is there when the take
+ * arrives. Decided as the take is sent. */
 bool mlease_ours(const struct mlease *l, unsigned k, double now);
 
 /* Whether a claim's publishes made the lease: every queue took ours. (The

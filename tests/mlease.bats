@@ -1,12 +1,13 @@
 #!/usr/bin/env bats
 # The lease made of messages designed for issue 43 (model/mlease.pml:
-# SAFE, OWN, FREE), ended or handed over, as SPIN explores it
+# SAFE, OWN, FREE, LAST), ended, handed over or ended by the keeper of a
+# killed amqplock, as SPIN explores it
 # (model/run.sh): no violation under an adversary of the holders' own
 # login, the hand-over reached, and a counterexample for each known-bad
 # variant. Apart from tests/model.bats so that the two suites' longest
-# searches run side by side in make check. The search under faults (204
-# million states, 14.5 GB) and BUG_TAKE_BACK_OLD's (a bitstate search of
-# two minutes) are `make model`'s. Needs no broker; needs spin (make
+# searches run side by side in make check. The search under faults (257
+# million states, bitstate, 6 minutes) and BUG_TAKE_BACK_OLD's (a bitstate
+# search of 4 minutes) are `make model`'s. Needs no broker; needs spin (make
 # deps).
 
 load lib/helper
@@ -34,4 +35,12 @@ load lib/model
 
 @test "an end of a lease that takes queues not known to hold ours (BUG_TAKE_UNKNOWN) takes the next holder's message: SPIN finds it" {
     model BUG_TAKE_UNKNOWN
+}
+
+@test "a keeper whose amqplock is killed takes the messages it was told are ours, as amqplock would end the lease (REACH_LAST_ACT)" {
+    model REACH_LAST_ACT
+}
+
+@test "a keeper told of a take only once it is answered (BUG_KEEPER_TOLD_LATE), its amqplock killed in between, takes the next holder's message: SPIN finds it" {
+    model BUG_KEEPER_TOLD_LATE
 }
