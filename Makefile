@@ -31,10 +31,9 @@ ALL_LDFLAGS = $(OPT) $(LDFLAGS)
 
 # The pure sources (no I/O): names, numbers, time arithmetic, broker
 # URLs, the list of semaphores, a held slot's decisions and the rules of
-# the lease made of messages, tested on
-# their own by tests/unit. url.c needs librabbitmq's amqp_parse_url and
-# list.c cJSON, hence $(PKG_LIBS) on the unit tests' link line. Every
-# other src/*.c is amqplock's too.
+# the lease made of messages, tested on their own by tests/unit. url.c
+# needs librabbitmq's amqp_parse_url and list.c cJSON, hence $(PKG_LIBS)
+# on the unit tests' link line. Every other src/*.c is amqplock's too.
 PURE_SRCS := src/names.c src/parse.c src/status.c src/clock.c src/url.c src/list.c src/rules.c src/metrics.c \
 	src/mlease.c
 SRCS := $(PURE_SRCS) $(filter-out $(PURE_SRCS),$(sort $(wildcard src/*.c)))
