@@ -5,7 +5,8 @@
 #   amqplock -q $CONTENTION_OPTS hold -w 120 NAME -- \
 #       sh -c 'exec bench/stamp LOG 0.05 I:$AMQPLOCK_SLOT'
 # (another lock's command line instead of `amqplock ... --` if
-# CONTENTION_LOCK is set, e.g. "etcdctl lock NAME --"; slot 1 then)
+# CONTENTION_LOCK is set, e.g. "etcdctl lock NAME --"; slot 1 then; "env"
+# runs the jobs with no lock at all, for the order they start in alone)
 # GAP_MS apart (0: all at once), noting when each was started (its
 # arrival), and waits for all of them. bench/stamp logs the start and end
 # of each job (CLOCK_MONOTONIC, the clock used here too) to DIR.

@@ -27,7 +27,8 @@
 #   9. contention (bench/contention.pl): whole `amqplock hold` processes
 #      arriving 50 on 1 slot 20 ms apart (and the same with `etcdctl
 #      lock`), 100 on 5 slots 5 ms apart, 200 on 5 slots at once: how busy
-#      the slots were kept, hand-off, arrival-order inversions; and what
+#      the slots were kept, hand-off, arrival-order inversions (and those
+#      of the same 200 processes with no lock: the order they start in); and what
 #      a hold costs the broker, in frames counted by a relay
 #      (tests/tools/proxy.pl with a count), alone and in a line.
 # 1-4 are medians of BENCH_ROUNDS (default 40) whole-process runs per
@@ -375,12 +376,17 @@ step "$WORK/m8rate.txt" perl "$B/lease.pl" rate "$AL" bench-handoff 20 \
 
 # --- 9: contention ----------------------------------------------------------------
 
-log "9: contention: 50 holds on 1 slot 20 ms apart (and etcdctl lock), 100 on 5 slots 5 ms apart, 200 at once"
+log "9: contention: 50 holds on 1 slot 20 ms apart (and etcdctl lock), 100 on 5 slots 5 ms apart, 200 at once (and with no lock)"
 cpu_step one "$WORK/m9one.txt" perl "$B/contention.pl" "$AL" bench-c1 1 50 20 "$WORK"
 cpu_step etcd "$WORK/m9etcd.txt" env CONTENTION_LOCK="etcdctl --endpoints=$ETCD_URL lock bench-c1 --" \
     perl "$B/contention.pl" "$AL" bench-c1-etcd 1 50 20 "$WORK"
 cpu_step five "$WORK/m9five.txt" perl "$B/contention.pl" "$AL" bench-c5 5 100 5 "$WORK"
 cpu_step herd "$WORK/m9herd.txt" perl "$B/contention.pl" "$AL" bench-c5 5 200 0 "$WORK"
+# The same 200 processes with no lock at all (`env` runs the job at once):
+# the order in which 200 processes started together on this machine reach
+# their command, which no lock can improve on.
+step "$WORK/m9nolock.txt" env CONTENTION_LOCK=env \
+    perl "$B/contention.pl" "$AL" bench-nolock 1 200 0 "$WORK"
 log "9: CPU per uncontended hold, $CPU_HOLDS in a row each: hold, hold --lease 0, floor, etcdctl lock"
 # (and what those holds leave in the broker's memory: RabbitMQ's Raft log
 # keeps a table of each quorum queue deleted, a lease among them, until
@@ -482,7 +488,7 @@ read -r _ frames_min <"$WORK/m8rate.txt"
 # contention.pl: holds N slots S util PCT handoff_p50 MS handoff_p99 MS
 # handoff_max MS inversions K pairs P worst_wait S failed F
 declare -A CT
-for c in one etcd five herd; do
+for c in one etcd five herd nolock; do
     read -r _ n _ _ _ util _ p50 _ p99 _ hmax _ inv _ pairs _ worst _ <"$WORK/m9$c.txt"
     CT[$c]="$n $util $p50 $p99 $hmax $inv $pairs $worst"
 done
@@ -643,6 +649,9 @@ RSS_HOLD_MIB=$(awk -v k="$RSS_HOLD" 'BEGIN { printf "%.2f", k / 1024 }')
     crow etcd 'the same with `etcdctl lock`' ""
     crow five '100 holds 5 ms apart, 5 slots: hand-off p50' 90
     crow herd '200 holds at once, 5 slots: hand-off p50' 85
+    read -r _ _ _ _ _ inv pairs _ <<<"${CT[nolock]}"
+    row 9 '(the same 200 started at once with no lock: the order their commands began in)' \
+        "" "" 200 "$inv of $pairs pairs inverted" "" ""
     cpurow hold 'CPU per uncontended `hold NAME -- true` (ms, in a row)' ceiling
     cpurow hold0 'CPU per uncontended `hold --lease 0 NAME -- true`' ceiling
     cpurow floor 'CPU per `bench/floor`' ceiling
@@ -733,7 +742,10 @@ elapsed=$((SECONDS - START))
     echo "  end); hand-off = a job's start minus the end of the job before it on that"
     echo "  slot; inversions = pairs that started in the opposite order of their start"
     echo "  as processes; worst wait = longest start of process to start of job. The"
-    echo "  etcd row runs \`etcdctl lock NAME sh -c ...\` instead. Frames: tests/tools/proxy.pl"
+    echo "  etcd row runs \`etcdctl lock NAME sh -c ...\` instead; the row with no lock,"
+    echo "  \`env sh -c ...\`: each job at once, so only its inversions mean anything (a lock's"
+    echo "  waiters cannot reach it in a better order than their processes start in)."
+    echo "  Frames: tests/tools/proxy.pl"
     echo "  relays the holds' connections and counts AMQP frames (methods; messages ="
     echo "  content headers: probes and wake-ups one way, returns and deliveries back)."
     echo "  CPU per hold: the user and system time of every process a row started and of"
